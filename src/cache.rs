@@ -1,0 +1,216 @@
+//! `KindCache`: the state of one resource type. One writer (the simulator's write path or an
+//! informer) applies changes; readers load an immutable [`Snapshot`]. Watchers get every
+//! change through a bounded broadcast ring, so a slow watcher falls behind and is ended
+//! instead of delaying the writer or anyone else.
+
+use crate::object::Object;
+use crate::resource::ResourceRef;
+use crate::store::Snapshot;
+use crate::window::{Event, EventType};
+use arc_swap::ArcSwap;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+
+/// What watchers receive, in commit order.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// A change.
+    Event(Arc<Event>),
+    /// Every change up to this RV has been sent (basis of bookmarks).
+    Progress(u64),
+    /// The state was replaced wholesale (relist): watchers must end so clients resume.
+    Reset,
+}
+
+/// Sizes of a cache's buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Events kept in the window.
+    pub window_events: usize,
+    /// Past snapshots kept for continue tokens and exact-RV lists.
+    pub history: usize,
+    /// Messages a watcher may fall behind before it is ended.
+    pub watcher_lag: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { window_events: 10_000, history: 1024, watcher_lag: 8192 }
+    }
+}
+
+/// Why no snapshot exists for an RV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted;
+
+/// The cache of one resource type.
+pub struct KindCache {
+    /// The resource type.
+    pub resource: ResourceRef,
+    limits: Limits,
+    snap: ArcSwap<Snapshot>,
+    progress: watch::Sender<u64>,
+    tx: broadcast::Sender<Message>,
+    history: Mutex<VecDeque<Arc<Snapshot>>>,
+    writer: Mutex<()>,
+}
+
+impl std::fmt::Debug for KindCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindCache").field("resource", &self.resource.plural).field("rv", &self.snap.load().rv).finish()
+    }
+}
+
+impl KindCache {
+    /// An empty cache at `rv`.
+    pub fn new(resource: ResourceRef, rv: u64, limits: Limits) -> Self {
+        let (tx, _) = broadcast::channel(limits.watcher_lag.max(16));
+        KindCache {
+            resource,
+            limits,
+            snap: ArcSwap::from_pointee(Snapshot::empty(rv, limits.window_events)),
+            progress: watch::Sender::new(rv),
+            tx,
+            history: Mutex::new(VecDeque::new()),
+            writer: Mutex::new(()),
+        }
+    }
+
+    /// The current state.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snap.load_full()
+    }
+
+    /// The RV everything up to which is reflected, and the state as of then. Reading
+    /// progress before the snapshot keeps the pair consistent: progress only moves after the
+    /// change it covers is swapped in.
+    pub fn current(&self) -> (u64, Arc<Snapshot>) {
+        let p = *self.progress.borrow();
+        let s = self.snapshot();
+        (p.max(s.rv), s)
+    }
+
+    /// The RV everything up to which is reflected.
+    pub fn progress(&self) -> u64 {
+        self.current().0
+    }
+
+    /// Subscribe to changes committed from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Message> {
+        self.tx.subscribe()
+    }
+
+    /// Number of open watchers.
+    pub fn watchers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
+    /// Wait until progress reaches `rv`; false on timeout.
+    pub async fn wait_for(&self, rv: u64, timeout: Duration) -> bool {
+        let mut rx = self.progress.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|p| *p >= rv)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// The state as of `rv`: the newest snapshot at or below it, if it is still kept.
+    pub fn at(&self, rv: u64) -> Result<Arc<Snapshot>, Compacted> {
+        let cur = self.snapshot();
+        if cur.rv <= rv {
+            return Ok(cur);
+        }
+        let hist = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        // history holds consecutive states, newest last; each is valid until the next one.
+        let mut newer_rv = cur.rv;
+        for s in hist.iter().rev() {
+            if s.rv <= rv && rv < newer_rv {
+                return Ok(s.clone());
+            }
+            newer_rv = s.rv;
+        }
+        Err(Compacted)
+    }
+
+    /// Apply one change. Its RV must exceed every RV applied before.
+    pub fn apply(&self, kind: EventType, object: Object) -> Arc<Event> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = self.snap.load_full();
+        let (next, ev) = cur.apply(kind, object, self.resource.index.as_deref());
+        self.snap.store(Arc::new(next));
+        self.remember(cur);
+        let _ = self.tx.send(Message::Event(ev.clone()));
+        self.progress.send_if_modified(|p| (*p < ev.rv).then(|| *p = ev.rv).is_some());
+        ev
+    }
+
+    fn remember(&self, old: Arc<Snapshot>) {
+        let mut hist = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        hist.push_back(old);
+        while hist.len() > self.limits.history {
+            hist.pop_front();
+        }
+    }
+
+    /// Note that everything up to `rv` is reflected (a bookmark or another kind's commit),
+    /// and tell watchers when `notify` is set.
+    pub fn advance(&self, rv: u64, notify: bool) {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.progress.send_if_modified(|p| (*p < rv).then(|| *p = rv).is_some());
+        if notify {
+            let _ = self.tx.send(Message::Progress(*self.progress.borrow()));
+        }
+    }
+
+    /// Replace the whole state (initial load or relist) at `rv`. Open watchers are ended.
+    pub fn replace(&self, objects: impl IntoIterator<Item = Object>, rv: u64) {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref());
+        self.snap.store(Arc::new(s));
+        self.history.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let _ = self.tx.send(Message::Reset);
+        self.progress.send_replace(rv);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res() -> ResourceRef {
+        Arc::new(crate::resource::simulated().into_iter().find(|r| r.plural == "pods").unwrap())
+    }
+
+    fn obj(name: &str, rv: u64) -> Object {
+        let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}, "spec": {"nodeName": "n"}});
+        Object::new(&res(), &v, Some(&crate::object::item_json(&v)), None).unwrap()
+    }
+
+    #[test]
+    fn history_answers_past_states_until_compacted() {
+        let c = KindCache::new(res(), 10, Limits { window_events: 100, history: 2, watcher_lag: 16 });
+        c.apply(EventType::Added, obj("a", 11));
+        c.apply(EventType::Added, obj("b", 12));
+        c.apply(EventType::Added, obj("c", 13));
+        assert_eq!(c.at(13).unwrap().objects.len(), 3);
+        assert_eq!(c.at(12).unwrap().objects.len(), 2);
+        assert_eq!(c.at(11).unwrap().objects.len(), 1);
+        assert!(c.at(10).is_err(), "compacted");
+        c.advance(20, false);
+        assert_eq!(c.at(19).unwrap().rv, 13);
+        assert_eq!(c.progress(), 20);
+    }
+
+    #[tokio::test]
+    async fn watchers_see_changes_in_order_and_a_reset_on_replace() {
+        let c = KindCache::new(res(), 1, Limits::default());
+        let mut rx = c.subscribe();
+        c.apply(EventType::Added, obj("a", 2));
+        c.advance(3, true);
+        c.replace(vec![obj("z", 4)], 4);
+        assert!(matches!(rx.recv().await.unwrap(), Message::Event(e) if e.rv == 2));
+        assert!(matches!(rx.recv().await.unwrap(), Message::Progress(3)));
+        assert!(matches!(rx.recv().await.unwrap(), Message::Reset));
+        assert!(c.wait_for(4, Duration::from_millis(1)).await);
+        assert_eq!(c.snapshot().objects.len(), 1);
+    }
+}

@@ -1,0 +1,43 @@
+//! GET of one object from the current snapshot.
+
+use crate::body::{respond, Body, Pieces};
+use crate::cache::KindCache;
+use crate::object;
+use crate::query::Format;
+use crate::status::Status;
+use crate::wire;
+use bytes::Bytes;
+use http::{Response, StatusCode};
+
+/// Answer a GET of `name` (in `namespace` for namespaced kinds).
+pub fn get(cache: &KindCache, namespace: Option<&str>, name: &str, fmt: Format) -> Result<Response<Body>, Status> {
+    let r = &cache.resource;
+    let snap = cache.snapshot();
+    let key = object::key(namespace.unwrap_or(""), name);
+    let o = snap.get(&key).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
+    let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
+    let pieces = match fmt {
+        Format::Json => {
+            let j = o.json.as_ref().ok_or_else(missing)?;
+            let mut head = Vec::with_capacity(48);
+            object::with_type_meta(&mut head, &r.api_version(), &r.kind, b"{}");
+            head.pop();
+            head.push(b',');
+            vec![Bytes::from(head), j.slice(2..), Bytes::from_static(b"\n")]
+        }
+        Format::Protobuf => {
+            let m = o.pb_message().ok_or_else(missing)?;
+            let prefix = wire::envelope_prefix(&r.api_version(), &r.kind, m.len());
+            vec![Bytes::from(prefix), m, Bytes::from_static(wire::UNKNOWN_SUFFIX)]
+        }
+    };
+    Ok(respond(StatusCode::OK, content_type(fmt), Pieces::new(pieces).boxed()))
+}
+
+/// Content-Type of a non-watch response.
+pub(crate) fn content_type(fmt: Format) -> &'static str {
+    match fmt {
+        Format::Json => "application/json",
+        Format::Protobuf => wire::PROTOBUF,
+    }
+}

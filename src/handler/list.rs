@@ -1,0 +1,150 @@
+//! LIST: pick the snapshot the resourceVersion parameters ask for, walk it in key order
+//! (through the field index when the selector allows: O(result)), cut a page, and stitch the
+//! stored item bytes into a JSON or protobuf list.
+
+use super::{get::content_type, selected, RV_WAIT};
+use crate::body::{respond, Body, Pieces};
+use crate::cache::KindCache;
+use crate::object::Object;
+use crate::query::{Format, ListMode, Options};
+use crate::status::Status;
+use crate::store::Snapshot;
+use crate::token::Continue;
+use crate::wire;
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use std::sync::Arc;
+
+const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// One page of a LIST.
+struct Page {
+    rv: u64,
+    items: Vec<Arc<Object>>,
+    cont: Option<String>,
+    remaining: Option<u64>,
+}
+
+/// Answer a LIST (in `namespace`, or across all).
+pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format) -> Result<Response<Body>, Status> {
+    opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
+    let (rv, snap) = pick(cache, opts).await?;
+    let page = collect(&snap, rv, namespace, opts, cache.resource.index.as_deref());
+    encode(cache, page, fmt)
+}
+
+/// Wait until the cache reaches `rv`, or fail with the apiserver's 504.
+pub(crate) async fn reach(cache: &KindCache, rv: u64) -> Result<(), Status> {
+    if cache.progress() >= rv || cache.wait_for(rv, RV_WAIT).await {
+        Ok(())
+    } else {
+        Err(Status::too_large_rv(rv, cache.progress()))
+    }
+}
+
+/// The snapshot a LIST reads and the RV it reports.
+async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>), Status> {
+    match opts.list_mode() {
+        ListMode::Consistent | ListMode::Any => Ok(cache.current()),
+        ListMode::NotOlderThan(n) => {
+            reach(cache, n).await?;
+            Ok(cache.current())
+        }
+        ListMode::Exact(n) => {
+            reach(cache, n).await?;
+            let snap = cache.at(n).map_err(|_| Status::expired("The resourceVersion for the provided list is too old."))?;
+            Ok((n, snap))
+        }
+        ListMode::Continue => {
+            let c = opts.cont.as_ref().ok_or_else(|| Status::internal("continue mode without a token"))?;
+            let Ok(rv) = u64::try_from(c.rv) else {
+                return Ok(cache.current());
+            };
+            cache.at(rv).map(|s| (rv, s)).map_err(|_| {
+                let mut s = Status::expired(EXPIRED_CONTINUE);
+                s.continue_token = Some(Continue { rv: -1, after: c.after.clone() }.encode_bare());
+                s
+            })
+        }
+    }
+}
+
+fn collect(snap: &Snapshot, rv: u64, namespace: Option<&str>, opts: &Options, index: Option<&str>) -> Page {
+    let after = opts.cont.as_ref().map(|c| match namespace {
+        Some(ns) => format!("{ns}/{}", c.after),
+        None => c.after.clone(),
+    });
+    let after = after.as_deref();
+    let limit = match opts.list_mode() {
+        ListMode::Any => usize::MAX,
+        _ if opts.limit == 0 => usize::MAX,
+        _ => usize::try_from(opts.limit).unwrap_or(usize::MAX),
+    };
+    let indexed = index.and_then(|f| opts.fields.exact(f));
+    let source: Box<dyn Iterator<Item = &Arc<Object>>> = match indexed {
+        Some(v) => Box::new(snap.indexed(v, after)),
+        None => Box::new(snap.range(namespace, after)),
+    };
+    let mut matching = source.filter(|o| selected(o, namespace, opts));
+    let items: Vec<Arc<Object>> = matching.by_ref().take(limit).cloned().collect();
+    let mut page = Page { rv, items, cont: None, remaining: None };
+    if items_cut(&mut matching) {
+        let last = page.items.last().map(|o| relative(&o.key, namespace)).unwrap_or_default();
+        page.cont = Some(Continue { rv: i64::try_from(rv).unwrap_or(i64::MAX), after: last }.encode());
+        // The apiserver counts what is left only for unfiltered lists.
+        if !opts.filtered() {
+            page.remaining = Some(1 + matching.count() as u64);
+        }
+    }
+    page
+}
+
+fn items_cut<'a>(rest: &mut impl Iterator<Item = &'a Arc<Object>>) -> bool {
+    rest.next().is_some()
+}
+
+/// A key relative to the collection a request lists.
+fn relative(key: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => key.strip_prefix(ns).and_then(|k| k.strip_prefix('/')).unwrap_or(key).to_string(),
+        None => key.to_string(),
+    }
+}
+
+fn encode(cache: &KindCache, page: Page, fmt: Format) -> Result<Response<Body>, Status> {
+    let r = &cache.resource;
+    let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
+    let mut pieces = Vec::with_capacity(page.items.len() + 3);
+    match fmt {
+        Format::Json => {
+            let mut head = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"", r.list_kind(), r.api_version(), page.rv);
+            if let Some(c) = &page.cont {
+                head.push_str(&format!(",\"continue\":\"{c}\""));
+            }
+            if let Some(n) = page.remaining {
+                head.push_str(&format!(",\"remainingItemCount\":{n}"));
+            }
+            head.push_str("},\"items\":[");
+            pieces.push(Bytes::from(head));
+            for (i, o) in page.items.iter().enumerate() {
+                let j = o.json.as_ref().ok_or_else(missing)?;
+                pieces.push(if i == 0 { j.slice(1..) } else { j.clone() });
+            }
+            pieces.push(Bytes::from_static(b"]}\n"));
+        }
+        Format::Protobuf => {
+            let meta = wire::list_meta(page.rv, page.cont.as_deref(), page.remaining);
+            let mut items_len = 0;
+            for o in &page.items {
+                items_len += o.pb.as_ref().ok_or_else(missing)?.len();
+            }
+            let raw_len = wire::len_field_size(1, meta.len()) + items_len;
+            let mut head = wire::envelope_prefix(&r.api_version(), &r.list_kind(), raw_len);
+            wire::put_bytes(&mut head, 1, &meta);
+            pieces.push(Bytes::from(head));
+            pieces.extend(page.items.iter().filter_map(|o| o.pb.clone()));
+            pieces.push(Bytes::from_static(wire::UNKNOWN_SUFFIX));
+        }
+    }
+    Ok(respond(StatusCode::OK, content_type(fmt), Pieces::new(pieces).boxed()))
+}

@@ -1,0 +1,44 @@
+//! kache: a watch cache and read proxy for the Kubernetes API.
+//!
+//! Layout (request path first, then state, then feeders):
+//! - `server`: accept loop, per-connection task, HTTP/1.1 and HTTP/2.
+//! - `route`: classify a request path and query into a cached read or something else.
+//! - `query`: parse and validate list/watch options (resourceVersion modes, limit, selectors).
+//! - `handler`: cached GET, LIST and WATCH answered from one snapshot with pre-encoded bytes.
+//! - `body`: response bodies stitched from shared `Bytes`.
+//! - `status`: the one place that turns errors into Kubernetes `Status` responses.
+//! - `cache`: one `KindCache` per resource: snapshot, progress, fan-out to watchers.
+//! - `store`: immutable snapshots (persistent ordered maps) and the spec.nodeName index.
+//! - `object`: an object as stored: its encoded bytes and the fields selectors need.
+//! - `window`: the sliding window of recent events a watch resumes from.
+//! - `selector`: label and field selector parsing and matching.
+//! - `token`: continue tokens in the apiserver's format.
+//! - `wire`: protobuf framing: the `k8s\0` envelope, lists, watch frames.
+//! - `json`: JSON encoding the way the apiserver writes it.
+//! - `transcode`: JSON <-> protobuf for built-in kinds (used by the simulator and at ingest).
+//! - `resource`: the resource types kache knows and their discovery documents.
+//! - `sim`: the simulated kube-apiserver (the test upstream and `kache sim`).
+//! - `synth`: deterministic synthetic cluster objects for the simulator.
+//! - `demo`: `kache demo`, the simulator with kache in front of it.
+//! - `config`: command-line configuration.
+
+pub mod body;
+pub mod cache;
+pub mod config;
+pub mod demo;
+pub mod handler;
+pub mod json;
+pub mod object;
+pub mod query;
+pub mod resource;
+pub mod route;
+pub mod selector;
+pub mod server;
+pub mod sim;
+pub mod status;
+pub mod store;
+pub mod synth;
+pub mod token;
+pub mod transcode;
+pub mod window;
+pub mod wire;

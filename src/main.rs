@@ -1,0 +1,40 @@
+//! The `kache` binary: parse the command line, set up logging, run the subcommand.
+
+use clap::Parser;
+use kache::config::{Cli, Command};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if cli.log_format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kache: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Sim(args) => kache::demo::run_sim(args).await,
+            Command::Demo(args) => kache::demo::run_demo(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ kache::demo::StartError::Config(_)) => {
+            eprintln!("kache: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("kache: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

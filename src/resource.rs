@@ -1,0 +1,288 @@
+//! The resource types kache knows: their names, scope, encodings and selectable fields, and
+//! the legacy discovery documents (`/api`, `/api/v1`, `/apis`, `/apis/{g}/{v}`) built from them.
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// One resource type (a group/version/resource), as discovery describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Plural resource name used in paths, e.g. `pods`.
+    pub plural: String,
+    /// Singular name, e.g. `pod`.
+    pub singular: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Whether the kind has a protobuf encoding (built-in kinds do, custom resources do not).
+    pub protobuf: bool,
+    /// kubectl short names.
+    pub short_names: Vec<String>,
+    /// Discovery categories (e.g. `all`).
+    pub categories: Vec<String>,
+    /// Field-selector fields beyond `metadata.name` and `metadata.namespace`.
+    pub fields: Vec<String>,
+    /// The field with an index for O(result) equality selectors (`spec.nodeName` for pods).
+    pub index: Option<String>,
+}
+
+/// Shared handle to a resource description.
+pub type ResourceRef = Arc<Resource>;
+
+impl Resource {
+    /// `v1` for the core group, else `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Kind of the list type, e.g. `PodList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// Whether `field` may be used in a field selector on this resource.
+    pub fn supports_field(&self, field: &str) -> bool {
+        field == "metadata.name"
+            || (field == "metadata.namespace" && self.namespaced)
+            || self.fields.iter().any(|f| f == field)
+    }
+
+    /// Every field a field selector may use.
+    pub fn selectable_fields(&self) -> Vec<&str> {
+        let mut all = vec!["metadata.name"];
+        if self.namespaced {
+            all.push("metadata.namespace");
+        }
+        all.extend(self.fields.iter().map(String::as_str));
+        all
+    }
+}
+
+/// The field-selector fields the apiserver supports for a built-in kind, beyond
+/// `metadata.name`/`metadata.namespace` (k8s.io/kubernetes pkg/registry/*/strategy.go).
+pub fn builtin_fields(group: &str, kind: &str) -> &'static [&'static str] {
+    match (group, kind) {
+        ("", "Pod") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ],
+        ("", "Event") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("", "Secret") => &["type"],
+        ("", "Node") => &["spec.unschedulable"],
+        ("", "Namespace") => &["status.phase"],
+        ("", "ReplicationController") => &["status.replicas"],
+        ("apps", "ReplicaSet") => &["status.replicas"],
+        ("batch", "Job") => &["status.successful"],
+        ("certificates.k8s.io", "CertificateSigningRequest") => &["spec.signerName"],
+        _ => &[],
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn builtin(
+    group: &str,
+    plural: &str,
+    singular: &str,
+    kind: &str,
+    namespaced: bool,
+    protobuf: bool,
+    short: &[&str],
+    all: bool,
+) -> Resource {
+    let index = (group.is_empty() && kind == "Pod").then(|| "spec.nodeName".to_string());
+    Resource {
+        group: group.to_string(),
+        version: "v1".to_string(),
+        plural: plural.to_string(),
+        singular: singular.to_string(),
+        kind: kind.to_string(),
+        namespaced,
+        protobuf,
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        categories: if all { vec!["all".to_string()] } else { vec![] },
+        fields: builtin_fields(group, kind).iter().map(|s| s.to_string()).collect(),
+        index,
+    }
+}
+
+/// The resource types the simulator serves.
+pub fn simulated() -> Vec<Resource> {
+    vec![
+        builtin("", "namespaces", "namespace", "Namespace", false, true, &["ns"], false),
+        builtin("", "nodes", "node", "Node", false, true, &["no"], false),
+        builtin("", "pods", "pod", "Pod", true, true, &["po"], true),
+        builtin("", "services", "service", "Service", true, true, &["svc"], true),
+        builtin("", "configmaps", "configmap", "ConfigMap", true, true, &["cm"], false),
+        builtin("", "secrets", "secret", "Secret", true, true, &[], false),
+        builtin("", "events", "event", "Event", true, true, &["ev"], false),
+        builtin("", "endpoints", "endpoints", "Endpoints", true, true, &["ep"], false),
+        builtin("apps", "deployments", "deployment", "Deployment", true, true, &["deploy"], true),
+        builtin("example.com", "widgets", "widget", "Widget", true, false, &["wd"], false),
+    ]
+}
+
+/// Subresources the simulator serves for a resource (`status` for kinds that have one).
+fn subresources(r: &Resource) -> &'static [&'static str] {
+    match r.kind.as_str() {
+        "Pod" | "Node" | "Namespace" | "Service" | "Deployment" | "Widget" => &["status"],
+        _ => &[],
+    }
+}
+
+/// Whether the kind has a `/status` subresource (its main resource then ignores status).
+pub fn has_status(r: &Resource) -> bool {
+    subresources(r).contains(&"status")
+}
+
+fn resource_entry(r: &Resource) -> Value {
+    let mut e = json!({
+        "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+    });
+    if !r.short_names.is_empty() {
+        e["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        e["categories"] = json!(r.categories);
+    }
+    e
+}
+
+/// `APIResourceList` for one group/version.
+pub fn resource_list(resources: &[ResourceRef], group: &str, version: &str) -> Value {
+    let mut entries = Vec::new();
+    for r in resources.iter().filter(|r| r.group == group && r.version == version) {
+        entries.push(resource_entry(r));
+        for sub in subresources(r) {
+            entries.push(json!({
+                "name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "kind": r.kind, "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if group.is_empty() {
+        json!({"kind": "APIResourceList", "groupVersion": version, "resources": entries})
+    } else {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"), "resources": entries})
+    }
+}
+
+/// `APIVersions` for `/api`.
+pub fn api_versions(server_address: &str) -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+           "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]})
+}
+
+/// `APIGroupList` for `/apis`.
+pub fn group_list(resources: &[ResourceRef]) -> Value {
+    let mut groups: Vec<Value> = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for r in resources.iter().filter(|r| !r.group.is_empty()) {
+        if seen.contains(&(r.group.as_str(), r.version.as_str())) {
+            continue;
+        }
+        seen.push((&r.group, &r.version));
+        let gv = json!({"groupVersion": r.api_version(), "version": r.version});
+        groups.push(json!({"name": r.group, "versions": [gv.clone()], "preferredVersion": gv}));
+    }
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `APIGroup` for `/apis/{group}`.
+pub fn group(resources: &[ResourceRef], group: &str) -> Option<Value> {
+    let r = resources.iter().find(|r| r.group == group)?;
+    let gv = json!({"groupVersion": r.api_version(), "version": r.version});
+    Some(json!({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv.clone()], "preferredVersion": gv}))
+}
+
+/// The `/version` document.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+        "minCompatibilityMajor": "1", "minCompatibilityMinor": "35",
+        "gitVersion": "v1.36.2-kache", "gitCommit": env!("CARGO_PKG_VERSION"), "gitTreeState": "clean",
+        "buildDate": "2026-11-22T00:00:00Z", "goVersion": "rust", "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn golden(name: &str) -> Value {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
+        serde_json::from_slice(&std::fs::read(format!("{dir}/{name}")).unwrap()).unwrap()
+    }
+
+    fn arcs() -> Vec<ResourceRef> {
+        simulated().into_iter().map(Arc::new).collect()
+    }
+
+    #[test]
+    fn core_resource_entries_match_the_apiserver() {
+        let real = golden("12c-api-v1.json.body");
+        let ours = resource_list(&arcs(), "", "v1");
+        assert_eq!(ours["kind"], real["kind"]);
+        assert!(ours.get("apiVersion").is_none() && real.get("apiVersion").is_none());
+        for name in ["pods", "configmaps", "namespaces", "nodes", "secrets", "events", "services", "pods/status"] {
+            let find = |v: &Value| v["resources"].as_array().unwrap().iter().find(|e| e["name"] == name).cloned().unwrap();
+            let (mut a, b) = (find(&ours), find(&real));
+            for k in ["name", "singularName", "namespaced", "kind", "shortNames", "categories"] {
+                assert_eq!(a.get(k), b.get(k), "{name}.{k}");
+            }
+            if !name.contains('/') {
+                a["verbs"].as_array_mut().unwrap().sort_by_key(|v| v.to_string());
+                let mut bv = b["verbs"].clone();
+                bv.as_array_mut().unwrap().sort_by_key(|v| v.to_string());
+                assert_eq!(a["verbs"], bv, "{name} verbs");
+            }
+        }
+    }
+
+    #[test]
+    fn apps_group_list_entry_matches_the_apiserver() {
+        let real = golden("12d-apis.json.body");
+        let ours = group_list(&arcs());
+        let pick = |v: &Value| v["groups"].as_array().unwrap().iter().find(|g| g["name"] == "apps").cloned().unwrap();
+        assert_eq!(pick(&ours), pick(&real));
+        assert_eq!(ours["kind"], real["kind"]);
+        assert_eq!(ours["apiVersion"], real["apiVersion"]);
+    }
+
+    #[test]
+    fn pods_support_the_node_name_field() {
+        let pods = simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        assert!(pods.supports_field("spec.nodeName"));
+        assert!(!pods.supports_field("spec.bogus"));
+        assert_eq!(pods.index.as_deref(), Some("spec.nodeName"));
+    }
+}

@@ -1,0 +1,220 @@
+//! The simulated kube-apiserver: the test upstream and `kache sim`. It keeps every kind in a
+//! [`KindCache`] (the same store and read path `kache serve` uses) and is its only writer:
+//! writes take one global lock, get the next resourceVersion (like etcd's revision), are
+//! encoded once (JSON and, for built-in kinds, protobuf) and applied.
+
+mod churn;
+mod table;
+mod write;
+
+pub use churn::churn;
+
+use crate::body::{self, Body};
+use crate::cache::{KindCache, Limits};
+use crate::handler::{self, WatchSettings};
+use crate::object::{self, Object};
+use crate::query::{negotiate, Format, Negotiated, Options};
+use crate::resource::{self, Resource, ResourceRef};
+use crate::route::{classify, ResourcePath, Target};
+use crate::server::Handler;
+use crate::status::Status;
+use crate::synth::{ClusterSpec, Synth};
+use crate::transcode::{json_to_pb, MessageType};
+use http::{header, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// How the simulator is set up.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The synthetic cluster to start with.
+    pub cluster: ClusterSpec,
+    /// Buffer sizes of every kind.
+    pub limits: Limits,
+    /// Watch timing.
+    pub watch: WatchSettings,
+    /// Address reported in `/api` discovery.
+    pub advertise: String,
+}
+
+/// The simulated apiserver.
+pub struct Sim {
+    resources: Vec<ResourceRef>,
+    caches: HashMap<(String, String), Arc<KindCache>>,
+    /// The global resourceVersion; holding the lock is holding the write path.
+    rv: Mutex<u64>,
+    watch: WatchSettings,
+    advertise: String,
+    synth: Synth,
+}
+
+impl Sim {
+    /// Generate the cluster and load it.
+    pub fn new(cfg: SimConfig) -> Result<Sim, Status> {
+        let synth = Synth::new(cfg.cluster.clone());
+        let resources: Vec<ResourceRef> = resource::simulated().into_iter().map(Arc::new).collect();
+        let mut rv = 1000u64;
+        let mut caches = HashMap::new();
+        for r in &resources {
+            let values: Box<dyn Iterator<Item = Value>> = match r.plural.as_str() {
+                "namespaces" => Box::new(synth.namespaces()),
+                "nodes" => Box::new(synth.nodes()),
+                "pods" => Box::new(synth.pods()),
+                "deployments" => Box::new(synth.deployments()),
+                "services" => Box::new(synth.services()),
+                "configmaps" => Box::new(synth.configmaps()),
+                "secrets" => Box::new(synth.secrets()),
+                "events" => Box::new(synth.events()),
+                _ => Box::new(std::iter::empty()),
+            };
+            let mut objects = Vec::new();
+            for mut v in values {
+                rv += 1;
+                v["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+                objects.push(encode(r, &v)?);
+            }
+            let cache = KindCache::new(r.clone(), rv, cfg.limits);
+            cache.replace(objects, rv);
+            caches.insert((r.group.clone(), r.plural.clone()), Arc::new(cache));
+        }
+        for c in caches.values() {
+            c.advance(rv, false);
+        }
+        Ok(Sim { resources, caches, rv: Mutex::new(rv), watch: cfg.watch, advertise: cfg.advertise, synth })
+    }
+
+    /// The cache of a resource.
+    pub fn cache(&self, group: &str, plural: &str) -> Option<&Arc<KindCache>> {
+        self.caches.get(&(group.to_string(), plural.to_string()))
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        *self.rv.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tell every watcher how far the global resourceVersion has moved (periodic, so
+    /// bookmarks of quiet kinds move forward like the apiserver's do).
+    pub fn tick(&self) {
+        let rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+        for c in self.caches.values() {
+            c.advance(*rv, true);
+        }
+    }
+
+    async fn route(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Status> {
+        let path = req.uri().path().to_string();
+        match classify(&path).ok_or_else(Status::no_route)? {
+            Target::Version => Ok(discovery(resource::version(), true)),
+            Target::Api => Ok(discovery(resource::api_versions(&self.advertise), false)),
+            Target::Apis => Ok(discovery(resource::group_list(&self.resources), false)),
+            Target::Group(g) => resource::group(&self.resources, &g).map(|v| discovery(v, false)).ok_or_else(Status::no_route),
+            Target::GroupVersion(g, v) => {
+                if !self.resources.iter().any(|r| r.group == g && r.version == v) {
+                    return Err(Status::no_route());
+                }
+                Ok(discovery(resource::resource_list(&self.resources, &g, &v), false))
+            }
+            Target::Health => Ok(body::respond(StatusCode::OK, "text/plain; charset=utf-8", body::full("ok"))),
+            Target::Resource(p) => self.resource(req, p).await,
+        }
+    }
+
+    async fn resource(self: Arc<Self>, req: Request<Incoming>, p: ResourcePath) -> Result<Response<Body>, Status> {
+        let cache = self
+            .resources
+            .iter()
+            .find(|r| r.group == p.group && r.version == p.version && r.plural == p.plural)
+            .and_then(|r| self.cache(&r.group, &r.plural))
+            .cloned()
+            .ok_or_else(Status::no_route)?;
+        let r = cache.resource.clone();
+        let scoped = if r.namespaced { p.namespace.is_some() || p.name.is_none() } else { p.namespace.is_none() };
+        if !scoped {
+            return Err(Status::no_route());
+        }
+        let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let fmt = match negotiate(accept.as_deref(), r.protobuf) {
+            Negotiated::Serve(f) => f,
+            Negotiated::Other if accept.as_deref().is_some_and(|a| a.contains("as=Table")) => {
+                return table::respond(&cache, &req, &p);
+            }
+            _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
+        };
+        let ns = p.namespace.as_deref();
+        match (req.method().clone(), p.name.as_deref(), p.subresource.as_deref()) {
+            (Method::GET, Some(name), None | Some("status")) => handler::get(&cache, ns, name, fmt),
+            (Method::GET, None, None) => {
+                let opts = Options::parse(req.uri().query())?;
+                if opts.watch {
+                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, self.watch).await
+                } else {
+                    handler::list(&cache, ns, &opts, fmt).await
+                }
+            }
+            (Method::GET, Some(name), Some("log")) if r.kind == "Pod" => write::log(&cache, ns, name),
+            (Method::POST, None, None) => self.create(&cache, req, &p, fmt).await,
+            (Method::PUT, Some(_), None | Some("status")) => self.update(&cache, req, &p, fmt).await,
+            (Method::PATCH, Some(_), None | Some("status")) => self.patch(&cache, req, &p, fmt).await,
+            (Method::DELETE, Some(name), None) => self.delete(&cache, ns, name, fmt),
+            (Method::DELETE, None, None) => self.delete_collection(&cache, ns, req.uri().query(), fmt),
+            (_, _, Some(_)) => Err(Status::no_route()),
+            _ => Err(Status::method_not_allowed()),
+        }
+    }
+}
+
+impl Handler for Sim {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        let protobuf = req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.starts_with(crate::wire::PROTOBUF));
+        match self.route(req).await {
+            Ok(resp) => resp,
+            Err(status) => status.into_response(protobuf),
+        }
+    }
+}
+
+/// Encode a JSON object of resource `r` once, in every encoding the kind has.
+pub fn encode(r: &Resource, v: &Value) -> Result<Object, Status> {
+    let json = object::item_json(v);
+    let pb = if r.protobuf {
+        let ty = MessageType::for_kind(&r.group, &r.version, &r.kind).ok_or_else(|| Status::internal(format!("no protobuf schema for {}", r.kind)))?;
+        Some(json_to_pb(ty, v).map_err(|e| Status::invalid(&r.kind, v["metadata"]["name"].as_str().unwrap_or(""), &e.to_string()))?)
+    } else {
+        None
+    };
+    Object::new(r, v, Some(&json), pb.as_deref()).map_err(|e| Status::bad_request(e.to_string()))
+}
+
+/// A discovery document (`/version` is indented, the rest compact with a newline).
+fn discovery(v: Value, indented: bool) -> Response<Body> {
+    let bytes = if indented {
+        serde_json::to_vec_pretty(&v).unwrap_or_default()
+    } else {
+        let mut b = crate::json::to_vec(&v);
+        b.push(b'\n');
+        b
+    };
+    body::respond(StatusCode::OK, "application/json", body::full(bytes))
+}
+
+/// Content type of a single-object response.
+fn object_response(r: &Resource, o: &Object, code: StatusCode, fmt: Format) -> Response<Body> {
+    let body = match fmt {
+        Format::Json => {
+            let mut out = Vec::new();
+            object::with_type_meta(&mut out, &r.api_version(), &r.kind, &o.json_item().unwrap_or_default());
+            out.push(b'\n');
+            out
+        }
+        Format::Protobuf => crate::wire::envelope(&r.api_version(), &r.kind, &o.pb_message().unwrap_or_default()),
+    };
+    let ct = if fmt == Format::Json { "application/json" } else { crate::wire::PROTOBUF };
+    body::respond(code, ct, body::full(body))
+}

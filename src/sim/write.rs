@@ -1,0 +1,308 @@
+//! The simulator's write path: create, update, merge patch, delete, deletecollection and the
+//! `/status` subresource, each under the global lock so every change gets the next
+//! resourceVersion and conflicts are judged against the latest state.
+
+use super::{encode, object_response, Sim};
+use crate::body::{self, Body};
+use crate::cache::KindCache;
+use crate::object;
+use crate::query::{Format, Options};
+use crate::route::ResourcePath;
+use crate::status::{Details, Status};
+use crate::window::EventType;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{Map, Value};
+
+/// Largest request body the simulator reads (the apiserver's limit is 3 MiB).
+const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+async fn read_json(req: Request<Incoming>) -> Result<(Value, String), Status> {
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let media = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if !matches!(
+        media.as_str(),
+        "application/json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" | "application/json-patch+json"
+    ) {
+        return Err(Status::unsupported_media_type(&ct));
+    }
+    let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map_err(|e| Status::failure(413, "RequestEntityTooLarge", format!("request body rejected: {e}")))?
+        .to_bytes();
+    let v = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))?;
+    Ok((v, media))
+}
+
+fn now() -> String {
+    httpdate_rfc3339(std::time::SystemTime::now())
+}
+
+/// RFC 3339 UTC seconds, as Kubernetes writes timestamps.
+fn httpdate_rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Put `kind`, `apiVersion`, `metadata` first, as the apiserver writes objects.
+fn ordered(r: &crate::resource::Resource, v: Value) -> Value {
+    let Value::Object(mut m) = v else { return v };
+    let mut out = Map::new();
+    out.insert("kind".into(), Value::String(r.kind.clone()));
+    out.insert("apiVersion".into(), Value::String(r.api_version()));
+    m.remove("kind");
+    m.remove("apiVersion");
+    if let Some(meta) = m.remove("metadata") {
+        out.insert("metadata".into(), order_meta(meta));
+    }
+    out.extend(m);
+    Value::Object(out)
+}
+
+fn order_meta(meta: Value) -> Value {
+    let Value::Object(mut m) = meta else { return meta };
+    let mut out = Map::new();
+    for k in ["name", "generateName", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences", "finalizers"] {
+        if let Some(v) = m.remove(k) {
+            out.insert(k.into(), v);
+        }
+    }
+    out.extend(m);
+    Value::Object(out)
+}
+
+/// RFC 7386 JSON merge patch. Strategic merge patches are applied the same way with their
+/// `$`-directives dropped: for the maps and scalars kubectl patches that is the same result.
+fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            if let Value::Object(t) = target {
+                for (k, v) in p.iter().filter(|(k, _)| !k.starts_with('$')) {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+fn current(cache: &KindCache, ns: Option<&str>, name: &str) -> Result<Value, Status> {
+    let r = &cache.resource;
+    let snap = cache.snapshot();
+    let o = snap.get(&object::key(ns.unwrap_or(""), name)).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
+    let j = o.json_item().ok_or_else(|| Status::internal("object has no JSON form"))?;
+    serde_json::from_slice(&j).map_err(|e| Status::internal(e.to_string()))
+}
+
+fn dry_run(query: Option<&str>) -> bool {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).any(|(k, v)| k == "dryRun" && v == "All")
+}
+
+impl Sim {
+    /// Store `v` as the next revision of an object and return the response.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit(&self, cache: &KindCache, rv: &mut u64, kind: EventType, mut v: Value, code: StatusCode, fmt: Format, dry: bool) -> Result<Response<Body>, Status> {
+        let next = *rv + 1;
+        v["metadata"]["resourceVersion"] = Value::String(next.to_string());
+        let v = ordered(&cache.resource, v);
+        let o = encode(&cache.resource, &v)?;
+        if !dry {
+            *rv = next;
+            let ev = cache.apply(kind, o);
+            for c in self.caches.values() {
+                c.advance(next, false);
+            }
+            return Ok(object_response(&cache.resource, &ev.object, code, fmt));
+        }
+        Ok(object_response(&cache.resource, &o, code, fmt))
+    }
+
+    pub(super) async fn create(&self, cache: &KindCache, req: Request<Incoming>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+        let r = cache.resource.clone();
+        let dry = dry_run(req.uri().query());
+        let (mut v, _) = read_json(req).await?;
+        if !v.is_object() {
+            return Err(Status::bad_request("the body of the request must be an object"));
+        }
+        for (k, want) in [("kind", r.kind.clone()), ("apiVersion", r.api_version())] {
+            if let Some(got) = v.get(k).and_then(Value::as_str).filter(|g| *g != want) {
+                return Err(Status::bad_request(format!("the API version in the data ({got}) does not match the expected API version ({want})")));
+            }
+        }
+        let meta = v.get_mut("metadata").and_then(Value::as_object_mut).ok_or_else(|| Status::invalid(&r.kind, "", "metadata.name: Required value: name or generateName is required"))?;
+        if let Some(ns) = &p.namespace {
+            match meta.get("namespace").and_then(Value::as_str) {
+                Some(given) if given != ns => {
+                    return Err(Status::bad_request("the namespace of the provided object does not match the namespace sent on the request"))
+                }
+                _ => {
+                    meta.insert("namespace".into(), Value::String(ns.clone()));
+                }
+            }
+        }
+        let name = match (meta.get("name").and_then(Value::as_str), meta.get("generateName").and_then(Value::as_str)) {
+            (Some(n), _) if !n.is_empty() => n.to_string(),
+            (_, Some(g)) if !g.is_empty() => format!("{g}{}", &uuid::Uuid::new_v4().simple().to_string()[..5]),
+            _ => return Err(Status::invalid(&r.kind, "", "metadata.name: Required value: name or generateName is required")),
+        };
+        meta.insert("name".into(), Value::String(name.clone()));
+        meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        meta.insert("creationTimestamp".into(), Value::String(now()));
+        if v.get("spec").is_some() {
+            v["metadata"]["generation"] = Value::from(1);
+        }
+        let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.snapshot().get(&object::key(p.namespace.as_deref().unwrap_or(""), &name)).is_some() {
+            return Err(Status::already_exists(&r.group, &r.plural, &name));
+        }
+        self.commit(cache, &mut rv, EventType::Added, v, StatusCode::CREATED, fmt, dry)
+    }
+
+    pub(super) async fn update(&self, cache: &KindCache, req: Request<Incoming>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+        let dry = dry_run(req.uri().query());
+        let (v, _) = read_json(req).await?;
+        self.replace(cache, p, fmt, dry, |_cur| Ok(v))
+    }
+
+    pub(super) async fn patch(&self, cache: &KindCache, req: Request<Incoming>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+        let dry = dry_run(req.uri().query());
+        let (patch, media) = read_json(req).await?;
+        if media == "application/json-patch+json" {
+            return Err(Status::unsupported_media_type(&media));
+        }
+        self.replace(cache, p, fmt, dry, |cur| {
+            let mut next = cur.clone();
+            merge(&mut next, &patch);
+            Ok(next)
+        })
+    }
+
+    /// Update an object to what `change` makes of its current state, with the apiserver's
+    /// rules: a stale resourceVersion conflicts, identity fields are kept, the main resource
+    /// keeps status and `/status` changes only status.
+    fn replace(&self, cache: &KindCache, p: &ResourcePath, fmt: Format, dry: bool, change: impl FnOnce(&Value) -> Result<Value, Status>) -> Result<Response<Body>, Status> {
+        let r = cache.resource.clone();
+        let name = p.name.as_deref().unwrap_or("");
+        let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = current(cache, p.namespace.as_deref(), name)?;
+        let mut next = change(&cur)?;
+        if next.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).is_some_and(|n| n != name) {
+            return Err(Status::bad_request("the name of the object does not match the name on the URL"));
+        }
+        let given_rv = next["metadata"].get("resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        if !given_rv.is_empty() && given_rv != cur["metadata"]["resourceVersion"] {
+            return Err(Status::conflict(&r.group, &r.plural, name));
+        }
+        for k in ["name", "namespace", "uid", "creationTimestamp", "generation"] {
+            match cur["metadata"].get(k) {
+                Some(v) => next["metadata"][k] = v.clone(),
+                None => {
+                    if let Some(m) = next["metadata"].as_object_mut() {
+                        m.remove(k);
+                    }
+                }
+            }
+        }
+        let has_status = crate::resource::has_status(&r);
+        if p.subresource.as_deref() == Some("status") {
+            let status = next.get("status").cloned();
+            next = cur.clone();
+            match status {
+                Some(s) => next["status"] = s,
+                None => {
+                    if let Some(m) = next.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        } else if has_status {
+            match cur.get("status") {
+                Some(s) => next["status"] = s.clone(),
+                None => {
+                    if let Some(m) = next.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if cur.get("spec") != next.get("spec") {
+                let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                next["metadata"]["generation"] = Value::from(g);
+            }
+        }
+        let mut a = cur.clone();
+        a["metadata"]["resourceVersion"] = Value::Null;
+        let mut b = next.clone();
+        b["metadata"]["resourceVersion"] = Value::Null;
+        if strip_type(a) == strip_type(b) {
+            // A no-op write does not create a new revision, as in the apiserver.
+            let o = encode(&r, &ordered(&r, cur))?;
+            return Ok(object_response(&r, &o, StatusCode::OK, fmt));
+        }
+        self.commit(cache, &mut rv, EventType::Modified, next, StatusCode::OK, fmt, dry)
+    }
+
+    pub(super) fn delete(&self, cache: &KindCache, ns: Option<&str>, name: &str, fmt: Format) -> Result<Response<Body>, Status> {
+        let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = current(cache, ns, name)?;
+        let uid = cur["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        self.commit(cache, &mut rv, EventType::Deleted, cur, StatusCode::OK, fmt, false)?;
+        let r = &cache.resource;
+        let details = Details { name: name.into(), group: r.group.clone(), kind: r.plural.clone(), uid, ..Details::default() };
+        Ok(Status::success(details).into_response(fmt == Format::Protobuf))
+    }
+
+    pub(super) fn delete_collection(&self, cache: &KindCache, ns: Option<&str>, query: Option<&str>, fmt: Format) -> Result<Response<Body>, Status> {
+        let opts = Options::parse(query)?;
+        opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
+        let snap = cache.snapshot();
+        let names: Vec<(String, String)> = snap
+            .range(ns, None)
+            .filter(|o| opts.labels.matches(&***o as &dyn crate::selector::LabelSource) && opts.fields.matches(&***o as &dyn crate::selector::FieldSource))
+            .map(|o| (o.namespace.to_string(), o.name.to_string()))
+            .collect();
+        for (ns, name) in names {
+            let ns = (!ns.is_empty()).then_some(ns);
+            match self.delete(cache, ns.as_deref(), &name, fmt) {
+                Ok(_) | Err(Status { code: 404, .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Status::success(Details::default()).into_response(fmt == Format::Protobuf))
+    }
+}
+
+fn strip_type(mut v: Value) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        m.remove("kind");
+        m.remove("apiVersion");
+    }
+    v
+}
+
+/// `pods/{name}/log`: a few deterministic lines, so log pass-through can be exercised.
+pub(super) fn log(cache: &KindCache, ns: Option<&str>, name: &str) -> Result<Response<Body>, Status> {
+    let cur = current(cache, ns, name)?;
+    let node = cur["spec"]["nodeName"].as_str().unwrap_or("");
+    let text = (1..=3).map(|i| format!("simulated log line {i} of pod {name} on {node}\n")).collect::<String>();
+    Ok(body::respond(StatusCode::OK, "text/plain", body::full(text)))
+}

@@ -1,0 +1,198 @@
+//! Immutable snapshots of one kind's objects: a persistent ordered map by key (cheap to clone,
+//! so every LIST page and every watch start reads one consistent state), an index on the
+//! kind's indexed field (`spec.nodeName` for pods), and the event window, kept together so a
+//! reader never sees them torn.
+
+use crate::object::{Key, Object};
+use crate::window::{Event, EventType, Window};
+use imbl::OrdMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// One consistent state of a kind.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// RV of the last change this state includes.
+    pub rv: u64,
+    /// Objects by key.
+    pub objects: OrdMap<Key, Arc<Object>>,
+    /// Objects by (indexed field value, key).
+    pub index: OrdMap<(Arc<str>, Key), Arc<Object>>,
+    /// Recent events, up to `rv`.
+    pub window: Window,
+    /// Bytes of encodings held.
+    pub bytes: usize,
+}
+
+/// The key range of a namespace, or every key.
+fn ns_bounds(namespace: Option<&str>, after: Option<&str>) -> (Bound<String>, Bound<String>) {
+    let lower = match (namespace, after) {
+        (_, Some(k)) => Bound::Excluded(k.to_string()),
+        (Some(ns), None) => Bound::Included(format!("{ns}/")),
+        (None, None) => Bound::Unbounded,
+    };
+    // '0' follows '/', so "ns0" bounds every "ns/..." key.
+    let upper = namespace.map_or(Bound::Unbounded, |ns| Bound::Excluded(format!("{ns}0")));
+    (lower, upper)
+}
+
+impl Snapshot {
+    /// An empty snapshot at `rv` with an empty window holding up to `window_cap` events.
+    pub fn empty(rv: u64, window_cap: usize) -> Self {
+        Snapshot { rv, window: Window::new(rv, window_cap), ..Snapshot::default() }
+    }
+
+    /// A snapshot holding `objects` at `rv`, with an empty window starting there.
+    pub fn from_objects(objects: impl IntoIterator<Item = Object>, rv: u64, window_cap: usize, index: Option<&str>) -> Self {
+        let mut s = Snapshot::empty(rv, window_cap);
+        for o in objects {
+            s.insert(Arc::new(o), index);
+        }
+        s
+    }
+
+    fn insert(&mut self, o: Arc<Object>, index: Option<&str>) {
+        // Unindex the old version first: its indexed value may equal the new one.
+        if let Some(old) = self.objects.get(&o.key).cloned() {
+            self.unindex(&old, index);
+        }
+        self.bytes += o.encoded_len();
+        if let Some(v) = index.and_then(|f| crate::selector::FieldSource::field(&*o, f)) {
+            self.index.insert((Arc::from(v), o.key.clone()), o.clone());
+        }
+        self.objects.insert(o.key.clone(), o);
+    }
+
+    fn unindex(&mut self, old: &Object, index: Option<&str>) {
+        self.bytes -= old.encoded_len();
+        if let Some(v) = index.and_then(|f| crate::selector::FieldSource::field(old, f)) {
+            self.index.remove(&(Arc::from(v), old.key.clone()));
+        }
+    }
+
+    /// The object with `key`.
+    pub fn get(&self, key: &str) -> Option<&Arc<Object>> {
+        self.objects.get(key)
+    }
+
+    /// A new snapshot with one change applied, and the event that describes it.
+    pub fn apply(&self, kind: EventType, object: Object, index: Option<&str>) -> (Snapshot, Arc<Event>) {
+        let mut next = self.clone();
+        let prev = self.objects.get(&object.key).cloned();
+        let object = Arc::new(object);
+        let prev_at_rv = prev
+            .as_ref()
+            .filter(|p| kind == EventType::Modified && !p.same_selectables(&object))
+            .map(|p| Arc::new(p.at_rv(object.rv)));
+        if kind == EventType::Deleted {
+            if let Some(old) = next.objects.remove(&object.key) {
+                next.unindex(&old, index);
+            }
+        } else {
+            next.insert(object.clone(), index);
+        }
+        let ev = Arc::new(Event { rv: object.rv, kind, object, prev, prev_at_rv });
+        next.rv = ev.rv;
+        next.window.push(ev.clone());
+        (next, ev)
+    }
+
+    /// Objects in key order, optionally in one namespace, optionally after a key.
+    pub fn range<'a>(&'a self, namespace: Option<&str>, after: Option<&str>) -> impl Iterator<Item = &'a Arc<Object>> + 'a {
+        let (lo, hi) = ns_bounds(namespace, after);
+        self.objects.range::<_, str>((as_str(&lo), as_str(&hi))).map(|(_, o)| o)
+    }
+
+    /// Objects whose indexed field equals `value`, in key order, optionally after a key.
+    pub fn indexed<'a>(&'a self, value: &str, after: Option<&str>) -> impl Iterator<Item = &'a Arc<Object>> + 'a {
+        let v: Arc<str> = Arc::from(value);
+        let lo = match after {
+            Some(k) => Bound::Excluded((v.clone(), Key::from(k))),
+            None => Bound::Included((v.clone(), Key::from(""))),
+        };
+        self.index.range((lo, Bound::Unbounded)).take_while(move |((iv, _), _)| *iv == v).map(|(_, o)| o)
+    }
+}
+
+fn as_str(b: &Bound<String>) -> Bound<&str> {
+    match b {
+        Bound::Included(s) => Bound::Included(s.as_str()),
+        Bound::Excluded(s) => Bound::Excluded(s.as_str()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn obj(ns: &str, name: &str, node: &str, rv: u64) -> Object {
+        Object {
+            key: crate::object::key(ns, name),
+            namespace: ns.into(),
+            name: name.into(),
+            rv,
+            labels: Box::new([]),
+            fields: vec![("spec.nodeName".into(), node.into())].into(),
+            json: Some(bytes::Bytes::from(format!(",{{\"n\":\"{name}\"}}"))),
+            pb: None,
+        }
+    }
+
+    #[test]
+    fn namespace_range_does_not_leak_into_prefixed_namespaces() {
+        let s = Snapshot::from_objects(
+            vec![obj("a", "x", "n1", 1), obj("a-b", "y", "n1", 2), obj("ab", "z", "n1", 3), obj("a", "w", "n2", 4)],
+            4,
+            10,
+            Some("spec.nodeName"),
+        );
+        let names: Vec<&str> = s.range(Some("a"), None).map(|o| &*o.name).collect();
+        assert_eq!(names, ["w", "x"]);
+        let all: Vec<&str> = s.range(None, None).map(|o| &*o.key).collect();
+        assert_eq!(all, ["a-b/y", "a/w", "a/x", "ab/z"], "etcd key order");
+        let on_n1: Vec<&str> = s.indexed("n1", None).map(|o| &*o.key).collect();
+        assert_eq!(on_n1, ["a-b/y", "a/x", "ab/z"]);
+        let after: Vec<&str> = s.indexed("n1", Some("a-b/y")).map(|o| &*o.key).collect();
+        assert_eq!(after, ["a/x", "ab/z"]);
+    }
+
+    proptest! {
+        #[test]
+        fn applying_events_equals_folding_into_a_btreemap(
+            ops in proptest::collection::vec((0u8..3, 0usize..6, 0usize..3), 1..80)
+        ) {
+            let mut s = Snapshot::empty(0, 1000);
+            let mut model: BTreeMap<String, (String, u64)> = BTreeMap::new();
+            let mut rv = 0;
+            for (op, name, node) in ops {
+                rv += 1;
+                let name = format!("p{name}");
+                let node = format!("n{node}");
+                let exists = model.contains_key(&format!("ns/{name}"));
+                let kind = match (op, exists) {
+                    (0, _) | (_, false) => if exists { EventType::Modified } else { EventType::Added },
+                    (1, true) => EventType::Modified,
+                    _ => EventType::Deleted,
+                };
+                let (next, ev) = s.apply(kind, obj("ns", &name, &node, rv), Some("spec.nodeName"));
+                prop_assert_eq!(ev.prev.is_some(), exists);
+                s = next;
+                if kind == EventType::Deleted { model.remove(&format!("ns/{name}")); } else { model.insert(format!("ns/{name}"), (node, rv)); }
+            }
+            let got: Vec<(String, u64)> = s.range(None, None).map(|o| (o.key.to_string(), o.rv)).collect();
+            let want: Vec<(String, u64)> = model.iter().map(|(k, (_, rv))| (k.clone(), *rv)).collect();
+            prop_assert_eq!(got, want);
+            for n in 0..3 {
+                let node = format!("n{n}");
+                let got: Vec<String> = s.indexed(&node, None).map(|o| o.key.to_string()).collect();
+                let want: Vec<String> = model.iter().filter(|(_, (nd, _))| *nd == node).map(|(k, _)| k.clone()).collect();
+                prop_assert_eq!(got, want);
+            }
+            let bytes: usize = s.objects.values().map(|o| o.encoded_len()).sum();
+            prop_assert_eq!(s.bytes, bytes);
+        }
+    }
+}
