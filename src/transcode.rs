@@ -3,7 +3,7 @@
 //! The simulated apiserver stores objects as JSON (`serde_json::Value`) and must also answer
 //! `application/vnd.kubernetes.protobuf`. This module converts between a kind's JSON object
 //! and its *bare* protobuf message (no `k8s\0` magic, no `runtime.Unknown` envelope, no
-//! TypeMeta: framing is `wire`'s job), driven by the static schema table in [`schema`],
+//! TypeMeta: framing is `wire`'s job), driven by the static schema table in `schema`,
 //! which `tools/gen_pb_schema.py` generates from the k8s-pb and k8s-openapi crates.
 //!
 //! Kinds: core/v1 Pod, Node, Namespace, Service, ConfigMap, Secret, Event, Endpoints,
@@ -522,8 +522,12 @@ fn lookup(msg: &MessageDesc, key: &str, path: &mut Vec<usize>, depth: usize) -> 
 fn is_time_field(msg: &MessageDesc, path: &[usize]) -> bool {
     let mut msg = msg;
     for (n, &i) in path.iter().enumerate() {
-        let Some(f) = msg.fields.get(i) else { return false };
-        let FieldKind::Message(id) = f.kind else { return false };
+        let Some(f) = msg.fields.get(i) else {
+            return false;
+        };
+        let FieldKind::Message(id) = f.kind else {
+            return false;
+        };
         let m = message(id);
         if n + 1 == path.len() {
             return !f.repeated && matches!(m.special, Special::Time | Special::MicroTime);
@@ -967,7 +971,9 @@ fn decode_field(
             let mut pr = Reader::new(data);
             while !pr.done() {
                 let n = items.len();
-                items.push(decode_single(f.kind, natural, &mut pr, depth).map_err(|e| e.in_item(n))?);
+                items.push(
+                    decode_single(f.kind, natural, &mut pr, depth).map_err(|e| e.in_item(n))?,
+                );
             }
             return Ok(());
         }
@@ -1009,7 +1015,11 @@ fn decode_map_entry(
             1 | 2 => {
                 return Err(TranscodeError::WireTypeMismatch {
                     path: String::new(),
-                    expected: if tag == 1 { "string" } else { wire_type_name(kind) },
+                    expected: if tag == 1 {
+                        "string"
+                    } else {
+                        wire_type_name(kind)
+                    },
                     found: wt,
                 })
             }
@@ -1114,7 +1124,11 @@ fn decode_special(special: Special, bytes: &[u8]) -> Result<Value, TranscodeErro
         Special::IntOrString => match s.v1.unwrap_or(0) {
             0 => Value::from(s.v2.unwrap_or(0) as i32),
             1 => Value::String(utf8(s.b3.unwrap_or_default())?),
-            t => return Err(TranscodeError::proto(format!("IntOrString type {t} is not 0 or 1"))),
+            t => {
+                return Err(TranscodeError::proto(format!(
+                    "IntOrString type {t} is not 0 or 1"
+                )))
+            }
         },
         Special::FieldsV1 | Special::RawExtension => match s.b1 {
             None | Some([]) => Value::Null,
@@ -1149,7 +1163,15 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 fn digits(s: &[u8]) -> Option<i64> {
@@ -1169,7 +1191,11 @@ fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
         return None;
     }
     let (year, month, day) = (digits(&b[0..4])?, digits(&b[5..7])?, digits(&b[8..10])?);
-    let (hour, min, sec) = (digits(&b[11..13])?, digits(&b[14..16])?, digits(&b[17..19])?);
+    let (hour, min, sec) = (
+        digits(&b[11..13])?,
+        digits(&b[14..16])?,
+        digits(&b[17..19])?,
+    );
     let mut rest = &b[19..];
     let mut nanos = 0i64;
     if let [b'.', tail @ ..] = rest {
@@ -1198,7 +1224,20 @@ fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
         _ => return None,
     };
     let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let mdays = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let mdays = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     if !(1..=12).contains(&month) || day < 1 || day > mdays[(month - 1) as usize] {
         return None;
     }
@@ -1336,12 +1375,15 @@ fn parse_go_duration(s: &str) -> Option<i64> {
         }
     }
     if neg {
-        Some((total as i128).checked_neg().and_then(|x| i64::try_from(x).ok())?)
+        Some(
+            (total as i128)
+                .checked_neg()
+                .and_then(|x| i64::try_from(x).ok())?,
+        )
     } else {
         i64::try_from(total).ok()
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -1499,9 +1541,17 @@ mod tests {
                 if line.ends_with('{') || line.ends_with('[') || line.ends_with('(') {
                     let children = parse(lines);
                     let tail = lines.next().map(|l| l.trim().to_owned());
-                    out.push(Node { head: line, children, tail });
+                    out.push(Node {
+                        head: line,
+                        children,
+                        tail,
+                    });
                 } else {
-                    out.push(Node { head: line, children: Vec::new(), tail: None });
+                    out.push(Node {
+                        head: line,
+                        children: Vec::new(),
+                        tail: None,
+                    });
                 }
             }
             out
@@ -1512,11 +1562,17 @@ mod tests {
             if b.first() == Some(&b'"') {
                 return head.contains("\": ");
             }
-            let n = b.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_' || **c == b'#').count();
+            let n = b
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_' || **c == b'#')
+                .count();
             n > 0 && head[n..].starts_with(": ")
         }
         fn empty_literal(v: &str) -> bool {
-            matches!(v, "None," | "\"\"," | "0," | "0.0," | "false," | "[]," | "{},")
+            matches!(
+                v,
+                "None," | "\"\"," | "0," | "0.0," | "false," | "[]," | "{},"
+            )
         }
         fn value_part(head: &str) -> &str {
             if let Some(rest) = head.strip_prefix('"') {
@@ -1539,7 +1595,11 @@ mod tests {
                 .filter_map(|n| {
                     let lab = labelled(&n.head);
                     if n.tail.is_none() {
-                        let empty = if lab { empty_literal(value_part(&n.head)) } else { in_some && empty_literal(&n.head) };
+                        let empty = if lab {
+                            empty_literal(value_part(&n.head))
+                        } else {
+                            in_some && empty_literal(&n.head)
+                        };
                         return (!empty).then_some(n);
                     }
                     let some = n.head.ends_with("Some(");
@@ -1593,15 +1653,21 @@ mod tests {
         let ours = json_to_pb(ty(kind), json).unwrap();
         let a = prost_view(kind, &ours);
         let b = prost_view(kind, apiserver_raw);
-        assert_eq!(a, b, "{kind}: our encoding differs from the apiserver's (normalized)");
+        assert_eq!(
+            a, b,
+            "{kind}: our encoding differs from the apiserver's (normalized)"
+        );
         assert!(b.lines().count() > 10, "suspiciously empty comparison: {b}");
-        if std::env::var("SHOW").is_ok() { eprintln!("{b}"); }
     }
 
     /// The apiserver's protobuf -> our JSON, against the apiserver's JSON.
     fn assert_decodes_like_apiserver(kind: &str, raw: &[u8], json: &Value) {
         let ours = pb_to_json(ty(kind), raw).unwrap();
-        assert_eq!(normalize(&ours), normalize(&without_type_meta(json)), "{kind}");
+        assert_eq!(
+            normalize(&ours),
+            normalize(&without_type_meta(json)),
+            "{kind}"
+        );
     }
 
     // ---- golden: protobuf <-> JSON of the same object -----------------------------------
@@ -1719,7 +1785,18 @@ mod tests {
     /// Every JSON object of a known kind in the captures: plain objects, list items and
     /// watch event objects. Gzip bodies (16b, 16c) are skipped.
     fn all_json_objects() -> Vec<(String, String, Value)> {
-        let kinds = ["Pod", "Node", "Namespace", "Service", "ConfigMap", "Secret", "Event", "Endpoints", "Deployment", "Status"];
+        let kinds = [
+            "Pod",
+            "Node",
+            "Namespace",
+            "Service",
+            "ConfigMap",
+            "Secret",
+            "Event",
+            "Endpoints",
+            "Deployment",
+            "Status",
+        ];
         let mut out = Vec::new();
         let mut names: Vec<_> = std::fs::read_dir(GOLDEN)
             .unwrap()
@@ -1774,7 +1851,11 @@ mod tests {
             let back = pb_to_json(ty(kind), &pb).unwrap();
             // Exact apart from key order and `null`s (e.g. the Pod bookmark's
             // `"containers":null`): every key is known and every value survives.
-            assert_eq!(drop_nulls(&back), drop_nulls(&without_type_meta(obj)), "{name}: {kind}");
+            assert_eq!(
+                drop_nulls(&back),
+                drop_nulls(&without_type_meta(obj)),
+                "{name}: {kind}"
+            );
         }
         for k in ["Pod", "ConfigMap", "Secret", "Node", "Status"] {
             assert!(kinds_seen.contains(k), "no {k} in the captures");
@@ -1821,7 +1902,6 @@ mod tests {
         // pb -> JSON -> pb must reproduce its bytes exactly.
         let objects = all_pb_objects();
         assert!(objects.len() > 30, "only {} objects found", objects.len());
-        if std::env::var("SHOW").is_ok() { eprintln!("{} pb objects", objects.len()); }
         for (name, kind, raw) in &objects {
             let json = pb_to_json(ty(kind), raw).unwrap();
             let back = json_to_pb(ty(kind), &json).unwrap();
@@ -1844,9 +1924,16 @@ mod tests {
             ("", "Endpoints", "k8s.io.api.core.v1.Endpoints"),
             ("apps", "Deployment", "k8s.io.api.apps.v1.Deployment"),
             ("", "Status", "k8s.io.apimachinery.pkg.apis.meta.v1.Status"),
-            ("meta.k8s.io", "Status", "k8s.io.apimachinery.pkg.apis.meta.v1.Status"),
+            (
+                "meta.k8s.io",
+                "Status",
+                "k8s.io.apimachinery.pkg.apis.meta.v1.Status",
+            ),
         ] {
-            assert_eq!(MessageType::for_kind(g, "v1", k).unwrap().proto_name(), name);
+            assert_eq!(
+                MessageType::for_kind(g, "v1", k).unwrap().proto_name(),
+                name
+            );
         }
         assert_eq!(MessageType::for_kind("", "v1", "Deployment"), None);
         assert_eq!(MessageType::for_kind("apps", "v1beta1", "Deployment"), None);
@@ -1856,7 +1943,11 @@ mod tests {
     #[test]
     fn schema_is_consistent() {
         for (i, m) in schema::MESSAGES.iter().enumerate() {
-            assert!(m.fields.windows(2).all(|w| w[0].tag < w[1].tag), "{}", m.name);
+            assert!(
+                m.fields.windows(2).all(|w| w[0].tag < w[1].tag),
+                "{}",
+                m.name
+            );
             for f in m.fields {
                 assert_eq!(f.inline, f.json.is_empty(), "{}.{}", m.name, f.name);
                 let ids = match f.kind {
@@ -1864,7 +1955,12 @@ mod tests {
                     _ => None,
                 };
                 if let Some(id) = ids {
-                    assert!(usize::from(id) < schema::MESSAGES.len(), "{}.{}", m.name, f.name);
+                    assert!(
+                        usize::from(id) < schema::MESSAGES.len(),
+                        "{}.{}",
+                        m.name,
+                        f.name
+                    );
                 }
             }
             let _ = i;
@@ -1895,7 +1991,8 @@ mod tests {
 
     #[test]
     fn empty_values_are_written_when_present() {
-        let cm = json!({"metadata": {"name": "", "generation": 0, "labels": {}}, "immutable": false});
+        let cm =
+            json!({"metadata": {"name": "", "generation": 0, "labels": {}}, "immutable": false});
         let pb = json_to_pb(ty("ConfigMap"), &cm).unwrap();
         // metadata{1: "", 7: 0}, immutable(4) false; empty maps have no entries to write.
         assert_eq!(pb, [0x0a, 0x04, 0x0a, 0x00, 0x38, 0x00, 0x20, 0x00]);
@@ -1910,12 +2007,18 @@ mod tests {
         let cm = json!({"data": {"b": "2", "a": "", "é": "x"}});
         let pb = json_to_pb(ty("ConfigMap"), &cm).unwrap();
         let entries: Vec<_> = fields(&pb).into_iter().map(|f| fields(&f.2)).collect();
-        let keys: Vec<_> = entries.iter().map(|e| String::from_utf8(e[0].2.clone()).unwrap()).collect();
+        let keys: Vec<_> = entries
+            .iter()
+            .map(|e| String::from_utf8(e[0].2.clone()).unwrap())
+            .collect();
         assert_eq!(keys, ["a", "b", "é"]);
         assert_eq!(entries[0].len(), 2, "empty value still written");
         // A map entry without value (or key) decodes to the empty value.
         let bare = [0x12, 0x03, 0x0a, 0x01, b'k'];
-        assert_eq!(pb_to_json(ty("ConfigMap"), &bare).unwrap(), json!({"data": {"k": ""}}));
+        assert_eq!(
+            pb_to_json(ty("ConfigMap"), &bare).unwrap(),
+            json!({"data": {"k": ""}})
+        );
     }
 
     #[test]
@@ -1935,34 +2038,76 @@ mod tests {
         use prost::Message as _;
         let p = k8s_pb::api::core::v1::Pod::decode(pb.as_slice()).unwrap();
         let meta = p.metadata.as_ref().unwrap();
-        assert_eq!(meta.creation_timestamp.as_ref().unwrap().seconds, Some(1_795_313_106));
-        assert_eq!(meta.deletion_timestamp.as_ref().unwrap().seconds, Some(1_795_313_106));
+        assert_eq!(
+            meta.creation_timestamp.as_ref().unwrap().seconds,
+            Some(1_795_313_106)
+        );
+        assert_eq!(
+            meta.deletion_timestamp.as_ref().unwrap().seconds,
+            Some(1_795_313_106)
+        );
         let c = &p.spec.as_ref().unwrap().containers[0];
         let res = c.resources.as_ref().unwrap();
         assert_eq!(res.requests["cpu"].string.as_deref(), Some("10m"));
         assert_eq!(res.limits["cpu"].string.as_deref(), Some("2"));
-        let http = c.liveness_probe.as_ref().unwrap().handler.as_ref().unwrap().http_get.as_ref().unwrap();
+        let http = c
+            .liveness_probe
+            .as_ref()
+            .unwrap()
+            .handler
+            .as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap();
         let port = http.port.as_ref().unwrap();
-        assert_eq!((port.r#type, port.int_val, port.str_val.as_deref()), (Some(0), Some(8080), Some("")));
-        let tcp = c.readiness_probe.as_ref().unwrap().handler.as_ref().unwrap().tcp_socket.as_ref().unwrap();
+        assert_eq!(
+            (port.r#type, port.int_val, port.str_val.as_deref()),
+            (Some(0), Some(8080), Some(""))
+        );
+        let tcp = c
+            .readiness_probe
+            .as_ref()
+            .unwrap()
+            .handler
+            .as_ref()
+            .unwrap()
+            .tcp_socket
+            .as_ref()
+            .unwrap();
         assert_eq!(tcp.port.as_ref().unwrap().str_val.as_deref(), Some("http"));
 
         let back = pb_to_json(ty("Pod"), &pb).unwrap();
-        assert_eq!(back["metadata"]["deletionTimestamp"], "2026-11-22T02:05:06Z");
-        assert_eq!(back["spec"]["containers"][0]["livenessProbe"],
-                   json!({"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5}));
-        assert_eq!(back["spec"]["containers"][0]["readinessProbe"], json!({"tcpSocket": {"port": "http"}}));
-        assert_eq!(back["spec"]["containers"][0]["resources"]["limits"]["cpu"], "2");
+        assert_eq!(
+            back["metadata"]["deletionTimestamp"],
+            "2026-11-22T02:05:06Z"
+        );
+        assert_eq!(
+            back["spec"]["containers"][0]["livenessProbe"],
+            json!({"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5})
+        );
+        assert_eq!(
+            back["spec"]["containers"][0]["readinessProbe"],
+            json!({"tcpSocket": {"port": "http"}})
+        );
+        assert_eq!(
+            back["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+            "2"
+        );
     }
 
     #[test]
     fn inline_structs_always_written() {
         // Probe.handler is an embedded Go struct: written even when empty (Go does too).
-        let pod = json!({"spec": {"containers": [{"name": "c", "livenessProbe": {"periodSeconds": 5}}]}});
+        let pod =
+            json!({"spec": {"containers": [{"name": "c", "livenessProbe": {"periodSeconds": 5}}]}});
         let pb = json_to_pb(ty("Pod"), &pod).unwrap();
         use prost::Message as _;
         let p = k8s_pb::api::core::v1::Pod::decode(pb.as_slice()).unwrap();
-        let probe = p.spec.unwrap().containers[0].liveness_probe.clone().unwrap();
+        let probe = p.spec.unwrap().containers[0]
+            .liveness_probe
+            .clone()
+            .unwrap();
         assert!(probe.handler.is_some());
         assert_eq!(probe.period_seconds, Some(5));
         // Volume.volumeSource and the LocalObjectReference in selectors are inline too.
@@ -1972,43 +2117,109 @@ mod tests {
         assert_eq!(pb_to_json(ty("Pod"), &pb).unwrap(), pod);
         let p = k8s_pb::api::core::v1::Pod::decode(pb.as_slice()).unwrap();
         let vol = &p.spec.as_ref().unwrap().volumes[0];
-        let cm = vol.volume_source.as_ref().unwrap().config_map.as_ref().unwrap();
-        assert_eq!(cm.local_object_reference.as_ref().unwrap().name.as_deref(), Some("cm"));
+        let cm = vol
+            .volume_source
+            .as_ref()
+            .unwrap()
+            .config_map
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            cm.local_object_reference.as_ref().unwrap().name.as_deref(),
+            Some("cm")
+        );
     }
 
     #[test]
     fn times() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some((0, 0)));
-        assert_eq!(parse_rfc3339("2026-11-22T02:05:06Z"), Some((1_795_313_106, 0)));
-        assert_eq!(parse_rfc3339("2026-11-22T02:05:06.123456Z"), Some((1_795_313_106, 123_456_000)));
-        assert_eq!(parse_rfc3339("2026-11-21T21:05:06-05:00"), Some((1_795_313_106, 0)));
-        assert_eq!(parse_rfc3339("0001-01-01T00:00:00Z"), Some((GO_ZERO_TIME_UNIX, 0)));
-        assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z").map(|t| t.0), Some(1_709_164_800));
-        for bad in ["", "2026-11-22", "2026-11-22T02:05:06", "2026-13-01T00:00:00Z", "2025-02-29T00:00:00Z",
-                    "2026-11-22T24:00:00Z", "2026-11-22T02:05:06.Z", "2026-11-22T02:05:06+0100", "２026-11-22T02:05:06Z"] {
+        assert_eq!(
+            parse_rfc3339("2026-11-22T02:05:06Z"),
+            Some((1_795_313_106, 0))
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-22T02:05:06.123456Z"),
+            Some((1_795_313_106, 123_456_000))
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-21T21:05:06-05:00"),
+            Some((1_795_313_106, 0))
+        );
+        assert_eq!(
+            parse_rfc3339("0001-01-01T00:00:00Z"),
+            Some((GO_ZERO_TIME_UNIX, 0))
+        );
+        assert_eq!(
+            parse_rfc3339("2024-02-29T00:00:00Z").map(|t| t.0),
+            Some(1_709_164_800)
+        );
+        for bad in [
+            "",
+            "2026-11-22",
+            "2026-11-22T02:05:06",
+            "2026-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-11-22T24:00:00Z",
+            "2026-11-22T02:05:06.Z",
+            "2026-11-22T02:05:06+0100",
+            "２026-11-22T02:05:06Z",
+        ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
-        assert_eq!(format_rfc3339(1_795_313_106, 0, false).unwrap(), "2026-11-22T02:05:06Z");
-        assert_eq!(format_rfc3339(1_795_313_106, 5_000, true).unwrap(), "2026-11-22T02:05:06.000005Z");
-        assert_eq!(format_rfc3339(-1, 0, false).unwrap(), "1969-12-31T23:59:59Z");
+        assert_eq!(
+            format_rfc3339(1_795_313_106, 0, false).unwrap(),
+            "2026-11-22T02:05:06Z"
+        );
+        assert_eq!(
+            format_rfc3339(1_795_313_106, 5_000, true).unwrap(),
+            "2026-11-22T02:05:06.000005Z"
+        );
+        assert_eq!(
+            format_rfc3339(-1, 0, false).unwrap(),
+            "1969-12-31T23:59:59Z"
+        );
         assert_eq!(format_rfc3339(i64::MAX, 0, false), None);
         // Event.eventTime is a MicroTime; the zero time is JSON null both ways.
         let ev = json!({"firstTimestamp": null, "eventTime": "2026-11-22T02:05:06.250000Z", "series": null});
         let pb = json_to_pb(ty("Event"), &ev).unwrap();
-        assert_eq!(pb[..2], [0x32, 0x00], "null time: empty message, like Go's zero time");
-        assert_eq!(pb_to_json(ty("Event"), &pb).unwrap(), json!({"firstTimestamp": null, "eventTime": "2026-11-22T02:05:06.250000Z"}));
+        assert_eq!(
+            pb[..2],
+            [0x32, 0x00],
+            "null time: empty message, like Go's zero time"
+        );
+        assert_eq!(
+            pb_to_json(ty("Event"), &pb).unwrap(),
+            json!({"firstTimestamp": null, "eventTime": "2026-11-22T02:05:06.250000Z"})
+        );
         // The zero time spelled out in seconds also decodes to null.
-        let zero = [0x32, 0x0d, 0x08, 0x80, 0x92, 0xb8, 0xc3, 0x98, 0xfe, 0xff, 0xff, 0xff, 0x01, 0x10, 0x00];
-        assert_eq!(pb_to_json(ty("Event"), &zero).unwrap(), json!({"firstTimestamp": null}));
+        let zero = [
+            0x32, 0x0d, 0x08, 0x80, 0x92, 0xb8, 0xc3, 0x98, 0xfe, 0xff, 0xff, 0xff, 0x01, 0x10,
+            0x00,
+        ];
+        assert_eq!(
+            pb_to_json(ty("Event"), &zero).unwrap(),
+            json!({"firstTimestamp": null})
+        );
         let epoch = [0x32, 0x04, 0x08, 0x00, 0x10, 0x00];
-        assert_eq!(pb_to_json(ty("Event"), &epoch).unwrap(), json!({"firstTimestamp": "1970-01-01T00:00:00Z"}));
+        assert_eq!(
+            pb_to_json(ty("Event"), &epoch).unwrap(),
+            json!({"firstTimestamp": "1970-01-01T00:00:00Z"})
+        );
     }
 
     #[test]
     fn durations_like_go() {
-        for (d, s) in [(0, "0s"), (1, "1ns"), (1_500, "1.5µs"), (1_100_000, "1.1ms"), (300_000_000_000, "5m0s"),
-                       (3_723_500_000_000, "1h2m3.5s"), (-90_000_000_000, "-1m30s"), (2_000_000_000, "2s"),
-                       (i64::MIN, "-2562047h47m16.854775808s")] {
+        for (d, s) in [
+            (0, "0s"),
+            (1, "1ns"),
+            (1_500, "1.5µs"),
+            (1_100_000, "1.1ms"),
+            (300_000_000_000, "5m0s"),
+            (3_723_500_000_000, "1h2m3.5s"),
+            (-90_000_000_000, "-1m30s"),
+            (2_000_000_000, "2s"),
+            (i64::MIN, "-2562047h47m16.854775808s"),
+        ] {
             assert_eq!(format_go_duration(d), s);
             assert_eq!(parse_go_duration(s), Some(d), "{s}");
         }
@@ -2016,12 +2227,24 @@ mod tests {
         assert_eq!(parse_go_duration("1.5h"), Some(5_400_000_000_000));
         assert_eq!(parse_go_duration("10us"), Some(10_000));
         assert_eq!(parse_go_duration(".5s"), Some(500_000_000));
-        for bad in ["", "5", "5x", "-", "s", "1.s.", "9999999999999999999h", "3000000h"] {
+        for bad in [
+            "",
+            "5",
+            "5x",
+            "-",
+            "s",
+            "1.s.",
+            "9999999999999999999h",
+            "3000000h",
+        ] {
             assert_eq!(parse_go_duration(bad), None, "{bad}");
         }
         let mut buf = Vec::new();
         encode_special(Special::Duration, &json!("5m0s"), &mut buf).unwrap();
-        assert_eq!(decode_special(Special::Duration, &buf).unwrap(), json!("5m0s"));
+        assert_eq!(
+            decode_special(Special::Duration, &buf).unwrap(),
+            json!("5m0s")
+        );
     }
 
     #[test]
@@ -2031,18 +2254,27 @@ mod tests {
             let mut buf = Vec::new();
             encode_special(special, &v, &mut buf).unwrap();
             let raw = &fields(&buf)[0].2;
-            assert_eq!(raw.as_slice(), br#"{"f:a":{".":{}},"x":[1,"\u003c\u0026\u003e"]}"#);
+            assert_eq!(
+                raw.as_slice(),
+                br#"{"f:a":{".":{}},"x":[1,"\u003c\u0026\u003e"]}"#
+            );
             assert_eq!(decode_special(special, &buf).unwrap(), v);
             assert!(decode_special(special, &[0x0a, 0x01, b'{']).is_err());
         }
-        assert_eq!(decode_special(Special::RawExtension, &[]).unwrap(), Value::Null);
+        assert_eq!(
+            decode_special(Special::RawExtension, &[]).unwrap(),
+            Value::Null
+        );
     }
 
     #[test]
     fn int_or_string_and_quantity_edges() {
         let mut buf = Vec::new();
         encode_special(Special::IntOrString, &json!(-3), &mut buf).unwrap();
-        assert_eq!(decode_special(Special::IntOrString, &buf).unwrap(), json!(-3));
+        assert_eq!(
+            decode_special(Special::IntOrString, &buf).unwrap(),
+            json!(-3)
+        );
         assert!(encode_special(Special::IntOrString, &json!(1.5), &mut buf).is_err());
         assert!(encode_special(Special::IntOrString, &json!(1u64 << 40), &mut buf).is_err());
         assert!(decode_special(Special::IntOrString, &[0x08, 0x02]).is_err());
@@ -2060,26 +2292,53 @@ mod tests {
             err("ConfigMap", json!({"metadata": {"labels": {"app": 1}}})),
             "metadata.labels[app]: expected a string, found number 1"
         );
-        assert_eq!(err("Secret", json!({"data": {"k": "not base64!"}})),
-                   "data[k]: expected a base64 string, found string \"not base64!\"");
-        assert_eq!(err("Pod", json!({"metadata": {"creationTimestamp": "yesterday"}})),
-                   "metadata.creationTimestamp: expected an RFC 3339 time, found string \"yesterday\"");
+        assert_eq!(
+            err("Secret", json!({"data": {"k": "not base64!"}})),
+            "data[k]: expected a base64 string, found string \"not base64!\""
+        );
+        assert_eq!(
+            err(
+                "Pod",
+                json!({"metadata": {"creationTimestamp": "yesterday"}})
+            ),
+            "metadata.creationTimestamp: expected an RFC 3339 time, found string \"yesterday\""
+        );
         assert_eq!(err("Pod", json!({"spec": {"containers": [{"livenessProbe": {"httpGet": {"port": true}}}]}})),
                    "spec.containers[0].livenessProbe.httpGet.port: expected a 32-bit integer or a string, found boolean true");
-        assert_eq!(err("Pod", json!([])), "(top level): expected an object, found an array");
-        assert_eq!(err("Pod", json!({"spec": {"priority": 1u64 << 33}})),
-                   "spec.priority: expected a 32-bit integer, found number 8589934592");
+        assert_eq!(
+            err("Pod", json!([])),
+            "(top level): expected an object, found an array"
+        );
+        assert_eq!(
+            err("Pod", json!({"spec": {"priority": 1u64 << 33}})),
+            "spec.priority: expected a 32-bit integer, found number 8589934592"
+        );
 
         // Decoding: the path of the field being read.
         let e = pb_to_json(ty("ConfigMap"), &[0x0a, 0x03, 0x0a, 0x09, b'a']).unwrap_err();
         assert_eq!(e.to_string(), "metadata.name: protobuf input is truncated");
         let e = pb_to_json(ty("ConfigMap"), &[0x0a, 0x02, 0x08, 0x01]).unwrap_err();
-        assert_eq!(e.to_string(), "metadata.name: wire type 0 does not fit a field of type string");
+        assert_eq!(
+            e.to_string(),
+            "metadata.name: wire type 0 does not fit a field of type string"
+        );
         let e = pb_to_json(ty("ConfigMap"), &[0x0a, 0x03, 0x0a, 0x01, 0xff]).unwrap_err();
-        assert!(matches!(e, TranscodeError::InvalidUtf8 { ref path } if path == "metadata.name"), "{e}");
+        assert!(
+            matches!(e, TranscodeError::InvalidUtf8 { ref path } if path == "metadata.name"),
+            "{e}"
+        );
         let e = pb_to_json(ty("ConfigMap"), &[0x03]).unwrap_err();
-        assert!(matches!(e, TranscodeError::BadKey { wire_type: 3, .. }), "{e}");
-        let e = pb_to_json(ty("ConfigMap"), &[0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).unwrap_err();
+        assert!(
+            matches!(e, TranscodeError::BadKey { wire_type: 3, .. }),
+            "{e}"
+        );
+        let e = pb_to_json(
+            ty("ConfigMap"),
+            &[
+                0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+            ],
+        )
+        .unwrap_err();
         assert!(matches!(e, TranscodeError::BadVarint { .. }), "{e}");
     }
 
@@ -2092,12 +2351,21 @@ mod tests {
         let mut pod = vec![0x12, spec.len() as u8];
         pod.extend_from_slice(&spec);
         // Unknown fields of every wire type are skipped.
-        pod.extend_from_slice(&[0xf8, 0x3f, 0x01, 0xf9, 0x3f, 1, 2, 3, 4, 5, 6, 7, 8, 0xfa, 0x3f, 0x00, 0xfd, 0x3f, 1, 2, 3, 4]);
+        pod.extend_from_slice(&[
+            0xf8, 0x3f, 0x01, 0xf9, 0x3f, 1, 2, 3, 4, 5, 6, 7, 8, 0xfa, 0x3f, 0x00, 0xfd, 0x3f, 1,
+            2, 3, 4,
+        ]);
         let json = pb_to_json(ty("Pod"), &pod).unwrap();
-        assert_eq!(json, json!({"spec": {"securityContext": {"supplementalGroups": [1, 2, 3]}}}));
+        assert_eq!(
+            json,
+            json!({"spec": {"securityContext": {"supplementalGroups": [1, 2, 3]}}})
+        );
         // And we write them unpacked, like gogo for proto2.
         let ours = json_to_pb(ty("Pod"), &json).unwrap();
-        assert_eq!(ours, [0x12, 0x08, 0x72, 0x06, 0x20, 0x01, 0x20, 0x02, 0x20, 0x03]);
+        assert_eq!(
+            ours,
+            [0x12, 0x08, 0x72, 0x06, 0x20, 0x01, 0x20, 0x02, 0x20, 0x03]
+        );
     }
 
     #[test]
@@ -2114,7 +2382,17 @@ mod tests {
 
     #[test]
     fn varint_len_matches_encoding() {
-        for v in [0u64, 1, 127, 128, 300, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
             assert_eq!(b.len(), varint_len(v));
@@ -2179,26 +2457,28 @@ mod tests {
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
             any::<i64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |x| x.is_finite()).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |x| x.is_finite())
+                .prop_map(Value::from),
             "[a-zA-Z:.0-9-]{0,12}".prop_map(Value::from),
         ];
         leaf.prop_recursive(4, 40, 6, |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
                 proptest::collection::btree_map(
-                    prop_oneof![Just("name".to_owned()), Just("labels".to_owned()), Just("containers".to_owned()),
-                                Just("creationTimestamp".to_owned()), Just("port".to_owned()), "[a-z]{1,6}"],
-                    inner, 0..4)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                    prop_oneof![
+                        Just("name".to_owned()),
+                        Just("labels".to_owned()),
+                        Just("containers".to_owned()),
+                        Just("creationTimestamp".to_owned()),
+                        Just("port".to_owned()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
-    }
-}
-#[cfg(test)]
-mod scratch {
-    #[test]
-    fn show() {
-        let body = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden/01-get-pod.pb.body")).unwrap();
-        let _ = body;
     }
 }

@@ -4,6 +4,7 @@
 //! encoded once (JSON and, for built-in kinds, protobuf) and applied.
 
 mod churn;
+mod openapi;
 mod table;
 mod write;
 
@@ -106,6 +107,12 @@ impl Sim {
 
     async fn route(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Status> {
         let path = req.uri().path().to_string();
+        if path == "/openapi/v3" {
+            return Ok(discovery(openapi::index(&self.resources), false));
+        }
+        if let Some(gv) = path.strip_prefix("/openapi/v3/") {
+            return openapi::group_version(&self.resources, gv).map(|v| discovery(v, false)).ok_or_else(Status::no_route);
+        }
         match classify(&path).ok_or_else(Status::no_route)? {
             Target::Version => Ok(discovery(resource::version(), true)),
             Target::Api => Ok(discovery(resource::api_versions(&self.advertise), false)),
