@@ -24,8 +24,78 @@ pub struct Cli {
 pub enum Command {
     /// Run a simulated kube-apiserver holding a synthetic cluster.
     Sim(SimArgs),
-    /// Run the simulated cluster and print commands to try against it.
+    /// Run the simulated cluster with kache in front of it and print commands to try.
     Demo(DemoArgs),
+    /// Serve reads from an in-memory cache of an upstream apiserver; pass everything else through.
+    Serve(ServeArgs),
+}
+
+/// Settings of the cache kache serves from.
+#[derive(Debug, Clone, Args)]
+pub struct CacheArgs {
+    /// Resources to load at start (plural names, or `plural.group`); others load on first request.
+    #[arg(long, env = "KACHE_PRELOAD", value_delimiter = ',', default_value = "pods,nodes,namespaces,services,configmaps")]
+    pub preload: Vec<String>,
+    /// Encodings to load preloaded resources in (protobuf only where the kind has it).
+    #[arg(long, env = "KACHE_PRELOAD_ENCODINGS", value_delimiter = ',', value_parser = ["json", "protobuf"], default_value = "json,protobuf")]
+    pub preload_encodings: Vec<String>,
+    /// Events each cache keeps for watches to resume from.
+    #[arg(long = "cache-window-events", env = "KACHE_CACHE_WINDOW_EVENTS", default_value_t = 10_000)]
+    pub window_events: usize,
+    /// Past snapshots each cache keeps for continue tokens and exact-RV lists.
+    #[arg(long, env = "KACHE_SNAPSHOT_HISTORY", default_value_t = 1024)]
+    pub snapshot_history: usize,
+    /// Changes a watcher may fall behind before it is ended (its client then resumes).
+    #[arg(long, env = "KACHE_WATCHER_LAG", default_value_t = 8192)]
+    pub watcher_lag: usize,
+    /// Milliseconds a consistent read (no resourceVersion) waits for the cache to reach the
+    /// upstream's current resourceVersion before it is passed through.
+    #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 250)]
+    pub consistent_wait_ms: u64,
+    /// Seconds between periodic bookmarks on watches kache serves.
+    #[arg(long = "watch-bookmark-interval-seconds", env = "KACHE_WATCH_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
+    pub bookmark_interval_seconds: u64,
+}
+
+impl CacheArgs {
+    /// Check values that clap's types do not.
+    pub fn validate(&self) -> Result<(), String> {
+        for (flag, v) in [("--cache-window-events", self.window_events), ("--snapshot-history", self.snapshot_history), ("--watcher-lag", self.watcher_lag)] {
+            if v == 0 {
+                return Err(format!("{flag} must be at least 1"));
+            }
+        }
+        if self.bookmark_interval_seconds == 0 {
+            return Err("--watch-bookmark-interval-seconds must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// `kache serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Kubeconfig of the upstream apiserver (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KACHE_UPSTREAM_KUBECONFIG")]
+    pub upstream_kubeconfig: Option<PathBuf>,
+    /// Context in the upstream kubeconfig.
+    #[arg(long, env = "KACHE_UPSTREAM_CONTEXT")]
+    pub upstream_context: Option<String>,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "KACHE_LISTEN", default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Write the bound address (`host:port`) to this file once listening.
+    #[arg(long, env = "KACHE_ADDR_FILE")]
+    pub addr_file: Option<PathBuf>,
+    /// Serve plain HTTP (loopback addresses only). Required until TLS serving lands.
+    #[arg(long, env = "KACHE_INSECURE_HTTP")]
+    pub insecure_http: bool,
+    /// Write a kubeconfig that points clients at this kache.
+    #[arg(long, env = "KACHE_CLIENT_KUBECONFIG_OUT")]
+    pub client_kubeconfig_out: Option<PathBuf>,
+    /// Cache settings.
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 /// The synthetic cluster and simulator settings.
@@ -105,6 +175,9 @@ pub struct DemoArgs {
     /// The synthetic cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Cache settings of the kache in front of it.
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 /// Reject a listen address that is not loopback: kache serves plain HTTP only there.

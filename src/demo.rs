@@ -1,8 +1,12 @@
-//! `kache sim` and `kache demo`: start the simulated cluster on a listener, with churn and
-//! periodic progress for bookmarks; the demo also writes a kubeconfig and prints commands.
+//! Starting kache's servers from their arguments: `kache sim` (the simulated cluster with
+//! churn and periodic progress for bookmarks), `kache serve` (the cache in front of an
+//! upstream), and `kache demo` (both, with a kubeconfig and commands to try).
 
 use crate::cache::Limits;
-use crate::config::{ClusterArgs, DemoArgs, SimArgs};
+use crate::config::{CacheArgs, ClusterArgs, DemoArgs, ServeArgs, SimArgs};
+use crate::query::Format;
+use crate::serve::{Serve, ServeSettings};
+use crate::upstream::Upstream;
 use crate::handler::WatchSettings;
 use crate::server;
 use crate::sim::{churn, Sim, SimConfig};
@@ -24,6 +28,9 @@ pub enum StartError {
     /// The synthetic cluster could not be encoded.
     #[error("cannot build the simulated cluster: {0}")]
     Sim(String),
+    /// The upstream could not be configured or discovered.
+    #[error("upstream: {0}")]
+    Upstream(String),
 }
 
 fn sim_config(c: &ClusterArgs, advertise: String) -> SimConfig {
@@ -88,16 +95,76 @@ pub fn kubeconfig(server: &str, name: &str) -> String {
     )
 }
 
+fn serve_settings(c: &CacheArgs) -> ServeSettings {
+    let fmt = |s: &String| if s == "protobuf" { Format::Protobuf } else { Format::Json };
+    ServeSettings {
+        limits: Limits { window_events: c.window_events, history: c.snapshot_history, watcher_lag: c.watcher_lag },
+        watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
+        consistent_wait: Duration::from_millis(c.consistent_wait_ms),
+        preload: c.preload.clone(),
+        preload_formats: c.preload_encodings.iter().map(fmt).collect(),
+    }
+}
+
+/// A running `kache serve`.
+pub struct Serving {
+    /// The serving cache.
+    pub serve: Arc<Serve>,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+/// Start kache in front of `upstream`: discover, start preloaded informers, bind and serve
+/// (requests for caches still syncing pass through meanwhile).
+pub async fn start_serve(
+    upstream: Upstream,
+    listen: &str,
+    addr_file: Option<&std::path::Path>,
+    c: &CacheArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Serving, StartError> {
+    c.validate().map_err(StartError::Config)?;
+    crate::config::require_loopback(listen).map_err(StartError::Config)?;
+    let serve = Serve::start(upstream, serve_settings(c)).await.map_err(|e| StartError::Upstream(e.to_string()))?;
+    let (listener, addr) = server::bind(listen, addr_file).await?;
+    tokio::spawn(server::serve(listener, serve.clone(), shutdown));
+    Ok(Serving { serve, addr })
+}
+
+/// `kache serve`.
+pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
+    if !args.insecure_http {
+        return Err(StartError::Config("TLS serving is not available yet: pass --insecure-http to serve plain HTTP on a loopback address".into()));
+    }
+    let upstream = Upstream::load(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref()).await.map_err(|e| StartError::Upstream(e.to_string()))?;
+    let serving = start_serve(upstream, &args.listen, args.addr_file.as_deref(), &args.cache, ctrl_c()).await?;
+    let server = format!("http://{}", serving.addr);
+    if let Some(path) = &args.client_kubeconfig_out {
+        std::fs::write(path, kubeconfig(&server, "kache"))?;
+    }
+    println!("kache serving on {server}");
+    ctrl_c().await;
+    Ok(())
+}
+
+/// An upstream client for a plain-HTTP server URL (the simulator).
+pub fn plain_upstream(url: &str) -> Result<Upstream, StartError> {
+    let uri = url.parse().map_err(|e| StartError::Upstream(format!("{url}: {e}")))?;
+    Upstream::new(&kube::Config::new(uri)).map_err(|e| StartError::Upstream(e.to_string()))
+}
+
 /// `kache demo`.
 pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
-    let running = start_sim(&args.listen, None, &args.cluster, ctrl_c()).await?;
-    let server = format!("http://{}", running.addr);
+    let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
+    let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
+    let serving = start_serve(upstream, &args.listen, None, &args.cache, ctrl_c()).await?;
+    serving.serve.wait_synced(Duration::from_secs(120)).await;
+    let server = format!("http://{}", serving.addr);
     std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo"))?;
     let kc = args.kubeconfig.display();
     let node = "node-0003";
-    println!("kache demo: simulated cluster with {} nodes and {} pods at {server}", args.cluster.nodes, args.cluster.pods);
-    println!("note: kache's cache is not in front yet (it lands with `kache serve`); clients talk to the simulator directly.");
-    println!("kubeconfig written to {kc}. Try:");
+    println!("kache demo: simulated cluster with {} nodes and {} pods at http://{}", args.cluster.nodes, args.cluster.pods, sim.addr);
+    println!("kache serving it from memory at {server}; kubeconfig written to {kc}. Try:");
     println!("  kubectl --kubeconfig {kc} get pods -A --field-selector spec.nodeName={node}");
     println!("  kubectl --kubeconfig {kc} get pods -A -w -o json");
     println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500 -o name | wc -l");

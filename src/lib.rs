@@ -17,6 +17,10 @@
 //! - `json`: JSON encoding the way the apiserver writes it.
 //! - `transcode`: JSON <-> protobuf for built-in kinds (used by the simulator and at ingest).
 //! - `resource`: the resource types kache knows and their discovery documents.
+//! - `serve`: `kache serve`: routes each request to a cache or to the upstream.
+//! - `informer`: the LIST+WATCH reflector feeding one cache from the upstream.
+//! - `proxy`: pass-through of everything not served from cache, streamed, upgrades included.
+//! - `upstream`: the HTTP/2 client to the upstream apiserver, configured by kube's `Config`.
 //! - `sim`: the simulated kube-apiserver (the test upstream and `kache sim`).
 //! - `synth`: deterministic synthetic cluster objects for the simulator.
 //! - `demo`: `kache demo`, the simulator with kache in front of it.
@@ -27,12 +31,15 @@ pub mod cache;
 pub mod config;
 pub mod demo;
 pub mod handler;
+pub mod informer;
 pub mod json;
 pub mod object;
+pub mod proxy;
 pub mod query;
 pub mod resource;
 pub mod route;
 pub mod selector;
+pub mod serve;
 pub mod server;
 pub mod sim;
 pub mod status;
@@ -40,5 +47,6 @@ pub mod store;
 pub mod synth;
 pub mod token;
 pub mod transcode;
+pub mod upstream;
 pub mod window;
 pub mod wire;

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sim(args) => kache::demo::run_sim(args).await,
             Command::Demo(args) => kache::demo::run_demo(args).await,
+            Command::Serve(args) => kache::demo::run_serve(args).await,
         }
     });
     match result {

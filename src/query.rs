@@ -155,7 +155,7 @@ impl Options {
 }
 
 /// A response encoding kache can write from stored bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     /// `application/json`.
     Json,

@@ -162,10 +162,18 @@ pub fn has_status(r: &Resource) -> bool {
     subresources(r).contains(&"status")
 }
 
+/// Whether DELETE of the collection is allowed (the apiserver refuses it for namespaces).
+pub fn allows_delete_collection(r: &Resource) -> bool {
+    !(r.group.is_empty() && r.kind == "Namespace")
+}
+
 fn resource_entry(r: &Resource) -> Value {
+    let verbs: Vec<&str> = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        .into_iter()
+        .filter(|v| *v != "deletecollection" || allows_delete_collection(r))
+        .collect();
     let mut e = json!({
-        "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs,
     });
     if !r.short_names.is_empty() {
         e["shortNames"] = json!(r.short_names);

@@ -142,10 +142,10 @@ mod tests {
             }
             let kept: Vec<u64> = all.iter().rev().take(cap).rev().copied().collect();
             let floor = if all.len() > cap { all[all.len() - cap - 1] } else { start };
-            match w.since(ask) {
-                Ok(it) => {
+            let result = w.since(ask).map(|it| it.map(|e| e.rv).collect::<Vec<u64>>());
+            match result {
+                Ok(got) => {
                     prop_assert!(ask >= floor);
-                    let got: Vec<u64> = it.map(|e| e.rv).collect();
                     let want: Vec<u64> = kept.iter().copied().filter(|r| *r > ask).collect();
                     prop_assert_eq!(got, want);
                 }

@@ -1,0 +1,423 @@
+//! The reflector of one resource in one encoding: LIST (paged) then WATCH from the list's RV
+//! with bookmarks, resuming from the last RV when a watch ends, relisting on 410 (the new
+//! state swapped in whole), with exponential backoff and jitter on errors. Objects are kept
+//! as the upstream's bytes; each is decoded once here only to extract its key and fields.
+
+use crate::body::BoxError;
+use crate::cache::KindCache;
+use crate::object::Object;
+use crate::query::Format;
+use crate::resource::Resource;
+use crate::transcode::{pb_to_json, MessageType};
+use crate::upstream::Upstream;
+use crate::window::EventType;
+use crate::wire;
+use bytes::{Buf, Bytes, BytesMut};
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Items per page of the initial LIST.
+const PAGE: u64 = 500;
+
+/// Why an informer step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InformerError {
+    /// The upstream could not be reached or the stream broke.
+    #[error("upstream request failed: {0}")]
+    Transport(#[from] BoxError),
+    /// The upstream answered with an error status.
+    #[error("upstream answered {code}: {body}")]
+    Status {
+        /// HTTP status.
+        code: u16,
+        /// Start of the body.
+        body: String,
+    },
+    /// The upstream sent something that does not parse.
+    #[error("cannot decode upstream data: {0}")]
+    Decode(String),
+    /// The watch's resourceVersion left the upstream's window: relist.
+    #[error("resourceVersion expired")]
+    Expired,
+}
+
+/// Collection path of a resource across all namespaces.
+pub fn collection_path(r: &Resource) -> String {
+    if r.group.is_empty() {
+        format!("/api/{}/{}", r.version, r.plural)
+    } else {
+        format!("/apis/{}/{}/{}", r.group, r.version, r.plural)
+    }
+}
+
+/// A cache fed from the upstream, and whether it has synced.
+pub struct Feed {
+    /// The cache.
+    pub cache: Arc<KindCache>,
+    /// The encoding it holds.
+    pub fmt: Format,
+    synced: watch::Sender<bool>,
+    probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
+    upstream: Upstream,
+}
+
+impl Feed {
+    /// A feed for `cache` (not yet started).
+    pub fn new(cache: Arc<KindCache>, fmt: Format, upstream: Upstream) -> Arc<Feed> {
+        Arc::new(Feed { cache, fmt, synced: watch::Sender::new(false), probe: tokio::sync::Mutex::new(None), upstream })
+    }
+
+    /// Whether the initial list has been loaded.
+    pub fn synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Wait until synced or `timeout` passes.
+    pub async fn wait_synced(&self, timeout: Duration) -> bool {
+        let mut rx = self.synced.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|s| *s)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// The upstream's current resourceVersion, from a `limit=1` LIST made after this call
+    /// started. Concurrent callers share probes: a caller reuses a probe that started after
+    /// it arrived, so every answer is at least as new as the caller's arrival.
+    pub async fn upstream_rv(&self) -> Result<u64, InformerError> {
+        let arrived = Instant::now();
+        let mut last = self.probe.lock().await;
+        if let Some((started, rv)) = *last {
+            if started >= arrived {
+                return Ok(rv);
+            }
+        }
+        let started = Instant::now();
+        let path = format!("{}?limit=1", collection_path(&self.cache.resource));
+        let body = fetch(&self.upstream, &path, "application/json").await?;
+        let list: ListJson<'_> = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
+        let rv = parse_rv(&list.metadata.resource_version)?;
+        *last = Some((started, rv));
+        Ok(rv)
+    }
+
+    /// Run the reflector until the task is dropped.
+    pub async fn run(self: Arc<Self>) {
+        let r = self.cache.resource.clone();
+        let mut backoff = Backoff::default();
+        loop {
+            match self.list().await {
+                Ok((objects, rv)) => {
+                    tracing::info!(resource = %r.plural, objects = objects.len(), rv, fmt = ?self.fmt, "informer synced");
+                    self.cache.replace(objects, rv);
+                    self.synced.send_replace(true);
+                    backoff = Backoff::default();
+                    self.follow(rv, &mut backoff).await;
+                    tracing::info!(resource = %r.plural, "relisting after 410");
+                }
+                Err(e) => {
+                    tracing::warn!(resource = %r.plural, error = %e, "list failed");
+                    tokio::time::sleep(backoff.next()).await;
+                }
+            }
+        }
+    }
+
+    /// Watch from `rv`, resuming after each stream end, until the RV expires.
+    async fn follow(&self, mut rv: u64, backoff: &mut Backoff) {
+        loop {
+            match self.watch(&mut rv).await {
+                Ok(()) => *backoff = Backoff::default(),
+                Err(InformerError::Expired) => return,
+                Err(e) => {
+                    tracing::warn!(resource = %self.cache.resource.plural, rv, error = %e, "watch failed; resuming");
+                    tokio::time::sleep(backoff.next()).await;
+                }
+            }
+        }
+    }
+
+    async fn list(&self) -> Result<(Vec<Object>, u64), InformerError> {
+        let r = self.cache.resource.clone();
+        let base = collection_path(&r);
+        let mut objects = Vec::new();
+        let mut cont = String::new();
+        loop {
+            let mut path = format!("{base}?limit={PAGE}");
+            if !cont.is_empty() {
+                path.push_str("&continue=");
+                path.push_str(&cont);
+            }
+            let (rv, next) = match self.fmt {
+                Format::Json => {
+                    let body = fetch(&self.upstream, &path, "application/json").await?;
+                    let list: ListJson<'_> = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
+                    for item in &list.items {
+                        objects.push(json_object(&r, item.get().as_bytes())?);
+                    }
+                    (parse_rv(&list.metadata.resource_version)?, list.metadata.cont.unwrap_or_default())
+                }
+                Format::Protobuf => {
+                    let body = fetch(&self.upstream, &path, wire::PROTOBUF).await?;
+                    let (_, _, raw) = wire::open_envelope(&body).ok_or_else(|| InformerError::Decode("bad protobuf list envelope".into()))?;
+                    pb_list(&r, raw, &mut objects)?
+                }
+            };
+            if next.is_empty() {
+                return Ok((objects, rv));
+            }
+            cont = next;
+        }
+    }
+
+    async fn watch(&self, rv: &mut u64) -> Result<(), InformerError> {
+        let r = self.cache.resource.clone();
+        let timeout = 240 + rand::random::<u64>() % 120;
+        let path = format!("{}?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={timeout}", collection_path(&r), *rv);
+        let accept = match self.fmt {
+            Format::Json => "application/json",
+            Format::Protobuf => wire::PROTOBUF_WATCH,
+        };
+        let resp = self.upstream.get(&path, accept).await?;
+        if !resp.status().is_success() {
+            let code = resp.status().as_u16();
+            let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            if code == 410 {
+                return Err(InformerError::Expired);
+            }
+            return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(300)]).into() });
+        }
+        let mut body = resp.into_body();
+        let mut buf = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| InformerError::Transport(e.into()))?;
+            let Ok(data) = frame.into_data() else { continue };
+            buf.extend_from_slice(&data);
+            while let Some(ev) = self.next_event(&mut buf)? {
+                self.ingest(ev, rv)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Cut the next complete event off the buffer.
+    fn next_event(&self, buf: &mut BytesMut) -> Result<Option<RawEvent>, InformerError> {
+        match self.fmt {
+            Format::Json => {
+                let Some(nl) = buf.iter().position(|b| *b == b'\n') else { return Ok(None) };
+                let line = buf.split_to(nl + 1).freeze();
+                let ev: EventJson<'_> = serde_json::from_slice(&line).map_err(|e| InformerError::Decode(e.to_string()))?;
+                Ok(Some(RawEvent { kind: ev.kind.to_string(), object: Bytes::copy_from_slice(ev.object.get().as_bytes()) }))
+            }
+            Format::Protobuf => {
+                if buf.len() < 4 {
+                    return Ok(None);
+                }
+                let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                if buf.len() < 4 + len {
+                    return Ok(None);
+                }
+                buf.advance(4);
+                let frame = buf.split_to(len).freeze();
+                pb_event(&frame).map(Some).ok_or_else(|| InformerError::Decode("bad protobuf watch frame".into()))
+            }
+        }
+    }
+
+    fn ingest(&self, ev: RawEvent, rv: &mut u64) -> Result<(), InformerError> {
+        let r = &self.cache.resource;
+        let kind = match ev.kind.as_str() {
+            "ADDED" => EventType::Added,
+            "MODIFIED" => EventType::Modified,
+            "DELETED" => EventType::Deleted,
+            "BOOKMARK" => {
+                let meta = match self.fmt {
+                    Format::Json => serde_json::from_slice::<Value>(&ev.object).ok(),
+                    Format::Protobuf => wire::object_meta_json(&ev.object),
+                };
+                let brv = meta.as_ref().and_then(|v| v["metadata"]["resourceVersion"].as_str()).and_then(|s| s.parse().ok());
+                if let Some(brv) = brv.filter(|b| *b > *rv) {
+                    *rv = brv;
+                    self.cache.advance(brv, true);
+                }
+                return Ok(());
+            }
+            "ERROR" => return Err(watch_error(&ev.object, self.fmt)),
+            other => return Err(InformerError::Decode(format!("unknown watch event type {other:?}"))),
+        };
+        let object = match self.fmt {
+            Format::Json => json_object(r, &strip_type_meta(&ev.object, r))?,
+            Format::Protobuf => pb_object(r, &ev.object)?,
+        };
+        // An event at or below what we hold was already applied (a resumed stream).
+        if object.rv <= self.cache.snapshot().rv {
+            return Ok(());
+        }
+        *rv = object.rv;
+        self.cache.apply(kind, object);
+        Ok(())
+    }
+}
+
+struct RawEvent {
+    kind: String,
+    object: Bytes,
+}
+
+#[derive(Deserialize)]
+struct ListMetaJson {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: String,
+    #[serde(rename = "continue", default)]
+    cont: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ListJson<'a> {
+    metadata: ListMetaJson,
+    #[serde(borrow, default)]
+    items: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct EventJson<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+fn parse_rv(s: &str) -> Result<u64, InformerError> {
+    s.parse().map_err(|_| InformerError::Decode(format!("bad resourceVersion {s:?}")))
+}
+
+async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
+    let resp = upstream.get(path, accept).await?;
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.map_err(|e| InformerError::Transport(e.into()))?.to_bytes();
+    if code != 200 {
+        if code == 410 {
+            return Err(InformerError::Expired);
+        }
+        return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(300)]).into() });
+    }
+    Ok(body)
+}
+
+/// A JSON watch event's object without its leading `kind` and `apiVersion` (as a list item).
+fn strip_type_meta(obj: &[u8], r: &Resource) -> Vec<u8> {
+    let prefix = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",", r.kind, r.api_version());
+    match obj.strip_prefix(prefix.as_bytes()) {
+        Some(rest) => {
+            let mut out = Vec::with_capacity(rest.len() + 1);
+            out.push(b'{');
+            out.extend_from_slice(rest);
+            out
+        }
+        // Not in the apiserver's key order: re-encode once at ingest.
+        None => serde_json::from_slice::<Value>(obj).map(|v| crate::object::item_json(&v)).unwrap_or_else(|_| obj.to_vec()),
+    }
+}
+
+fn json_object(r: &Resource, item: &[u8]) -> Result<Object, InformerError> {
+    let v: Value = serde_json::from_slice(item).map_err(|e| InformerError::Decode(e.to_string()))?;
+    Object::new(r, &v, Some(item), None).map_err(|e| InformerError::Decode(e.to_string()))
+}
+
+fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, InformerError> {
+    let v = match MessageType::for_kind(&r.group, &r.version, &r.kind) {
+        Some(ty) => pb_to_json(ty, bare).map_err(|e| InformerError::Decode(e.to_string()))?,
+        None => wire::object_meta_json(bare).ok_or_else(|| InformerError::Decode("bad object metadata".into()))?,
+    };
+    Object::new(r, &v, None, Some(bare)).map_err(|e| InformerError::Decode(e.to_string()))
+}
+
+/// Objects of a protobuf list message, and its (RV, continue).
+fn pb_list(r: &Resource, raw: &[u8], out: &mut Vec<Object>) -> Result<(u64, String), InformerError> {
+    let bad = || InformerError::Decode("bad protobuf list".into());
+    let (mut pos, mut rv, mut cont) = (0, 0, String::new());
+    while pos < raw.len() {
+        let (field, _, range) = wire::next_field(raw, &mut pos).ok_or_else(bad)?;
+        match field {
+            1 => {
+                let m = &raw[range];
+                let mut p = 0;
+                while p < m.len() {
+                    let (f, _, r2) = wire::next_field(m, &mut p).ok_or_else(bad)?;
+                    let text = || std::str::from_utf8(&m[r2.clone()]).map_err(|_| bad());
+                    match f {
+                        2 => rv = parse_rv(text()?)?,
+                        3 => cont = text()?.to_string(),
+                        _ => {}
+                    }
+                }
+            }
+            2 => out.push(pb_object(r, &raw[range])?),
+            _ => {}
+        }
+    }
+    Ok((rv, cont))
+}
+
+/// (type, bare object) of a protobuf WatchEvent.
+fn pb_event(frame: &[u8]) -> Option<RawEvent> {
+    let (mut pos, mut kind, mut object) = (0, String::new(), Bytes::new());
+    while pos < frame.len() {
+        let (field, _, range) = wire::next_field(frame, &mut pos)?;
+        match field {
+            1 => kind = String::from_utf8(frame[range].to_vec()).ok()?,
+            2 => {
+                let ext = &frame[range];
+                let mut p = 0;
+                while p < ext.len() {
+                    let (f, _, r) = wire::next_field(ext, &mut p)?;
+                    if f == 1 {
+                        let (_, _, bare) = wire::open_envelope(&ext[r])?;
+                        object = Bytes::copy_from_slice(bare);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(RawEvent { kind, object })
+}
+
+fn watch_error(obj: &[u8], fmt: Format) -> InformerError {
+    let code = match fmt {
+        Format::Json => serde_json::from_slice::<Value>(obj).ok().and_then(|v| v["code"].as_u64()),
+        Format::Protobuf => status_code_pb(obj),
+    };
+    match code {
+        Some(410) => InformerError::Expired,
+        _ => InformerError::Status { code: code.unwrap_or(0) as u16, body: String::from_utf8_lossy(&obj[..obj.len().min(300)]).into() },
+    }
+}
+
+/// `code` (field 6) of a protobuf Status.
+fn status_code_pb(obj: &[u8]) -> Option<u64> {
+    let mut pos = 0;
+    while pos < obj.len() {
+        let (field, wt, range) = wire::next_field(obj, &mut pos)?;
+        if field == 6 && wt == 0 {
+            return wire::get_varint(obj, &mut range.start.clone());
+        }
+    }
+    None
+}
+
+/// Exponential backoff with full jitter, 200 ms to 30 s.
+#[derive(Debug, Default)]
+struct Backoff {
+    attempt: u32,
+}
+
+impl Backoff {
+    fn next(&mut self) -> Duration {
+        let cap = (200u64 << self.attempt.min(8)).min(30_000);
+        self.attempt += 1;
+        Duration::from_millis(cap / 2 + rand::random::<u64>() % (cap / 2 + 1))
+    }
+}

@@ -1,0 +1,69 @@
+//! Pass-through: everything kache does not answer from cache goes to the upstream unchanged
+//! and streams back (bodies are never buffered whole), including connection upgrades for
+//! exec/attach/port-forward. An unreachable upstream is a 503 `Status`.
+
+use crate::body::{self, Body, BoxError};
+use crate::status::Status;
+use crate::upstream::Upstream;
+use http::{header, HeaderMap, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+/// Hop-by-hop headers (RFC 9110 7.6.1) and the client's own credentials, which the upstream
+/// request replaces with kache's.
+const DROP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "authorization"];
+
+fn clean(headers: &mut HeaderMap, upgrade: bool) {
+    for name in DROP {
+        if upgrade && (*name == "connection" || *name == "upgrade") {
+            continue;
+        }
+        headers.remove(*name);
+    }
+}
+
+/// Whether a request asks for a protocol upgrade (SPDY or WebSocket).
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+}
+
+/// Forward `req` to the upstream and stream the answer back.
+pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>) -> Response<Body> {
+    let upgrade = is_upgrade(req.headers());
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let (mut parts, incoming) = req.into_parts();
+    clean(&mut parts.headers, upgrade);
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = match path.parse() {
+        Ok(u) => u,
+        Err(_) => return Status::bad_request("malformed request path").into_response(false),
+    };
+    let out = Request::from_parts(parts, incoming.map_err(BoxError::from).boxed_unsync());
+    let sent = if upgrade { upstream.send_upgrade(out).await } else { upstream.send(out).await };
+    let mut resp = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "upstream unreachable");
+            return Status::unavailable(format!("the upstream apiserver is unavailable: {e}")).into_response(false);
+        }
+    };
+    if let (Some(client), true) = (client_upgrade, resp.status() == http::StatusCode::SWITCHING_PROTOCOLS) {
+        let server = hyper::upgrade::on(&mut resp);
+        tokio::spawn(async move {
+            match (client.await, server.await) {
+                (Ok(c), Ok(s)) => {
+                    let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
+                    let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
+                }
+                (c, s) => tracing::debug!(client_ok = c.is_ok(), upstream_ok = s.is_ok(), "upgrade failed"),
+            }
+        });
+        let (mut parts, _) = resp.into_parts();
+        clean(&mut parts.headers, true);
+        return Response::from_parts(parts, body::empty());
+    }
+    let (mut parts, incoming) = resp.into_parts();
+    clean(&mut parts.headers, false);
+    Response::from_parts(parts, incoming.map_err(BoxError::from).boxed_unsync())
+}

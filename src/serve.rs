@@ -1,0 +1,244 @@
+//! `kache serve`: discover the upstream's resources, keep an informer-fed cache per resource
+//! and encoding in demand, answer GET/LIST/WATCH from it when it can do so faithfully, and
+//! pass everything else through.
+//!
+//! Request pipeline: `server` -> [`Serve::handle`] -> `route::classify` -> either
+//! `handler::{get,list,watch}` on a synced, current-enough cache, or `proxy::forward`.
+
+use crate::body::Body;
+use crate::cache::Limits;
+use crate::handler::{self, WatchSettings};
+use crate::informer::{Feed, InformerError};
+use crate::query::{negotiate, Format, ListMode, Negotiated, Options};
+use crate::resource::{builtin_fields, Resource, ResourceRef};
+use crate::route::{classify, ResourcePath, Target};
+use crate::server::Handler;
+use crate::upstream::Upstream;
+use crate::{proxy, cache::KindCache};
+use arc_swap::ArcSwap;
+use dashmap::DashMap;
+use http::{header, Method, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of the serving cache.
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    /// Buffer sizes of every cache.
+    pub limits: Limits,
+    /// Watch timing.
+    pub watch: WatchSettings,
+    /// How long a consistent read waits for the cache to reach the upstream's RV before it
+    /// is passed through instead.
+    pub consistent_wait: Duration,
+    /// Resources (plural names, optionally `plural.group`) to load at start.
+    pub preload: Vec<String>,
+    /// Encodings to load preloaded resources in.
+    pub preload_formats: Vec<Format>,
+}
+
+type FeedKey = (String, String, String, Format);
+
+/// The serving cache.
+pub struct Serve {
+    upstream: Upstream,
+    resources: ArcSwap<Vec<ResourceRef>>,
+    feeds: DashMap<FeedKey, Arc<Feed>>,
+    settings: ServeSettings,
+}
+
+/// Whether a group is one of Kubernetes' own (served in protobuf), not a custom resource's.
+fn builtin_group(group: &str) -> bool {
+    group.is_empty() || !group.contains('.') || group.ends_with(".k8s.io")
+}
+
+fn resources_of(list: &Value, group: &str, version: &str) -> Vec<Resource> {
+    let mut out = Vec::new();
+    for e in list["resources"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap_or("");
+        let verbs: Vec<&str> = e["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        if name.is_empty() || name.contains('/') || !verbs.contains(&"list") || !verbs.contains(&"watch") {
+            continue;
+        }
+        let kind = e["kind"].as_str().unwrap_or("").to_string();
+        let strings = |k: &str| e[k].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect::<Vec<_>>();
+        out.push(Resource {
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: name.to_string(),
+            singular: e["singularName"].as_str().unwrap_or("").to_string(),
+            namespaced: e["namespaced"].as_bool().unwrap_or(false),
+            protobuf: builtin_group(group),
+            short_names: strings("shortNames"),
+            categories: strings("categories"),
+            fields: builtin_fields(group, &kind).iter().map(|s| s.to_string()).collect(),
+            index: (group.is_empty() && kind == "Pod").then(|| "spec.nodeName".to_string()),
+            kind,
+        });
+    }
+    out
+}
+
+async fn get_json(upstream: &Upstream, path: &str) -> Result<Value, InformerError> {
+    let resp = upstream.get(path, "application/json").await?;
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.map_err(|e| InformerError::Transport(e.into()))?.to_bytes();
+    if code != 200 {
+        return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(200)]).into() });
+    }
+    serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))
+}
+
+/// Every listable and watchable resource the upstream serves (preferred versions).
+pub async fn discover(upstream: &Upstream) -> Result<Vec<Resource>, InformerError> {
+    let mut out = resources_of(&get_json(upstream, "/api/v1").await?, "", "v1");
+    let groups = get_json(upstream, "/apis").await?;
+    for g in groups["groups"].as_array().into_iter().flatten() {
+        let (Some(name), Some(version)) = (g["name"].as_str(), g["preferredVersion"]["version"].as_str()) else { continue };
+        match get_json(upstream, &format!("/apis/{name}/{version}")).await {
+            Ok(list) => out.extend(resources_of(&list, name, version)),
+            Err(e) => tracing::warn!(group = name, error = %e, "discovery of a group failed"),
+        }
+    }
+    Ok(out)
+}
+
+impl Serve {
+    /// Discover the upstream's resources and start the preloaded informers.
+    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
+        let resources: Vec<ResourceRef> = discover(&upstream).await?.into_iter().map(Arc::new).collect();
+        tracing::info!(resources = resources.len(), "upstream discovered");
+        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings });
+        for name in serve.settings.preload.clone() {
+            let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
+            match found {
+                Some(r) => {
+                    for fmt in serve.settings.preload_formats.clone() {
+                        if fmt == Format::Json || r.protobuf {
+                            serve.feed(&r, fmt);
+                        }
+                    }
+                }
+                None => tracing::warn!(resource = %name, "preload: the upstream has no such listable resource"),
+            }
+        }
+        Ok(serve)
+    }
+
+    /// Wait until every started feed has synced, or `timeout` passes.
+    pub async fn wait_synced(&self, timeout: Duration) -> bool {
+        let feeds: Vec<Arc<Feed>> = self.feeds.iter().map(|e| e.value().clone()).collect();
+        for f in feeds {
+            if !f.wait_synced(timeout).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The cache of a resource in an encoding, if it is running.
+    pub fn cache(&self, group: &str, plural: &str, fmt: Format) -> Option<Arc<KindCache>> {
+        self.feeds.iter().find(|e| e.key().0 == group && e.key().2 == plural && e.key().3 == fmt).map(|e| e.value().cache.clone())
+    }
+
+    /// The feed of `r` in `fmt`, started on first use.
+    fn feed(&self, r: &ResourceRef, fmt: Format) -> Arc<Feed> {
+        let key = (r.group.clone(), r.version.clone(), r.plural.clone(), fmt);
+        self.feeds
+            .entry(key)
+            .or_insert_with(|| {
+                let cache = Arc::new(KindCache::new(r.clone(), 0, self.settings.limits));
+                let feed = Feed::new(cache, fmt, self.upstream.clone());
+                tokio::spawn(feed.clone().run());
+                feed
+            })
+            .clone()
+    }
+
+    fn resource(&self, p: &ResourcePath) -> Option<ResourceRef> {
+        self.resources.load().iter().find(|r| r.group == p.group && r.version == p.version && r.plural == p.plural).cloned()
+    }
+
+    /// Whether the cache has caught up with the upstream's current RV (a consistent read).
+    async fn fresh(&self, feed: &Feed) -> bool {
+        match feed.upstream_rv().await {
+            Ok(rv) => feed.cache.progress() >= rv || feed.cache.wait_for(rv, self.settings.consistent_wait).await,
+            Err(e) => {
+                tracing::debug!(error = %e, "consistency probe failed; passing through");
+                false
+            }
+        }
+    }
+
+    /// Answer from cache, or `None` to pass the request through.
+    async fn cached(&self, req: &Request<Incoming>) -> Option<Response<Body>> {
+        if req.method() != Method::GET {
+            return None;
+        }
+        let Some(Target::Resource(p)) = classify(req.uri().path()) else { return None };
+        let r = self.resource(&p).filter(|_| p.subresource.is_none())?;
+        let scoped = if r.namespaced { p.namespace.is_some() || p.name.is_none() } else { p.namespace.is_none() };
+        if !scoped {
+            return None;
+        }
+        let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let Negotiated::Serve(fmt) = negotiate(accept, r.protobuf) else { return None };
+        let protobuf = fmt == Format::Protobuf;
+        let opts = match Options::parse(req.uri().query()) {
+            Ok(o) => o,
+            Err(status) => return Some(status.into_response(protobuf)),
+        };
+        // Fields kache does not know for this kind: the upstream decides (400 or an answer).
+        if opts.fields.fields().any(|f| !r.supports_field(f)) {
+            return None;
+        }
+        let feed = self.feed(&r, fmt);
+        if !feed.synced() {
+            return None;
+        }
+        let cache = &feed.cache;
+        let ns = p.namespace.as_deref();
+        let result = match &p.name {
+            Some(name) => {
+                match opts.rv {
+                    None if !self.fresh(&feed).await => return None,
+                    Some(n) if n > cache.progress() => return None,
+                    _ => {}
+                }
+                handler::get(cache, ns, name, fmt)
+            }
+            None if opts.watch => {
+                if opts.rv.is_none() && !self.fresh(&feed).await {
+                    return None;
+                }
+                handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, self.settings.watch).await
+            }
+            None => {
+                let past = match opts.list_mode() {
+                    ListMode::Consistent if !self.fresh(&feed).await => return None,
+                    ListMode::Exact(n) => Some(n),
+                    ListMode::Continue => opts.cont.as_ref().and_then(|c| u64::try_from(c.rv).ok()),
+                    _ => None,
+                };
+                // A past state the cache no longer keeps may still be in the upstream's history.
+                if past.is_some_and(|n| n <= cache.progress() && cache.at(n).is_err()) {
+                    return None;
+                }
+                handler::list(cache, ns, &opts, fmt).await
+            }
+        };
+        Some(result.unwrap_or_else(|status| status.into_response(protobuf)))
+    }
+}
+
+impl Handler for Serve {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        match self.cached(&req).await {
+            Some(resp) => resp,
+            None => proxy::forward(&self.upstream, req).await,
+        }
+    }
+}

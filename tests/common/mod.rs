@@ -1,0 +1,499 @@
+//! Shared helpers for the simulator's integration tests: start `kache sim` in-process (or the
+//! binary), plain HTTP requests returning (status, headers, body), a streaming watch reader
+//! that yields JSON events or protobuf frames against a deadline, a kubectl runner, and
+//! protobuf envelope decoding with `k8s-pb`.
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use clap::Parser;
+use http::{HeaderMap, Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use kache::config::ClusterArgs;
+use prost::Message;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub const MERGE_PATCH: &str = "application/merge-patch+json";
+/// Upper bound for any single request or wait that should be quick.
+pub const QUICK: Duration = Duration::from_secs(30);
+
+#[derive(Parser)]
+struct ClusterFlags {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Cluster settings parsed from `kache sim` flags, so every field has the binary's default.
+pub fn cluster(flags: &[&str]) -> ClusterArgs {
+    let mut argv = vec!["kache-sim"];
+    argv.extend_from_slice(flags);
+    ClusterFlags::try_parse_from(argv).expect("valid cluster flags").cluster
+}
+
+/// A simulator running in this process; shut down when dropped. Derefs to its [`Api`].
+pub struct TestSim {
+    pub sim: Arc<kache::sim::Sim>,
+    pub addr: SocketAddr,
+    pub api: Api,
+    _stop: oneshot::Sender<()>,
+}
+
+impl std::ops::Deref for TestSim {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
+/// A plain-HTTP client for one server.
+pub struct Api {
+    pub base: String,
+    pub client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Api {
+    pub fn new(addr: &str) -> Api {
+        Api { base: format!("http://{addr}"), client: Client::builder(TokioExecutor::new()).build_http() }
+    }
+}
+
+/// Start a simulator on a free loopback port.
+pub async fn start(c: &ClusterArgs) -> TestSim {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = kache::demo::start_sim("127.0.0.1:0", None, c, async move {
+        let _ = stopped.await;
+    })
+    .await
+    .expect("simulator starts");
+    TestSim { sim: running.sim, addr: running.addr, api: Api::new(&running.addr.to_string()), _stop: stop }
+}
+
+/// A response read to the end.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Resp {
+    /// The body as JSON (panics with the body text if it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl Api {
+    fn build(&self, method: Method, path: &str, accept: Option<&str>, content_type: Option<&str>, body: Vec<u8>) -> Request<Full<Bytes>> {
+        let mut b = Request::builder().method(method).uri(format!("{}{path}", self.base));
+        if let Some(a) = accept {
+            b = b.header(http::header::ACCEPT, a);
+        }
+        if let Some(ct) = content_type {
+            b = b.header(http::header::CONTENT_TYPE, ct);
+        }
+        b.body(Full::new(Bytes::from(body))).expect("request")
+    }
+
+    async fn send(&self, req: Request<Full<Bytes>>) -> http::Response<Incoming> {
+        let what = format!("{} {}", req.method(), req.uri());
+        tokio::time::timeout(QUICK, self.client.request(req))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no response headers within {QUICK:?}"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    }
+
+    /// Send a request and read the whole response.
+    pub async fn request(&self, method: Method, path: &str, accept: Option<&str>, content_type: Option<&str>, body: Vec<u8>) -> Resp {
+        let resp = self.send(self.build(method, path, accept, content_type, body)).await;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = tokio::time::timeout(QUICK, resp.into_body().collect())
+            .await
+            .unwrap_or_else(|_| panic!("{path}: body not complete within {QUICK:?}"))
+            .expect("body")
+            .to_bytes();
+        Resp { status, headers, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.request(Method::GET, path, Some("application/json"), None, Vec::new()).await
+    }
+
+    pub async fn get_pb(&self, path: &str) -> Resp {
+        self.request(Method::GET, path, Some(PROTOBUF), None, Vec::new()).await
+    }
+
+    pub async fn post(&self, path: &str, v: &Value) -> Resp {
+        self.request(Method::POST, path, Some("application/json"), Some("application/json"), v.to_string().into_bytes()).await
+    }
+
+    pub async fn put(&self, path: &str, v: &Value) -> Resp {
+        self.request(Method::PUT, path, Some("application/json"), Some("application/json"), v.to_string().into_bytes()).await
+    }
+
+    pub async fn patch(&self, path: &str, v: &Value) -> Resp {
+        self.request(Method::PATCH, path, Some("application/json"), Some(MERGE_PATCH), v.to_string().into_bytes()).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.request(Method::DELETE, path, Some("application/json"), None, Vec::new()).await
+    }
+
+    /// GET that must succeed; returns the JSON body.
+    pub async fn get_ok(&self, path: &str) -> Value {
+        let r = self.get(path).await;
+        assert_eq!(r.status, 200, "GET {path}: {}", r.text());
+        r.json()
+    }
+
+    /// Send a write that must succeed (2xx); returns the JSON body.
+    pub async fn must(&self, what: &str, r: Resp) -> Value {
+        assert!((200..300).contains(&r.status), "{what}: HTTP {}: {}", r.status, r.text());
+        r.json()
+    }
+
+    /// Open a watch (or any streaming GET); waits for the response headers.
+    pub async fn watch(&self, path: &str, accept: &str) -> WatchStream {
+        let resp = self.send(self.build(Method::GET, path, Some(accept), None, Vec::new())).await;
+        WatchStream {
+            status: resp.status().as_u16(),
+            headers: resp.headers().clone(),
+            body: resp.into_body(),
+            buf: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// Create a ConfigMap in `ns` and return it.
+    pub async fn create_cm(&self, ns: &str, name: &str, data: Value) -> Value {
+        let v = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data});
+        let r = self.post(&format!("/api/v1/namespaces/{ns}/configmaps"), &v).await;
+        self.must(&format!("create configmap {ns}/{name}"), r).await
+    }
+
+    /// Every pod as JSON (one unpaginated LIST), and the list's RV.
+    pub async fn all_pods(&self) -> (u64, Vec<Value>) {
+        let l = self.get_ok("/api/v1/pods").await;
+        (list_rv(&l), l["items"].as_array().unwrap().clone())
+    }
+}
+
+/// What reading a stream produced.
+#[derive(Debug)]
+pub enum Next<T> {
+    Item(T),
+    /// The server ended the stream.
+    End,
+    /// The deadline passed first.
+    TimedOut,
+}
+
+impl<T: std::fmt::Debug> Next<T> {
+    pub fn item(self, what: &str) -> T {
+        match self {
+            Next::Item(t) => t,
+            other => panic!("{what}: expected an item, got {other:?}"),
+        }
+    }
+}
+
+/// A streaming response body read incrementally.
+pub struct WatchStream {
+    pub status: u16,
+    pub headers: HeaderMap,
+    body: Incoming,
+    buf: Vec<u8>,
+    ended: bool,
+}
+
+impl WatchStream {
+    /// Read more bytes; false at the end of the stream, Err on the deadline.
+    async fn fill(&mut self, deadline: Instant) -> Result<bool, ()> {
+        if self.ended {
+            return Ok(false);
+        }
+        loop {
+            match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                Err(_) => return Err(()),
+                Ok(None) => {
+                    self.ended = true;
+                    return Ok(false);
+                }
+                Ok(Some(Err(e))) => panic!("watch body error: {e}"),
+                Ok(Some(Ok(f))) => {
+                    if let Ok(d) = f.into_data() {
+                        self.buf.extend_from_slice(&d);
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next newline-terminated JSON value.
+    pub async fn next_json(&mut self, deadline: Instant) -> Next<Value> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                let v = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("watch line is not JSON ({e}): {}", String::from_utf8_lossy(&line)));
+                return Next::Item(v);
+            }
+            match self.fill(deadline).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    assert!(self.buf.is_empty(), "stream ended mid-line: {}", String::from_utf8_lossy(&self.buf));
+                    return Next::End;
+                }
+                Err(()) => return Next::TimedOut,
+            }
+        }
+    }
+
+    /// The next length-prefixed protobuf frame (without its 4-byte length).
+    pub async fn next_frame(&mut self, deadline: Instant) -> Next<Vec<u8>> {
+        loop {
+            if self.buf.len() >= 4 {
+                let n = u32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
+                if self.buf.len() >= 4 + n {
+                    let frame = self.buf[4..4 + n].to_vec();
+                    self.buf.drain(..4 + n);
+                    return Next::Item(frame);
+                }
+            }
+            match self.fill(deadline).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    assert!(self.buf.is_empty(), "stream ended mid-frame ({} bytes left)", self.buf.len());
+                    return Next::End;
+                }
+                Err(()) => return Next::TimedOut,
+            }
+        }
+    }
+
+    /// Every JSON event until the stream ends (panics if it has not ended by `deadline`).
+    pub async fn json_until_end(&mut self, deadline: Instant) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            match self.next_json(deadline).await {
+                Next::Item(v) => out.push(v),
+                Next::End => return out,
+                Next::TimedOut => panic!("watch did not end by the deadline; got {} events", out.len()),
+            }
+        }
+    }
+}
+
+/// `now + secs`.
+pub fn deadline(secs: u64) -> Instant {
+    Instant::now() + Duration::from_secs(secs)
+}
+
+/// `metadata.resourceVersion` of a list or object, as a number.
+pub fn list_rv(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"].as_str().expect("metadata.resourceVersion").parse().expect("numeric RV")
+}
+
+pub fn obj_rv(v: &Value) -> u64 {
+    list_rv(v)
+}
+
+/// (namespace/name, RV) of every item of a JSON list.
+pub fn keys_rvs(items: &[Value]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|i| {
+            let m = &i["metadata"];
+            let ns = m["namespace"].as_str().unwrap_or("");
+            (format!("{ns}/{}", m["name"].as_str().unwrap()), m["resourceVersion"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// Percent-encode a query value.
+pub fn q(v: &str) -> String {
+    form_urlencoded::byte_serialize(v.as_bytes()).collect()
+}
+
+/// Decode a continue token to the JSON text it carries.
+pub fn decode_token(t: &str) -> String {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(t).expect("continue token is unpadded base64url");
+    String::from_utf8(raw).expect("continue token is UTF-8 JSON")
+}
+
+/// Encode a continue token from its JSON text.
+pub fn encode_token(json: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+}
+
+/// A golden capture body from /work/shared/golden.
+pub fn golden(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/golden").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+// ---- protobuf ----
+
+pub use k8s_pb::apimachinery::pkg::runtime::Unknown;
+
+/// Open `k8s\0` + `runtime.Unknown`.
+pub fn unknown(body: &[u8]) -> Unknown {
+    assert!(body.len() >= 4 && &body[..4] == b"k8s\0", "no k8s\\0 magic: {:02x?}", &body[..body.len().min(16)]);
+    Unknown::decode(&body[4..]).expect("runtime.Unknown")
+}
+
+/// The (apiVersion, kind) of an Unknown.
+pub fn type_of(u: &Unknown) -> (String, String) {
+    let tm = u.type_meta.clone().unwrap_or_default();
+    (tm.api_version.unwrap_or_default(), tm.kind.unwrap_or_default())
+}
+
+/// Decode the raw message of a `k8s\0` envelope as `M`, checking its kind.
+pub fn decode_envelope<M: Message + Default>(body: &[u8], kind: &str) -> M {
+    let u = unknown(body);
+    assert_eq!(type_of(&u).1, kind, "envelope kind");
+    M::decode(u.raw.as_deref().unwrap_or_default()).unwrap_or_else(|e| panic!("{kind}: {e}"))
+}
+
+#[allow(unused_imports)]
+pub use k8s_pb::apimachinery::pkg::apis::meta::v1::{Status as PbStatus, WatchEvent as PbWatchEvent};
+
+/// Decode a protobuf watch frame into (type, inner envelope Unknown).
+pub fn watch_event(frame: &[u8]) -> (String, Unknown) {
+    let ev = PbWatchEvent::decode(frame).expect("WatchEvent");
+    let raw = ev.object.and_then(|o| o.raw).expect("WatchEvent.object.raw");
+    (ev.r#type.unwrap_or_default(), unknown(&raw))
+}
+
+// ---- processes ----
+
+/// A child process killed (and reaped) when dropped.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `kubectl` with a temporary kubeconfig and discovery cache for one server.
+pub struct Kubectl {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+pub const KUBECTL: &str = "/usr/bin/kubectl";
+
+impl Kubectl {
+    pub fn new(server: &str) -> Kubectl {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, kache::demo::kubeconfig(server, "kache-test")).expect("write kubeconfig");
+        Kubectl { dir, kubeconfig }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A command with the kubeconfig, cache dir and a request timeout set.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(KUBECTL);
+        c.arg("--kubeconfig").arg(&self.kubeconfig);
+        c.arg("--cache-dir").arg(self.dir.path().join("cache"));
+        c.arg("--request-timeout=30s");
+        c.args(args);
+        c.env_remove("KUBECONFIG");
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// Run to completion (off the async runtime's worker threads).
+    pub async fn run(&self, args: &[&str]) -> std::process::Output {
+        let mut c = self.command(args);
+        let what = format!("kubectl {}", args.join(" "));
+        tokio::task::spawn_blocking(move || c.output()).await.expect("join").unwrap_or_else(|e| panic!("{what}: {e}"))
+    }
+
+    /// Run, require success, and parse stdout as JSON.
+    pub async fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args).await;
+        assert!(out.status.success(), "kubectl {}: {}\n{}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("kubectl {} output is not JSON: {e}", args.join(" ")))
+    }
+}
+
+/// Names (`namespace/name`) of a JSON list's items, in order.
+pub fn names(items: &[Value]) -> Vec<String> {
+    keys_rvs(items).into_iter().map(|(k, _)| k).collect()
+}
+
+/// `kache sim` run as the built binary; killed when dropped.
+pub struct BinarySim {
+    pub addr: SocketAddr,
+    pub api: Api,
+    pub child: ChildGuard,
+    dir: tempfile::TempDir,
+}
+
+impl BinarySim {
+    /// Spawn `kache sim --listen 127.0.0.1:0 --addr-file F <args>` and poll F (deadline 60 s)
+    /// until it holds the bound address.
+    pub async fn spawn(args: &[&str]) -> BinarySim {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let addr_file = dir.path().join("addr");
+        let log = std::fs::File::create(dir.path().join("stderr")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_kache"))
+            .arg("sim")
+            .args(["--listen", "127.0.0.1:0", "--addr-file"])
+            .arg(&addr_file)
+            .args(args)
+            .env("KACHE_LOG_LEVEL", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn kache sim");
+        let mut child = ChildGuard(child);
+        let end = deadline(60);
+        let addr = loop {
+            if let Some(a) = std::fs::read_to_string(&addr_file).ok().and_then(|s| s.trim().parse::<SocketAddr>().ok()) {
+                break a;
+            }
+            if let Some(status) = child.0.try_wait().expect("try_wait") {
+                panic!("kache sim exited with {status} before writing its address: {}", std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default());
+            }
+            assert!(Instant::now() < end, "kache sim wrote no address to {} within 60 s", addr_file.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        BinarySim { addr, api: Api::new(&addr.to_string()), child, dir }
+    }
+
+    /// What the child wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+}
