@@ -161,6 +161,11 @@ impl KindCache {
         }
     }
 
+    /// End every open watch (shutdown); their clients resume elsewhere.
+    pub fn end_watchers(&self) {
+        let _ = self.tx.send(Message::Reset);
+    }
+
     /// Replace the whole state (initial load or relist) at `rv`. Open watchers are ended.
     pub fn replace(&self, objects: impl IntoIterator<Item = Object>, rv: u64) {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());

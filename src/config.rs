@@ -93,6 +93,15 @@ pub struct ServeArgs {
     /// Write a kubeconfig that points clients at this kache.
     #[arg(long, env = "KACHE_CLIENT_KUBECONFIG_OUT")]
     pub client_kubeconfig_out: Option<PathBuf>,
+    /// Admin listener (`/metrics`, `/livez`, `/readyz`, `/healthz`); off when unset.
+    #[arg(long, env = "KACHE_ADMIN_LISTEN")]
+    pub admin_listen: Option<String>,
+    /// Write the admin listener's bound address to this file.
+    #[arg(long, env = "KACHE_ADMIN_ADDR_FILE")]
+    pub admin_addr_file: Option<PathBuf>,
+    /// Seconds to let in-flight requests finish after SIGTERM/SIGINT before exiting.
+    #[arg(long = "shutdown-grace-seconds", env = "KACHE_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
+    pub shutdown_grace_seconds: u64,
     /// Cache settings.
     #[command(flatten)]
     pub cache: CacheArgs,

@@ -72,7 +72,7 @@ pub async fn start_sim(
         }
     });
     tokio::spawn(churn(sim.clone(), c.churn_per_sec, c.seed));
-    tokio::spawn(server::serve(listener, sim.clone(), shutdown));
+    tokio::spawn(server::serve(listener, sim.clone(), shutdown, Duration::from_secs(1)));
     Ok(Running { sim, addr })
 }
 
@@ -112,23 +112,57 @@ pub struct Serving {
     pub serve: Arc<Serve>,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Ends when the server has shut down (after `shutdown` and the grace period).
+    pub done: tokio::task::JoinHandle<()>,
 }
 
 /// Start kache in front of `upstream`: discover, start preloaded informers, bind and serve
-/// (requests for caches still syncing pass through meanwhile).
+/// (requests for caches still syncing pass through meanwhile). When `shutdown` resolves,
+/// kache stops accepting, ends open watches so clients resume elsewhere, and lets in-flight
+/// requests finish for up to `grace`.
 pub async fn start_serve(
     upstream: Upstream,
     listen: &str,
     addr_file: Option<&std::path::Path>,
     c: &CacheArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
 ) -> Result<Serving, StartError> {
     c.validate().map_err(StartError::Config)?;
     crate::config::require_loopback(listen).map_err(StartError::Config)?;
     let serve = Serve::start(upstream, serve_settings(c)).await.map_err(|e| StartError::Upstream(e.to_string()))?;
     let (listener, addr) = server::bind(listen, addr_file).await?;
-    tokio::spawn(server::serve(listener, serve.clone(), shutdown));
-    Ok(Serving { serve, addr })
+    let ending = serve.clone();
+    let shutdown = async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, ending watches, finishing requests");
+        ending.end_watches();
+    };
+    let done = tokio::spawn(server::serve(listener, serve.clone(), shutdown, grace));
+    Ok(Serving { serve, addr, done })
+}
+
+/// Start the admin listener for `serve`.
+pub async fn start_admin(serve: Arc<Serve>, listen: &str, addr_file: Option<&std::path::Path>) -> Result<SocketAddr, StartError> {
+    let admin = Arc::new(crate::admin::Admin { serve, prometheus: crate::telemetry::install() });
+    let (listener, addr) = server::bind(listen, addr_file).await?;
+    tokio::spawn(server::serve(listener, admin, std::future::pending::<()>(), Duration::ZERO));
+    Ok(addr)
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn terminated() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    ctrl_c().await;
 }
 
 /// `kache serve`.
@@ -136,14 +170,20 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
     if !args.insecure_http {
         return Err(StartError::Config("TLS serving is not available yet: pass --insecure-http to serve plain HTTP on a loopback address".into()));
     }
+    crate::telemetry::install();
     let upstream = Upstream::load(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref()).await.map_err(|e| StartError::Upstream(e.to_string()))?;
-    let serving = start_serve(upstream, &args.listen, args.addr_file.as_deref(), &args.cache, ctrl_c()).await?;
+    let grace = Duration::from_secs(args.shutdown_grace_seconds);
+    let serving = start_serve(upstream, &args.listen, args.addr_file.as_deref(), &args.cache, terminated(), grace).await?;
+    if let Some(admin) = &args.admin_listen {
+        let addr = start_admin(serving.serve.clone(), admin, args.admin_addr_file.as_deref()).await?;
+        println!("kache admin on http://{addr}");
+    }
     let server = format!("http://{}", serving.addr);
     if let Some(path) = &args.client_kubeconfig_out {
         std::fs::write(path, kubeconfig(&server, "kache"))?;
     }
     println!("kache serving on {server}");
-    ctrl_c().await;
+    let _ = serving.done.await;
     Ok(())
 }
 
@@ -157,7 +197,9 @@ pub fn plain_upstream(url: &str) -> Result<Upstream, StartError> {
 pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
     let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
-    let serving = start_serve(upstream, &args.listen, None, &args.cache, ctrl_c()).await?;
+    crate::telemetry::install();
+    let serving = start_serve(upstream, &args.listen, None, &args.cache, ctrl_c(), Duration::from_secs(5)).await?;
+    let admin = start_admin(serving.serve.clone(), "127.0.0.1:0", None).await?;
     serving.serve.wait_synced(Duration::from_secs(120)).await;
     let server = format!("http://{}", serving.addr);
     std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo"))?;
@@ -168,6 +210,7 @@ pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
     println!("  kubectl --kubeconfig {kc} get pods -A --field-selector spec.nodeName={node}");
     println!("  kubectl --kubeconfig {kc} get pods -A -w -o json");
     println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500 -o name | wc -l");
+    println!("metrics: curl http://{admin}/metrics   readiness: curl 'http://{admin}/readyz?verbose'");
     if args.seconds > 0 {
         tokio::time::sleep(Duration::from_secs(args.seconds)).await;
     } else {

@@ -8,6 +8,8 @@ use crate::cache::KindCache;
 use crate::object::Object;
 use crate::query::Format;
 use crate::resource::Resource;
+use crate::telemetry;
+use std::sync::atomic::{AtomicBool, Ordering};
 use crate::transcode::{pb_to_json, MessageType};
 use crate::upstream::Upstream;
 use crate::window::EventType;
@@ -62,6 +64,8 @@ pub struct Feed {
     /// The encoding it holds.
     pub fmt: Format,
     synced: watch::Sender<bool>,
+    healthy: AtomicBool,
+    preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
     upstream: Upstream,
 }
@@ -69,7 +73,26 @@ pub struct Feed {
 impl Feed {
     /// A feed for `cache` (not yet started).
     pub fn new(cache: Arc<KindCache>, fmt: Format, upstream: Upstream) -> Arc<Feed> {
-        Arc::new(Feed { cache, fmt, synced: watch::Sender::new(false), probe: tokio::sync::Mutex::new(None), upstream })
+        Arc::new(Feed { cache, fmt, synced: watch::Sender::new(false), healthy: AtomicBool::new(false), preloaded: AtomicBool::new(false), probe: tokio::sync::Mutex::new(None), upstream })
+    }
+
+    /// Whether the last LIST or WATCH request reached the upstream.
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Count this feed in readiness.
+    pub fn mark_preloaded(&self) {
+        self.preloaded.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this feed counts in readiness.
+    pub fn is_preloaded(&self) -> bool {
+        self.preloaded.load(Ordering::Relaxed)
+    }
+
+    fn labels(&self) -> [(&'static str, String); 2] {
+        [("resource", self.cache.resource.plural.clone()), ("encoding", format!("{:?}", self.fmt).to_lowercase())]
     }
 
     /// Whether the initial list has been loaded.
@@ -100,6 +123,7 @@ impl Feed {
         let list: ListJson<'_> = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
         let rv = parse_rv(&list.metadata.resource_version)?;
         *last = Some((started, rv));
+        metrics::gauge!(telemetry::RV_LAG, &self.labels()).set(rv.saturating_sub(self.cache.progress()) as f64);
         Ok(rv)
     }
 
@@ -108,7 +132,10 @@ impl Feed {
         let r = self.cache.resource.clone();
         let mut backoff = Backoff::default();
         loop {
-            match self.list().await {
+            metrics::counter!(telemetry::RELISTS, &self.labels()).increment(1);
+            let listed = self.list().await;
+            self.healthy.store(listed.is_ok(), Ordering::Relaxed);
+            match listed {
                 Ok((objects, rv)) => {
                     tracing::info!(resource = %r.plural, objects = objects.len(), rv, fmt = ?self.fmt, "informer synced");
                     self.cache.replace(objects, rv);
@@ -128,7 +155,10 @@ impl Feed {
     /// Watch from `rv`, resuming after each stream end, until the RV expires.
     async fn follow(&self, mut rv: u64, backoff: &mut Backoff) {
         loop {
-            match self.watch(&mut rv).await {
+            let watched = self.watch(&mut rv).await;
+            self.healthy.store(!matches!(watched, Err(InformerError::Transport(_)) | Err(InformerError::Status { .. })), Ordering::Relaxed);
+            metrics::counter!(telemetry::WATCH_RESTARTS, &self.labels()).increment(1);
+            match watched {
                 Ok(()) => *backoff = Backoff::default(),
                 Err(InformerError::Expired) => return,
                 Err(e) => {
@@ -257,6 +287,7 @@ impl Feed {
         }
         *rv = object.rv;
         self.cache.apply(kind, object);
+        metrics::counter!(telemetry::EVENTS_INGESTED, &self.labels()).increment(1);
         Ok(())
     }
 }

@@ -24,8 +24,11 @@
 //! - `sim`: the simulated kube-apiserver (the test upstream and `kache sim`).
 //! - `synth`: deterministic synthetic cluster objects for the simulator.
 //! - `demo`: `kache demo`, the simulator with kache in front of it.
+//! - `admin`: the admin listener: metrics, liveness and readiness.
+//! - `telemetry`: metric names and the Prometheus recorder.
 //! - `config`: command-line configuration.
 
+pub mod admin;
 pub mod body;
 pub mod cache;
 pub mod config;
@@ -45,6 +48,7 @@ pub mod sim;
 pub mod status;
 pub mod store;
 pub mod synth;
+pub mod telemetry;
 pub mod token;
 pub mod transcode;
 pub mod upstream;

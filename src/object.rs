@@ -37,7 +37,9 @@ pub struct Object {
     pub rv: u64,
     /// Labels sorted by key.
     pub labels: Box<[(Box<str>, Box<str>)]>,
-    /// Values of the kind's selectable fields (beyond name and namespace) that are set.
+    /// Values of the kind's selectable fields (beyond name and namespace), every one of
+    /// them, as the apiserver's field set renders it: unset fields hold their Go zero value
+    /// (`""`, or `false`/`0` for booleans and counts).
     pub fields: Box<[(Box<str>, Box<str>)]>,
     /// `,` then the compact JSON of the object without `kind` and `apiVersion`: a LIST item
     /// with its separator, so a list is one piece per item.
@@ -89,7 +91,10 @@ impl Object {
         let fields = res
             .fields
             .iter()
-            .filter_map(|f| field_value(v, f).map(|val| (f.as_str().into(), val.into())))
+            .map(|f| {
+                let (path, zero) = field_source(f);
+                (f.as_str().into(), field_value(v, path).unwrap_or_else(|| zero.to_string()).into())
+            })
             .collect();
         Ok(Object {
             key: key(namespace, name),
@@ -140,10 +145,23 @@ impl Object {
     }
 }
 
-/// The value of a selectable field as the apiserver's field set renders it.
+/// Where a selectable field's value comes from (its JSON path) and what the apiserver's field
+/// set holds when the object leaves it unset: the Go zero value of the field's type, so
+/// `spec.hostNetwork=false` selects pods that do not set it, as it does in the apiserver.
+fn field_source(field: &str) -> (&str, &'static str) {
+    match field {
+        // Events expose `source` as source.component.
+        "source" => ("source.component", ""),
+        "spec.hostNetwork" | "spec.unschedulable" => (field, "false"),
+        "status.replicas" => (field, "0"),
+        // Jobs: the field is named `status.successful`, the value is `status.succeeded`.
+        "status.successful" => ("status.succeeded", "0"),
+        _ => (field, ""),
+    }
+}
+
+/// The value at a JSON path, rendered as the apiserver's field set renders it.
 fn field_value<'a>(v: &'a Value, path: &str) -> Option<String> {
-    // Events expose `source` as source.component.
-    let path = if path == "source" { "source.component" } else { path };
     let mut cur: &'a Value = v;
     for part in path.split('.') {
         cur = cur.get(part)?;
@@ -244,6 +262,8 @@ mod tests {
         assert_eq!(o.field("spec.nodeName"), Some("node-0000"));
         assert_eq!(o.field("spec.restartPolicy"), Some("Always"));
         assert_eq!(o.label("app"), Some("web"));
+        assert_eq!(o.field("spec.hostNetwork"), Some("false"), "unset booleans are false in the field set");
+        assert_eq!(o.field("status.nominatedNodeName"), Some(""), "unset strings are empty");
         let moved = o.at_rv(70000);
         let mv: Value = serde_json::from_slice(&moved.json_item().unwrap()).unwrap();
         assert_eq!(&moved.pb_message().unwrap()[..], b"\x0a\x07\x32\x0570000");

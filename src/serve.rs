@@ -14,7 +14,7 @@ use crate::resource::{builtin_fields, Resource, ResourceRef};
 use crate::route::{classify, ResourcePath, Target};
 use crate::server::Handler;
 use crate::upstream::Upstream;
-use crate::{proxy, cache::KindCache};
+use crate::{cache::KindCache, proxy, telemetry};
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
 use http::{header, Method, Request, Response};
@@ -118,7 +118,7 @@ impl Serve {
                 Some(r) => {
                     for fmt in serve.settings.preload_formats.clone() {
                         if fmt == Format::Json || r.protobuf {
-                            serve.feed(&r, fmt);
+                            serve.feed(&r, fmt).mark_preloaded();
                         }
                     }
                 }
@@ -137,6 +137,44 @@ impl Serve {
             }
         }
         true
+    }
+
+    /// Readiness checks: (name, passing, detail) for every preloaded cache.
+    pub fn readiness(&self) -> Vec<(String, bool, String)> {
+        let mut out = Vec::new();
+        for e in self.feeds.iter().filter(|e| e.value().is_preloaded()) {
+            let (k, f) = (e.key(), e.value());
+            let name = format!("cache {}{}{} {:?}", k.2, if k.0.is_empty() { "" } else { "." }, k.0, k.3).to_lowercase();
+            let (pass, why) = match (f.synced(), f.healthy()) {
+                (true, true) => (true, "ok"),
+                (false, _) => (false, "not synced"),
+                (true, false) => (false, "upstream unreachable"),
+            };
+            out.push((name, pass, why.to_string()));
+        }
+        out.sort();
+        out
+    }
+
+    /// Set the cache gauges (objects, bytes, window) from every running cache.
+    pub fn sample(&self) {
+        for e in self.feeds.iter() {
+            let (k, f) = (e.key(), e.value());
+            let labels = [("resource", k.2.clone()), ("encoding", format!("{:?}", k.3).to_lowercase())];
+            let snap = f.cache.snapshot();
+            metrics::gauge!(telemetry::OBJECTS, &labels).set(snap.objects.len() as f64);
+            metrics::gauge!(telemetry::BYTES, &labels).set(snap.bytes as f64);
+            metrics::gauge!(telemetry::WINDOW_EVENTS, &labels).set(snap.window.len() as f64);
+            metrics::gauge!(telemetry::WINDOW_SECONDS, &labels).set(snap.window.span().as_secs_f64());
+            metrics::gauge!(telemetry::WATCHES_OPEN, &labels).set(f.cache.watchers() as f64);
+        }
+    }
+
+    /// End every open watch (shutdown): clients resume against another replica.
+    pub fn end_watches(&self) {
+        for e in self.feeds.iter() {
+            e.value().cache.end_watchers();
+        }
     }
 
     /// The cache of a resource in an encoding, if it is running.
@@ -236,9 +274,20 @@ impl Serve {
 
 impl Handler for Serve {
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
-        match self.cached(&req).await {
-            Some(resp) => resp,
-            None => proxy::forward(&self.upstream, req).await,
+        let started = std::time::Instant::now();
+        let named = matches!(classify(req.uri().path()), Some(Target::Resource(ResourcePath { name: Some(_), .. })));
+        let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+        let verb = telemetry::verb(req.method(), named, watch);
+        let (resp, source) = match self.cached(&req).await {
+            Some(resp) => (resp, "cache"),
+            None => (proxy::forward(&self.upstream, req).await, "upstream"),
+        };
+        let code = resp.status().as_u16().to_string();
+        metrics::counter!(telemetry::REQUESTS, "verb" => verb, "source" => source, "code" => code).increment(1);
+        metrics::histogram!(telemetry::REQUEST_SECONDS, "verb" => verb, "source" => source).record(started.elapsed().as_secs_f64());
+        if let (Some(n), "cache") = (http_body::Body::size_hint(resp.body()).exact(), source) {
+            metrics::counter!(telemetry::RESPONSE_BYTES, "verb" => verb).increment(n);
         }
+        resp
     }
 }

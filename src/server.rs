@@ -5,6 +5,8 @@ use crate::body::Body;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::graceful::GracefulShutdown;
+use std::time::Duration;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -34,9 +36,14 @@ pub async fn bind(addr: &str, addr_file: Option<&Path>) -> std::io::Result<(TcpL
     Ok((listener, local))
 }
 
-/// Serve connections from `listener` until `shutdown` resolves.
-pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>, shutdown: impl Future<Output = ()>) {
+/// Serve connections from `listener` until `shutdown` resolves; then stop accepting, let
+/// connections finish their requests (HTTP/2 gets GOAWAY), and return when they are done
+/// or `grace` has passed.
+pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>, shutdown: impl Future<Output = ()>, grace: Duration) {
     tokio::pin!(shutdown);
+    let graceful = GracefulShutdown::new();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http2().max_concurrent_streams(MAX_STREAMS);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -46,20 +53,24 @@ pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>, shutdown:
                     continue;
                 }
             },
-            _ = &mut shutdown => return,
+            _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            let h = handler.clone();
+            async move { Ok::<_, std::convert::Infallible>(h.handle(req).await) }
+        });
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
+        let conn = graceful.watch(conn);
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let h = handler.clone();
-                async move { Ok::<_, std::convert::Infallible>(h.handle(req).await) }
-            });
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder.http2().max_concurrent_streams(MAX_STREAMS);
-            if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).await {
+            if let Err(e) = conn.await {
                 tracing::debug!(client.addr = %peer, error = %e, "connection ended");
             }
         });
+    }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!(grace_seconds = grace.as_secs_f64(), "connections still open after the grace period");
     }
 }

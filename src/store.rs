@@ -57,7 +57,7 @@ impl Snapshot {
             self.unindex(&old, index);
         }
         self.bytes += o.encoded_len();
-        if let Some(v) = index.and_then(|f| crate::selector::FieldSource::field(&*o, f)) {
+        if let Some(v) = index.map(|f| indexed_value(&o, f)) {
             self.index.insert((Arc::from(v), o.key.clone()), o.clone());
         }
         self.objects.insert(o.key.clone(), o);
@@ -65,7 +65,7 @@ impl Snapshot {
 
     fn unindex(&mut self, old: &Object, index: Option<&str>) {
         self.bytes -= old.encoded_len();
-        if let Some(v) = index.and_then(|f| crate::selector::FieldSource::field(old, f)) {
+        if let Some(v) = index.map(|f| indexed_value(old, f)) {
             self.index.remove(&(Arc::from(v), old.key.clone()));
         }
     }
@@ -91,7 +91,7 @@ impl Snapshot {
         } else {
             next.insert(object.clone(), index);
         }
-        let ev = Arc::new(Event { rv: object.rv, kind, object, prev, prev_at_rv });
+        let ev = Arc::new(Event { rv: object.rv, kind, object, prev, prev_at_rv, at: std::time::Instant::now() });
         next.rv = ev.rv;
         next.window.push(ev.clone());
         (next, ev)
@@ -112,6 +112,12 @@ impl Snapshot {
         };
         self.index.range((lo, Bound::Unbounded)).take_while(move |((iv, _), _)| *iv == v).map(|(_, o)| o)
     }
+}
+
+/// The value an object is indexed under: an unset field is `""`, as selectors compare it, so
+/// `spec.nodeName=` (unscheduled pods, the scheduler's query) is answered from the index too.
+fn indexed_value<'a>(o: &'a Object, field: &str) -> &'a str {
+    crate::selector::FieldSource::field(o, field).unwrap_or("")
 }
 
 fn as_str(b: &Bound<String>) -> Bound<&str> {
@@ -157,6 +163,17 @@ mod tests {
         assert_eq!(on_n1, ["a-b/y", "a/x", "ab/z"]);
         let after: Vec<&str> = s.indexed("n1", Some("a-b/y")).map(|o| &*o.key).collect();
         assert_eq!(after, ["a/x", "ab/z"]);
+    }
+
+    #[test]
+    fn objects_without_the_indexed_field_are_found_under_the_empty_value() {
+        let mut unscheduled = obj("a", "pending", "", 2);
+        unscheduled.fields = Box::new([]);
+        let s = Snapshot::from_objects(vec![obj("a", "x", "n1", 1), unscheduled], 2, 10, Some("spec.nodeName"));
+        let found: Vec<&str> = s.indexed("", None).map(|o| &*o.key).collect();
+        assert_eq!(found, ["a/pending"]);
+        let (next, _) = s.apply(EventType::Deleted, obj("a", "pending", "", 3), Some("spec.nodeName"));
+        assert_eq!(next.indexed("", None).count(), 0, "unindexed on delete");
     }
 
     proptest! {

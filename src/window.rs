@@ -41,6 +41,8 @@ pub struct Event {
     /// `prev` at this event's RV, present when the change altered labels or selectable
     /// fields: what a filtered watch sends as DELETED when the object leaves its selector.
     pub prev_at_rv: Option<Arc<Object>>,
+    /// When the change was applied here.
+    pub at: std::time::Instant,
 }
 
 /// Why a window cannot serve a resume point.
@@ -77,6 +79,14 @@ impl Window {
     /// The oldest RV a watch can resume from.
     pub fn floor(&self) -> u64 {
         self.floor
+    }
+
+    /// Time between the oldest and the newest event held.
+    pub fn span(&self) -> std::time::Duration {
+        match (self.events.front(), self.events.back()) {
+            (Some(a), Some(b)) => b.at.saturating_duration_since(a.at),
+            _ => std::time::Duration::ZERO,
+        }
     }
 
     /// Number of events held.
@@ -124,7 +134,7 @@ mod tests {
             json: None,
             pb: None,
         };
-        Arc::new(Event { rv, kind: EventType::Modified, object: Arc::new(o), prev: None, prev_at_rv: None })
+        Arc::new(Event { rv, kind: EventType::Modified, object: Arc::new(o), prev: None, prev_at_rv: None, at: std::time::Instant::now() })
     }
 
     proptest! {

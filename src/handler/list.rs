@@ -18,19 +18,31 @@ use std::sync::Arc;
 const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// One page of a LIST.
-struct Page {
-    rv: u64,
-    items: Vec<Arc<Object>>,
-    cont: Option<String>,
-    remaining: Option<u64>,
+#[derive(Debug)]
+pub struct Page {
+    /// The RV the page is consistent at.
+    pub rv: u64,
+    /// The page's items, in key order.
+    pub items: Vec<Arc<Object>>,
+    /// The continue token, when `limit` cut the list.
+    pub cont: Option<String>,
+    /// Items after this page (unfiltered lists only).
+    pub remaining: Option<u64>,
 }
 
 /// Answer a LIST (in `namespace`, or across all).
 pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format) -> Result<Response<Body>, Status> {
+    let page = page(cache, namespace, opts).await?;
+    encode(cache, page, fmt)
+}
+
+/// The page a LIST with `opts` returns: the snapshot its resourceVersion parameters ask for
+/// (waiting for the cache, or 410/504), filtered and cut by `limit`/`continue`. Every view of
+/// a LIST (encodings, the simulator's Table) goes through here.
+pub async fn page(cache: &KindCache, namespace: Option<&str>, opts: &Options) -> Result<Page, Status> {
     opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
     let (rv, snap) = pick(cache, opts).await?;
-    let page = collect(&snap, rv, namespace, opts, cache.resource.index.as_deref());
-    encode(cache, page, fmt)
+    Ok(collect(&snap, rv, namespace, opts, cache.resource.index.as_deref()))
 }
 
 /// Wait until the cache reaches `rv`, or fail with the apiserver's 504.

@@ -8,7 +8,7 @@ mod list;
 mod watch;
 
 pub use get::get;
-pub use list::list;
+pub use list::{list, page, Page};
 pub use watch::{watch, WatchSettings};
 
 use crate::object::Object;

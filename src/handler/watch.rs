@@ -80,7 +80,8 @@ pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Optio
             }
         }
     }
-    let timeout = opts.timeout_seconds.map_or_else(default_timeout, Duration::from_secs);
+    // `timeoutSeconds=0` means "no timeout given": the apiserver then picks its default too.
+    let timeout = opts.timeout_seconds.filter(|s| *s > 0).map_or_else(default_timeout, Duration::from_secs);
     let w = Watcher { enc, opts, namespace, settings, tx, last_rv: start_rv.max(snap.rv) };
     tokio::spawn(w.run(initial, rx_events, snap.rv, Instant::now() + timeout));
     Ok(resp)

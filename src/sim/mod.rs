@@ -146,7 +146,7 @@ impl Sim {
         let fmt = match negotiate(accept.as_deref(), r.protobuf) {
             Negotiated::Serve(f) => f,
             Negotiated::Other if accept.as_deref().is_some_and(|a| a.contains("as=Table")) => {
-                return table::respond(&cache, &req, &p);
+                return table::respond(&cache, &req, &p, self.watch).await;
             }
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
         };

@@ -1,0 +1,55 @@
+//! The admin listener: `/metrics` (Prometheus text), `/livez`, `/readyz` (ready when every
+//! preloaded cache has synced and its informer reaches the upstream; `?verbose` lists each
+//! check), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
+//! client traffic and never need client credentials.
+
+use crate::body::{self, Body};
+use crate::serve::Serve;
+use crate::server::Handler;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+
+/// Admin endpoints of one kache.
+pub struct Admin {
+    /// The serving cache whose readiness is reported.
+    pub serve: Arc<Serve>,
+    /// Where metrics are rendered from.
+    pub prometheus: Option<PrometheusHandle>,
+}
+
+fn text(code: StatusCode, s: String) -> Response<Body> {
+    body::respond(code, "text/plain; charset=utf-8", body::full(s))
+}
+
+impl Admin {
+    fn ready(&self, verbose: bool) -> Response<Body> {
+        let checks = self.serve.readiness();
+        let ok = checks.iter().all(|c| c.1);
+        let mut out = String::new();
+        if verbose {
+            for (name, pass, why) in &checks {
+                out.push_str(&format!("[{}]{name} {why}\n", if *pass { '+' } else { '-' }));
+            }
+        }
+        out.push_str(if ok { "readyz check passed\n" } else { "readyz check failed\n" });
+        text(if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, out)
+    }
+}
+
+impl Handler for Admin {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        let verbose = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
+        match req.uri().path() {
+            "/metrics" => {
+                self.serve.sample();
+                let rendered = self.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
+                body::respond(StatusCode::OK, "text/plain; version=0.0.4", body::full(rendered))
+            }
+            "/livez" | "/healthz" => text(StatusCode::OK, "ok\n".into()),
+            "/readyz" => self.ready(verbose),
+            _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
+        }
+    }
+}

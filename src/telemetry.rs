@@ -1,0 +1,66 @@
+//! Metric names, the Prometheus recorder, and the periodic sampler of cache gauges. Labels
+//! are bounded: resource, encoding, verb, source, code; never namespace, name or raw path.
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+/// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
+pub const REQUESTS: &str = "kache_requests_total";
+/// Time to response headers, by verb and source.
+pub const REQUEST_SECONDS: &str = "kache_request_duration_seconds";
+/// Bytes of cached (non-watch) responses, by verb.
+pub const RESPONSE_BYTES: &str = "kache_response_bytes_total";
+/// Objects held, by resource and encoding.
+pub const OBJECTS: &str = "kache_cache_objects";
+/// Encoded bytes held, by resource and encoding.
+pub const BYTES: &str = "kache_cache_bytes";
+/// Events in the window, by resource and encoding.
+pub const WINDOW_EVENTS: &str = "kache_cache_window_events";
+/// Seconds between the oldest and newest event in the window.
+pub const WINDOW_SECONDS: &str = "kache_cache_window_span_seconds";
+/// How far the cache's RV trails the upstream's at the last consistency probe.
+pub const RV_LAG: &str = "kache_cache_rv_lag";
+/// Upstream events ingested, by resource and encoding.
+pub const EVENTS_INGESTED: &str = "kache_informer_events_total";
+/// Relists (initial lists included), by resource and encoding.
+pub const RELISTS: &str = "kache_informer_relists_total";
+/// Upstream watch restarts, by resource and encoding.
+pub const WATCH_RESTARTS: &str = "kache_informer_watch_restarts_total";
+/// Watches open, by resource.
+pub const WATCHES_OPEN: &str = "kache_watches_open";
+/// Watch events sent to clients, by resource.
+pub const WATCH_EVENTS_SENT: &str = "kache_watch_events_sent_total";
+/// Watchers ended for falling behind, by resource.
+pub const WATCHERS_SLOW: &str = "kache_watchers_ended_slow_total";
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Install the process-wide Prometheus recorder (once) and return its handle.
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let latency = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+            PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(REQUEST_SECONDS.into()), &latency)
+                .ok()?
+                .install_recorder()
+                .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed"))
+                .ok()
+        })
+        .clone()
+}
+
+/// The verb of a request, as the apiserver's metrics name it.
+pub fn verb(method: &http::Method, named: bool, watch: bool) -> &'static str {
+    match (method.as_str(), named, watch) {
+        ("GET", _, true) => "watch",
+        ("GET", true, _) => "get",
+        ("GET", false, _) => "list",
+        ("POST", _, _) => "create",
+        ("PUT", _, _) => "update",
+        ("PATCH", _, _) => "patch",
+        ("DELETE", true, _) => "delete",
+        ("DELETE", false, _) => "deletecollection",
+        _ => "other",
+    }
+}
