@@ -48,6 +48,7 @@ pub struct Serve {
     resources: ArcSwap<Vec<ResourceRef>>,
     feeds: DashMap<FeedKey, Arc<Feed>>,
     settings: ServeSettings,
+    hits: std::sync::atomic::AtomicU64,
 }
 
 /// Whether a group is one of Kubernetes' own (served in protobuf), not a custom resource's.
@@ -111,7 +112,7 @@ impl Serve {
     pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
         let resources: Vec<ResourceRef> = discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
-        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings });
+        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings, hits: Default::default() });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
             match found {
@@ -177,6 +178,11 @@ impl Serve {
         }
     }
 
+    /// Requests answered from cache so far.
+    pub fn cache_hits(&self) -> u64 {
+        self.hits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The cache of a resource in an encoding, if it is running.
     pub fn cache(&self, group: &str, plural: &str, fmt: Format) -> Option<Arc<KindCache>> {
         self.feeds.iter().find(|e| e.key().0 == group && e.key().2 == plural && e.key().3 == fmt).map(|e| e.value().cache.clone())
@@ -211,6 +217,12 @@ impl Serve {
         }
     }
 
+    /// Whether the cache has reached `rv` (waiting a little for it): a request for a newer
+    /// RV than the cache has is passed through rather than answered late or with 504.
+    async fn reached(&self, feed: &Feed, rv: u64) -> bool {
+        feed.cache.progress() >= rv || feed.cache.wait_for(rv, self.settings.consistent_wait).await
+    }
+
     /// Answer from cache, or `None` to pass the request through.
     async fn cached(&self, req: &Request<Incoming>) -> Option<Response<Body>> {
         if req.method() != Method::GET {
@@ -243,13 +255,17 @@ impl Serve {
             Some(name) => {
                 match opts.rv {
                     None if !self.fresh(&feed).await => return None,
-                    Some(n) if n > cache.progress() => return None,
+                    Some(n) if !self.reached(&feed, n).await => return None,
                     _ => {}
                 }
                 handler::get(cache, ns, name, fmt)
             }
             None if opts.watch => {
-                if opts.rv.is_none() && !self.fresh(&feed).await {
+                let current = match opts.rv {
+                    None => self.fresh(&feed).await,
+                    Some(n) => self.reached(&feed, n).await,
+                };
+                if !current {
                     return None;
                 }
                 handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, self.settings.watch).await
@@ -257,6 +273,7 @@ impl Serve {
             None => {
                 let past = match opts.list_mode() {
                     ListMode::Consistent if !self.fresh(&feed).await => return None,
+                    ListMode::NotOlderThan(n) | ListMode::Exact(n) if !self.reached(&feed, n).await => return None,
                     ListMode::Exact(n) => Some(n),
                     ListMode::Continue => opts.cont.as_ref().and_then(|c| u64::try_from(c.rv).ok()),
                     _ => None,
@@ -279,7 +296,10 @@ impl Handler for Serve {
         let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
         let verb = telemetry::verb(req.method(), named, watch);
         let (resp, source) = match self.cached(&req).await {
-            Some(resp) => (resp, "cache"),
+            Some(resp) => {
+                self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (resp, "cache")
+            }
             None => (proxy::forward(&self.upstream, req).await, "upstream"),
         };
         let code = resp.status().as_u16().to_string();

@@ -421,3 +421,117 @@ fn proptest_paging_reassembles_the_unpaginated_list() {
         .unwrap();
     drop(s);
 }
+
+fn count(l: &Value) -> usize {
+    l["items"].as_array().unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_selectors_see_unset_fields_as_the_apiserver_does() {
+    let s = start(&cluster(NS_PODS)).await;
+    // The apiserver's field set holds Go zero values for unset fields.
+    assert_eq!(count(&s.get_ok("/api/v1/pods?fieldSelector=spec.hostNetwork%3Dfalse").await), 300);
+    assert_eq!(count(&s.get_ok("/api/v1/pods?fieldSelector=spec.hostNetwork%3Dtrue").await), 0);
+    assert_eq!(count(&s.get_ok("/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse").await), 10);
+    let p = s.patch("/api/v1/nodes/node-0004", &json!({"spec": {"unschedulable": true}})).await;
+    s.must("cordon", p).await;
+    let cordoned = s.get_ok("/api/v1/nodes?fieldSelector=spec.unschedulable%3Dtrue").await;
+    assert_eq!(item_names_of(&cordoned), vec!["/node-0004".to_string()]);
+    assert_eq!(count(&s.get_ok("/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse").await), 9);
+
+    // `spec.nodeName=` is the scheduler's query for unscheduled pods (served from the index).
+    let ns = "default";
+    let r0 = s.sim.resource_version();
+    let watch = s.watch(&format!("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3D&resourceVersion={r0}&timeoutSeconds=2"), "application/json").await;
+    let pending = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unscheduled"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    let created = s.must("create", s.post(&format!("/api/v1/namespaces/{ns}/pods"), &pending).await).await;
+    for path in ["/api/v1/pods?fieldSelector=spec.nodeName%3D", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3D&limit=1"] {
+        let l = s.get_ok(path).await;
+        assert_eq!(item_names_of(&l), vec![format!("{ns}/unscheduled")], "{path}");
+        assert!(l["metadata"].get("continue").is_none(), "{path}");
+    }
+    assert_eq!(count(&s.get_ok("/api/v1/pods?fieldSelector=spec.nodeName%21%3D").await), 300);
+    let evs = { let mut w = watch; w.json_until_end(deadline(20)).await };
+    assert_eq!(evs.iter().map(|e| (e["type"].as_str().unwrap(), obj_rv(&e["object"]))).collect::<Vec<_>>(), vec![("ADDED", obj_rv(&created))]);
+}
+
+fn item_names_of(l: &Value) -> Vec<String> {
+    names(l["items"].as_array().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_request_bodies_create_and_update() {
+    use k8s_pb::api::core::v1::ConfigMap;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use prost::Message;
+    let s = start(&cluster(NS_PODS)).await;
+    let envelope = |cm: &ConfigMap| {
+        let u = Unknown {
+            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta { api_version: Some("v1".into()), kind: Some("ConfigMap".into()) }),
+            raw: Some(cm.encode_to_vec()),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        let mut body = b"k8s\0".to_vec();
+        body.extend(u.encode_to_vec());
+        body
+    };
+    let mut cm = ConfigMap {
+        metadata: Some(ObjectMeta { name: Some("from-pb".into()), ..ObjectMeta::default() }),
+        data: [("k".to_string(), "v1".to_string())].into(),
+        ..ConfigMap::default()
+    };
+    // What client-go's typed clients (and `kubectl create configmap`) send.
+    let r = s.request(http::Method::POST, "/api/v1/namespaces/default/configmaps", Some(PROTOBUF), Some(PROTOBUF), envelope(&cm)).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let created: ConfigMap = decode_envelope(&r.body, "ConfigMap");
+    let meta = created.metadata.clone().unwrap();
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    assert!(meta.uid.as_ref().is_some_and(|u| !u.is_empty()));
+    let got = s.get_ok("/api/v1/namespaces/default/configmaps/from-pb").await;
+    assert_eq!(got["data"], json!({"k": "v1"}));
+    assert_eq!(got["metadata"]["resourceVersion"].as_str(), meta.resource_version.as_deref());
+
+    cm.metadata = Some(meta);
+    cm.data.insert("k".into(), "v2".into());
+    let r = s.request(http::Method::PUT, "/api/v1/namespaces/default/configmaps/from-pb", Some(PROTOBUF), Some(PROTOBUF), envelope(&cm)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.get_ok("/api/v1/namespaces/default/configmaps/from-pb").await["data"], json!({"k": "v2"}));
+    let r = s.request(http::Method::POST, "/api/v1/namespaces/default/configmaps", Some("application/json"), Some(PROTOBUF), b"not protobuf".to_vec()).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategic_merge_and_json_patches() {
+    let s = start(&cluster(NS_PODS)).await;
+    let deploys = s.get_ok("/apis/apps/v1/deployments?limit=1").await;
+    let d = &deploys["items"][0];
+    let path = format!("/apis/apps/v1/namespaces/{}/deployments/{}", d["metadata"]["namespace"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap());
+    let before = d["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone();
+    assert!(before.len() >= 2, "a sidecar to keep");
+    let first = before[0]["name"].as_str().unwrap();
+    // `kubectl set image deploy/d <first>=new:v2`.
+    let order: Vec<Value> = before.iter().map(|c| json!({"name": c["name"]})).collect();
+    let smp = json!({"spec": {"template": {"spec": {"$setElementOrder/containers": order, "containers": [{"image": "new:v2", "name": first}]}}}});
+    let r = s.request(http::Method::PATCH, &path, Some("application/json"), Some("application/strategic-merge-patch+json"), smp.to_string().into_bytes()).await;
+    let after = s.must("set image", r).await;
+    let after = after["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone();
+    assert_eq!(after.len(), before.len(), "containers merged by name, none dropped");
+    assert_eq!(after[0]["image"], "new:v2");
+    let mut want = before[0].clone();
+    want["image"] = json!("new:v2");
+    assert_eq!(after[0], want, "the other fields of the container are kept");
+    assert_eq!(after[1..], before[1..]);
+
+    // JSON patch (`kubectl patch --type=json`).
+    let cm = s.create_cm("default", "json-patched", json!({"a": "1"})).await;
+    let ops = json!([{"op": "test", "path": "/data/a", "value": "1"}, {"op": "replace", "path": "/data/a", "value": "2"}, {"op": "add", "path": "/data/b", "value": "3"}]);
+    let r = s.request(http::Method::PATCH, "/api/v1/namespaces/default/configmaps/json-patched", Some("application/json"), Some("application/json-patch+json"), ops.to_string().into_bytes()).await;
+    let patched = s.must("json patch", r).await;
+    assert_eq!(patched["data"], json!({"a": "2", "b": "3"}));
+    assert!(obj_rv(&patched) > obj_rv(&cm));
+    let bad = json!([{"op": "test", "path": "/data/a", "value": "1"}]);
+    let r = s.request(http::Method::PATCH, "/api/v1/namespaces/default/configmaps/json-patched", Some("application/json"), Some("application/json-patch+json"), bad.to_string().into_bytes()).await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert_eq!(r.json()["kind"], "Status");
+}

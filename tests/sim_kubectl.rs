@@ -238,3 +238,118 @@ async fn kubectl_apply_and_delete_configmap_and_custom_resource() {
         assert!(err.contains("(NotFound)") && err.contains("not found"), "{what}: {err}");
     }
 }
+
+/// Lines of a child's stdout, sent as they arrive.
+fn stdout_lines(child: &mut ChildGuard) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let stdout = child.0.stdout.take().expect("piped stdout");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(BufReader::new(stdout)) {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+async fn next_line(lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>, end: tokio::time::Instant) -> String {
+    match tokio::time::timeout_at(end, lines.recv()).await {
+        Ok(Some(l)) => l,
+        Ok(None) => panic!("kubectl ended"),
+        Err(_) => panic!("kubectl printed nothing more before the deadline"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_prints_table_rows() {
+    let s = start(&cluster(&["--nodes", "10", "--pods", "300"])).await;
+    let (_, pods) = s.all_pods().await;
+    let ns = pods[0]["metadata"]["namespace"].as_str().unwrap().to_string();
+    let in_ns: Vec<&Value> = pods.iter().filter(|p| p["metadata"]["namespace"] == ns.as_str()).collect();
+    let k = Kubectl::new(&s.base);
+    // The default output: kubectl asks for Tables, for the list and for the watch.
+    let mut cmd = k.command(&["get", "pods", "-n", &ns, "-w"]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = ChildGuard(cmd.spawn().expect("spawn kubectl"));
+    let mut lines = stdout_lines(&mut child);
+    let end = deadline(60);
+    let header = next_line(&mut lines, end).await;
+    assert!(header.split_whitespace().eq(["NAME", "READY", "STATUS", "RESTARTS", "AGE"]), "{header}");
+    for p in &in_ns {
+        let row = next_line(&mut lines, end).await;
+        assert!(row.starts_with(p["metadata"]["name"].as_str().unwrap()), "row {row:?}");
+        assert!(row.contains("Running") || row.contains("Pending"), "{row}");
+    }
+    // A change arrives as a Table watch event: one more row for that pod.
+    let target = in_ns[3]["metadata"]["name"].as_str().unwrap();
+    let p = s.patch(&format!("/api/v1/namespaces/{ns}/pods/{target}"), &serde_json::json!({"metadata": {"labels": {"watched": "yes"}}})).await;
+    s.must("patch", p).await;
+    let row = next_line(&mut lines, end).await;
+    assert!(row.starts_with(target), "watch row {row:?}");
+    assert_eq!(row.split_whitespace().count(), 5, "same columns, no second header: {row}");
+    let stderr = child.0.stderr.take().unwrap();
+    drop(child);
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut err);
+    assert!(!err.contains("NotAcceptable"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_table_output_is_paged_and_has_wide_columns() {
+    let s = start(&cluster(FULL)).await;
+    let k = Kubectl::new(&s.base);
+    let out = k.run(&["get", "pods", "-A", "-o", "wide", "--chunk-size=500", "-v=6"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]);
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 3000);
+    let (_, all) = s.all_pods().await;
+    let first = &all[0];
+    let cells: Vec<&str> = rows[0].split_whitespace().collect();
+    assert_eq!(cells[1], first["metadata"]["name"].as_str().unwrap());
+    assert_eq!(cells[6], first["status"]["podIP"].as_str().unwrap());
+    assert_eq!(cells[7], first["spec"]["nodeName"].as_str().unwrap());
+    let log = String::from_utf8_lossy(&out.stderr);
+    let pages: Vec<&str> = log.lines().filter(|l| l.contains("/api/v1/pods?") && l.contains("limit=500")).collect();
+    assert_eq!(pages.len(), 6, "Tables are paged like any LIST:\n{}", pages.join("\n"));
+    assert_eq!(pages.iter().filter(|l| l.contains("continue=")).count(), 5);
+
+    let out = k.run(&["get", "configmaps", "-n", "kube-system"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().next().unwrap().split_whitespace().eq(["NAME", "DATA", "AGE"]), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_set_image_and_json_patch() {
+    let s = start(&cluster(&["--nodes", "5", "--pods", "50"])).await;
+    let k = Kubectl::new(&s.base);
+    // `kubectl create` sends protobuf bodies for built-in kinds.
+    let out = k.run(&["create", "configmap", "made-by-create", "-n", "default", "--from-literal=a=b"]).await;
+    assert!(out.status.success(), "create: {}", String::from_utf8_lossy(&out.stderr));
+    let cm = k.json(&["get", "configmap", "made-by-create", "-n", "default", "-o", "json"]).await;
+    assert_eq!(cm["data"], serde_json::json!({"a": "b"}));
+
+    let out = k.run(&["patch", "configmap", "made-by-create", "-n", "default", "--type=json", "-p", r#"[{"op":"replace","path":"/data/a","value":"c"},{"op":"add","path":"/data/d","value":"e"}]"#]).await;
+    assert!(out.status.success(), "json patch: {}", String::from_utf8_lossy(&out.stderr));
+    let cm = k.json(&["get", "configmap", "made-by-create", "-n", "default", "-o", "json"]).await;
+    assert_eq!(cm["data"], serde_json::json!({"a": "c", "d": "e"}));
+
+    let deploys = s.get_ok("/apis/apps/v1/deployments?limit=1").await;
+    let d = &deploys["items"][0];
+    let (ns, name) = (d["metadata"]["namespace"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap());
+    let before = d["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone();
+    let first = before[0]["name"].as_str().unwrap();
+    let out = k.run(&["set", "image", &format!("deployment/{name}"), "-n", ns, &format!("{first}=registry.example.com/new:v2")]).await;
+    assert!(out.status.success(), "set image: {}", String::from_utf8_lossy(&out.stderr));
+    let after = k.json(&["get", "deployment", name, "-n", ns, "-o", "json"]).await;
+    let after = after["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone();
+    assert_eq!(after.len(), before.len(), "no container dropped");
+    assert_eq!(after[0]["image"], "registry.example.com/new:v2");
+    assert_eq!(after[0]["ports"], before[0]["ports"], "the container's other fields are kept");
+    assert_eq!(after[1..], before[1..]);
+}

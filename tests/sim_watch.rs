@@ -294,3 +294,14 @@ async fn watch_rv_too_large_times_out_and_rv_zero_lists_first() {
     let objs: Vec<Value> = evs.into_iter().map(|e| e["object"].clone()).collect();
     assert_eq!(keys_rvs(&objs), keys_rvs(&pods), "synthetic ADDED in key order with each object's own RV");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_seconds_zero_means_no_timeout_given() {
+    let s = start(&cluster(SMALL)).await;
+    let cur = s.sim.resource_version();
+    let mut w = s.watch(&format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={cur}&timeoutSeconds=0"), "application/json").await;
+    assert_eq!(w.status, 200);
+    let created = s.create_cm("default", "after-zero", json!({})).await;
+    let ev = w.next_json(deadline(20)).await.item("the watch is still open after timeoutSeconds=0");
+    assert_eq!((ev_type(&ev), ev_rv(&ev)), ("ADDED", obj_rv(&created)));
+}

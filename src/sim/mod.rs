@@ -5,6 +5,7 @@
 
 mod churn;
 mod openapi;
+mod patch;
 mod table;
 mod write;
 
@@ -94,6 +95,26 @@ impl Sim {
     /// The current global resourceVersion.
     pub fn resource_version(&self) -> u64 {
         *self.rv.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// End every open watch, as an apiserver restart would; clients resume from their RV.
+    pub fn disconnect_watchers(&self) {
+        let _rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+        for c in self.caches.values() {
+            c.end_watchers();
+        }
+    }
+
+    /// Forget all event history, as an etcd compaction followed by a watch-cache restart
+    /// would: the revision moves on by one and watches from any earlier RV get 410 Expired.
+    /// Open watches are ended.
+    pub fn compact(&self) {
+        let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+        *rv += 1;
+        for c in self.caches.values() {
+            let objects: Vec<Object> = c.snapshot().objects.values().map(|o| (**o).clone()).collect();
+            c.replace(objects, *rv);
+        }
     }
 
     /// Tell every watcher how far the global resourceVersion has moved (periodic, so

@@ -1,8 +1,9 @@
-//! The simulator's write path: create, update, merge patch, delete, deletecollection and the
-//! `/status` subresource, each under the global lock so every change gets the next
-//! resourceVersion and conflicts are judged against the latest state.
+//! The simulator's write path: create, update, patch (merge, strategic, JSON), delete,
+//! deletecollection and the `/status` subresource, each under the global lock so every
+//! change gets the next resourceVersion and conflicts are judged against the latest state.
+//! Bodies are JSON, or protobuf for built-in kinds.
 
-use super::{encode, object_response, Sim};
+use super::{encode, object_response, patch, Sim};
 use crate::body::{self, Body};
 use crate::cache::KindCache;
 use crate::object;
@@ -13,6 +14,8 @@ use crate::window::EventType;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use crate::transcode::{pb_to_json, MessageType};
+use crate::wire::PROTOBUF;
 use serde_json::{Map, Value};
 
 /// Largest request body the simulator reads (the apiserver's limit is 3 MiB).
@@ -23,7 +26,7 @@ async fn read_json(req: Request<Incoming>) -> Result<(Value, String), Status> {
     let media = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if !matches!(
         media.as_str(),
-        "application/json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" | "application/json-patch+json"
+        "application/json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" | "application/json-patch+json" | PROTOBUF
     ) {
         return Err(Status::unsupported_media_type(&ct));
     }
@@ -32,8 +35,26 @@ async fn read_json(req: Request<Incoming>) -> Result<(Value, String), Status> {
         .await
         .map_err(|e| Status::failure(413, "RequestEntityTooLarge", format!("request body rejected: {e}")))?
         .to_bytes();
+    if media == PROTOBUF {
+        return Ok((from_protobuf(&bytes, &ct)?, "application/json".into()));
+    }
     let v = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))?;
     Ok((v, media))
+}
+
+/// A protobuf request body (client-go typed clients and kubectl's `create` send built-in
+/// kinds this way): the `k8s\0` envelope opened and the object transcoded to JSON.
+fn from_protobuf(body: &[u8], ct: &str) -> Result<Value, Status> {
+    let undecodable = |e: String| Status::bad_request(format!("the body of the request could not be decoded: {e}"));
+    let (api_version, kind, raw) = crate::wire::open_envelope(body).ok_or_else(|| undecodable("not a Kubernetes protobuf envelope".into()))?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
+    let ty = MessageType::for_kind(group, version, &kind).ok_or_else(|| Status::unsupported_media_type(ct))?;
+    let mut v = pb_to_json(ty, raw).map_err(|e| undecodable(e.to_string()))?;
+    if let Some(m) = v.as_object_mut() {
+        m.insert("kind".into(), Value::String(kind));
+        m.insert("apiVersion".into(), Value::String(api_version));
+    }
+    Ok(v)
 }
 
 fn now() -> String {
@@ -82,28 +103,6 @@ fn order_meta(meta: Value) -> Value {
     }
     out.extend(m);
     Value::Object(out)
-}
-
-/// RFC 7386 JSON merge patch. Strategic merge patches are applied the same way with their
-/// `$`-directives dropped: for the maps and scalars kubectl patches that is the same result.
-fn merge(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            if let Value::Object(t) = target {
-                for (k, v) in p.iter().filter(|(k, _)| !k.starts_with('$')) {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                    }
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
 }
 
 fn current(cache: &KindCache, ns: Option<&str>, name: &str) -> Result<Value, Status> {
@@ -187,12 +186,15 @@ impl Sim {
     pub(super) async fn patch(&self, cache: &KindCache, req: Request<Incoming>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
         let dry = dry_run(req.uri().query());
         let (patch, media) = read_json(req).await?;
-        if media == "application/json-patch+json" {
-            return Err(Status::unsupported_media_type(&media));
-        }
+        // Custom resources have no strategic merge patch: kubectl sends them merge patches.
+        let strategic = media == "application/strategic-merge-patch+json" && cache.resource.protobuf;
         self.replace(cache, p, fmt, dry, |cur| {
             let mut next = cur.clone();
-            merge(&mut next, &patch);
+            match media.as_str() {
+                "application/json-patch+json" => patch::json_patch(&mut next, &patch)?,
+                _ if strategic => patch::strategic_merge(&mut next, &patch),
+                _ => patch::merge(&mut next, &patch),
+            }
             Ok(next)
         })
     }

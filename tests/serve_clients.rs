@@ -1,0 +1,359 @@
+//! kache in front of the simulator, driven by real clients and compared with the simulator
+//! itself: every LIST shape in JSON and protobuf, watches in order across an upstream
+//! disconnect and a relist after 410, a kube-rs reflector under churn, kubectl, the Python
+//! client, and kache in front of kache.
+
+mod common;
+
+use common::{cluster, deadline, keys_rvs, list_rv, start, Api, Kubectl, Next, TestSim, PROTOBUF};
+use k8s_openapi::api::core::v1::Pod;
+use kache::config::CacheArgs;
+use kache::demo::{plain_upstream, start_serve, Serving};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+#[derive(clap::Parser)]
+struct CacheFlags {
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// Cache settings from `kache serve` flags (every field has the binary's default).
+fn cache_args(flags: &[&str]) -> CacheArgs {
+    let mut argv = vec!["kache-serve"];
+    argv.extend_from_slice(flags);
+    <CacheFlags as clap::Parser>::try_parse_from(argv).expect("valid cache flags").cache
+}
+
+/// A kache serving `upstream` on a free port; shut down when dropped.
+struct TestKache {
+    serving: Serving,
+    api: Api,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let up = plain_upstream(&format!("http://{upstream_addr}")).expect("upstream");
+    let serving = start_serve(up, "127.0.0.1:0", None, &cache_args(flags), async move {
+        let _ = stopped.await;
+    }, Duration::from_secs(1))
+    .await
+    .expect("kache starts");
+    assert!(serving.serve.wait_synced(Duration::from_secs(60)).await, "preloaded caches sync");
+    let api = Api::new(&serving.addr.to_string());
+    TestKache { serving, api, _stop: stop }
+}
+
+fn small(extra: &[&str]) -> Vec<String> {
+    let mut f: Vec<String> = ["--nodes", "20", "--pods", "400", "--namespaces", "4"].iter().map(|s| s.to_string()).collect();
+    f.extend(extra.iter().map(|s| s.to_string()));
+    f
+}
+
+async fn sim_with(extra: &[&str]) -> TestSim {
+    let mut flags = small(extra);
+    flags.extend(["--bookmark-interval-seconds".to_string(), "1".to_string()]);
+    let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    start(&cluster(&refs)).await
+}
+
+/// Wait until kache's caches of `kinds` (every encoding running) have reached `rv`.
+async fn caught_up(k: &TestKache, rv: u64, kinds: &[(&str, &str)]) {
+    let end = deadline(60);
+    for (group, plural) in kinds {
+        for fmt in [kache::query::Format::Json, kache::query::Format::Protobuf] {
+            let Some(cache) = k.serving.serve.cache(group, plural, fmt) else { continue };
+            while cache.progress() < rv {
+                assert!(tokio::time::Instant::now() < end, "{plural} {fmt:?} stuck at {} < {rv}", cache.progress());
+                cache.wait_for(rv, Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Items of a protobuf list as (namespace/name, RV), via k8s-pb.
+fn pb_keys(body: &[u8]) -> (u64, Vec<(String, String)>) {
+    let list: k8s_pb::api::core::v1::PodList = common::decode_envelope(body, "PodList");
+    let rv = list.metadata.as_ref().and_then(|m| m.resource_version.clone()).unwrap_or_default().parse().unwrap_or(0);
+    let items = list
+        .items
+        .iter()
+        .map(|p| {
+            let m = p.metadata.as_ref().unwrap();
+            (format!("{}/{}", m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()), m.resource_version.clone().unwrap_or_default())
+        })
+        .collect();
+    (rv, items)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_list_shape_matches_the_simulator_in_json_and_protobuf() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "pods,nodes,configmaps,widgets.example.com"]).await;
+    // A widget (custom resource, JSON only) so that kind has content.
+    let w = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1", "namespace": "default", "labels": {"size": "big"}}, "spec": {"size": 3}});
+    sim.must("create widget", sim.post("/apis/example.com/v1/namespaces/default/widgets", &w).await).await;
+    let rv = list_rv(&sim.get_ok("/api/v1/pods?limit=1").await);
+    // Wait until every cache has reached rv (bookmarks every second carry quiet kinds
+    // forward), so the comparisons below exercise the cache, not pass-through.
+    caught_up(&k, rv, &[("", "pods"), ("", "nodes"), ("", "configmaps"), ("example.com", "widgets")]).await;
+    let node = "node-0003";
+    let shapes: Vec<String> = vec![
+        format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact&fieldSelector=spec.nodeName%3D{node}"),
+        format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact&labelSelector=tier%3Dfrontend"),
+        format!("/api/v1/namespaces/ns-0001/pods?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        format!("/api/v1/namespaces/ns-0001/pods?resourceVersion={rv}&resourceVersionMatch=Exact&labelSelector=app"),
+        format!("/api/v1/nodes?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        format!("/api/v1/configmaps?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        format!("/apis/example.com/v1/widgets?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        "/api/v1/pods".to_string(),
+        "/api/v1/pods?resourceVersion=0".to_string(),
+        format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}&resourceVersion=0"),
+    ];
+    for path in &shapes {
+        let hits = k.serving.serve.cache_hits();
+        let (a, b) = (sim.get(path).await, k.api.get(path).await);
+        if path.contains("resourceVersion=") {
+            assert_eq!(k.serving.serve.cache_hits(), hits + 1, "{path} was answered from cache");
+        }
+        assert_eq!(a.status, 200, "{path}: {}", a.text());
+        assert_eq!(b.status, 200, "{path}: {}", b.text());
+        let (av, bv) = (a.json(), b.json());
+        assert_eq!(keys_rvs(av["items"].as_array().unwrap()), keys_rvs(bv["items"].as_array().unwrap()), "{path}");
+        assert_eq!(av["kind"], bv["kind"], "{path}");
+        if path.contains("Exact") {
+            assert_eq!(list_rv(&av), list_rv(&bv), "{path}: same RV");
+            assert_eq!(a.body, b.body, "{path}: byte-identical");
+        }
+        if path.contains("/pods") {
+            let (pa, pb) = (sim.get_pb(path).await, k.api.get_pb(path).await);
+            assert_eq!(pb.header("content-type"), Some(PROTOBUF), "{path}");
+            let (ra, ia) = pb_keys(&pa.body);
+            let (rb, ib) = pb_keys(&pb.body);
+            assert_eq!(ia, ib, "{path} protobuf");
+            if path.contains("Exact") {
+                assert_eq!(ra, rb, "{path} protobuf RV");
+                assert_eq!(pa.body, pb.body, "{path} protobuf byte-identical");
+            }
+        }
+    }
+    // Paging through kache equals kache's unpaged list at the same RV, and the token works
+    // against the simulator too (same format), so a client can fail over mid-list.
+    let full = k.api.get_ok(&format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact")).await;
+    let mut paged = Vec::new();
+    let mut next = format!("/api/v1/pods?limit=70&resourceVersion={rv}&resourceVersionMatch=Exact");
+    let mut switched = false;
+    loop {
+        let api = if switched { &sim.api } else { &k.api };
+        let page = api.get_ok(&next).await;
+        assert_eq!(list_rv(&page), rv);
+        paged.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["metadata"]["continue"].as_str() {
+            Some(c) => next = format!("/api/v1/pods?limit=70&continue={c}"),
+            None => break,
+        }
+        switched = !switched;
+    }
+    assert_eq!(keys_rvs(&paged), keys_rvs(full["items"].as_array().unwrap()));
+}
+
+/// Events of a JSON watch as (type, namespace/name, RV) until `n` arrive or the deadline.
+async fn events(api: &Api, path: &str, n: usize) -> Vec<(String, String, u64)> {
+    let mut w = api.watch(path, "application/json").await;
+    assert_eq!(w.status, 200, "{path}");
+    let end = deadline(60);
+    let mut out = Vec::new();
+    while out.len() < n {
+        match w.next_json(end).await {
+            Next::Item(ev) => {
+                let t = ev["type"].as_str().unwrap().to_string();
+                if t == "BOOKMARK" {
+                    continue;
+                }
+                let m = &ev["object"]["metadata"];
+                let key = format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""));
+                out.push((t, key, m["resourceVersion"].as_str().unwrap_or("0").parse().unwrap_or(0)));
+            }
+            other => panic!("{path}: stream stopped after {} of {n} events: {other:?}", out.len()),
+        }
+    }
+    out
+}
+
+async fn churn_configmaps(sim: &TestSim, tag: &str, n: usize) {
+    for i in 0..n {
+        let name = format!("{tag}-{}", i % 3);
+        let path = format!("/api/v1/namespaces/default/configmaps/{name}");
+        if sim.get(&path).await.status == 404 {
+            sim.create_cm("default", &name, json!({"i": i.to_string()})).await;
+        } else if i % 4 == 3 {
+            sim.must("delete", sim.delete(&path).await).await;
+        } else {
+            sim.must("patch", sim.patch(&path, &json!({"data": {"i": i.to_string()}})).await).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_through_kache_deliver_every_event_in_order_across_a_disconnect() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
+    let start_rv = list_rv(&sim.get_ok("/api/v1/configmaps?limit=1").await);
+    churn_configmaps(&sim, "a", 12).await;
+    // The upstream drops every watch (an apiserver restart); kache's informer resumes.
+    sim.sim.disconnect_watchers();
+    churn_configmaps(&sim, "a", 12).await;
+    let path = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={start_rv}");
+    let direct = events(&sim.api, &path, 24).await;
+    let through = events(&k.api, &path, 24).await;
+    assert_eq!(direct, through, "same events, same order, once each");
+    let rvs: Vec<u64> = through.iter().map(|e| e.2).collect();
+    assert!(rvs.windows(2).all(|w| w[0] < w[1]), "strictly increasing RVs: {rvs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_410_ends_watches_and_old_resume_points_get_410() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
+    let before = list_rv(&k.api.get_ok("/api/v1/configmaps?resourceVersion=0&limit=1").await);
+    let mut open = k.api.watch(&format!("/api/v1/configmaps?watch=1&resourceVersion={before}"), "application/json").await;
+    // Compaction upstream: kache's resume point expires, it relists and swaps the state in.
+    sim.sim.compact();
+    churn_configmaps(&sim, "b", 3).await;
+    sim.sim.disconnect_watchers();
+    let end = deadline(60);
+    loop {
+        match open.next_json(end).await {
+            Next::End => break,
+            Next::Item(_) => continue,
+            Next::TimedOut => panic!("watch through kache was not ended by the relist"),
+        }
+    }
+    // After the relist kache holds the new state; the old RV is too old for its window.
+    let want = sim.get_ok("/api/v1/configmaps?resourceVersion=0").await;
+    let end = deadline(60);
+    loop {
+        let now = k.api.get_ok("/api/v1/configmaps?resourceVersion=0").await;
+        if keys_rvs(now["items"].as_array().unwrap()) == keys_rvs(want["items"].as_array().unwrap()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < end, "kache did not converge after the relist");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut old = k.api.watch(&format!("/api/v1/configmaps?watch=1&resourceVersion={before}"), "application/json").await;
+    let evs = old.json_until_end(deadline(30)).await;
+    assert_eq!(evs.len(), 1, "{evs:?}");
+    assert_eq!(evs[0]["type"], "ERROR");
+    assert_eq!(evs[0]["object"]["code"], 410);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_reflector_converges_to_the_simulator_through_kache() {
+    use futures_util::StreamExt;
+    use kube::runtime::{reflector, watcher, WatchStreamExt};
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "pods"]).await;
+    let client = kube::Client::try_from(kube::Config::new(format!("http://{}", k.serving.addr).parse().unwrap())).unwrap();
+    let (reader, writer) = reflector::store::<Pod>();
+    let stream = reflector(writer, watcher(kube::Api::<Pod>::all(client), watcher::Config::default())).applied_objects();
+    let drain = tokio::spawn(async move {
+        tokio::pin!(stream);
+        while let Some(item) = stream.next().await {
+            item.expect("watch stream item");
+        }
+    });
+    reader.wait_until_ready().await.expect("reflector ready");
+    // Churn through the simulator: label changes, deletes and creates.
+    let (_, pods) = sim.all_pods().await;
+    for (i, p) in pods.iter().take(60).enumerate() {
+        let m = &p["metadata"];
+        let path = format!("/api/v1/namespaces/{}/pods/{}", m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap());
+        if i % 6 == 5 {
+            sim.must("delete pod", sim.delete(&path).await).await;
+        } else {
+            sim.must("patch pod", sim.patch(&path, &json!({"metadata": {"labels": {"reflected": i.to_string()}}})).await).await;
+        }
+    }
+    let want = |items: &[Value]| -> BTreeMap<String, String> { keys_rvs(items).into_iter().collect() };
+    let (_, now) = sim.all_pods().await;
+    let expected = want(&now);
+    let end = deadline(60);
+    loop {
+        let got: BTreeMap<String, String> = reader
+            .state()
+            .iter()
+            .map(|p| (format!("{}/{}", p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()), p.metadata.resource_version.clone().unwrap_or_default()))
+            .collect();
+        if got == expected {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < end, "reflector store did not converge: {} vs {} objects", got.len(), expected.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drain.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kache_in_front_of_kache_serves_the_same_lists_and_watches() {
+    let sim = sim_with(&[]).await;
+    let k1 = kache_in_front(&sim.addr.to_string(), &["--preload", "pods,configmaps"]).await;
+    let k2 = kache_in_front(&k1.serving.addr.to_string(), &["--preload", "pods,configmaps"]).await;
+    let rv = list_rv(&sim.get_ok("/api/v1/pods?limit=1").await);
+    let path = format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan&fieldSelector=spec.nodeName%3Dnode-0001");
+    let (a, b) = (sim.get_ok(&path).await, k2.api.get_ok(&path).await);
+    assert_eq!(keys_rvs(a["items"].as_array().unwrap()), keys_rvs(b["items"].as_array().unwrap()));
+    let start_rv = list_rv(&sim.get_ok("/api/v1/configmaps?limit=1").await);
+    churn_configmaps(&sim, "t", 9).await;
+    let wpath = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={start_rv}");
+    assert_eq!(events(&sim.api, &wpath, 9).await, events(&k2.api, &wpath, 9).await);
+    // Writes pass through both tiers.
+    let made = k2.api.create_cm("default", "via-two-tiers", json!({"k": "v"})).await;
+    assert_eq!(made["metadata"]["name"], "via-two-tiers");
+    assert_eq!(sim.get("/api/v1/namespaces/default/configmaps/via-two-tiers").await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_works_unchanged_through_kache() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &[]).await;
+    let kc = Kubectl::new(&format!("http://{}", k.serving.addr));
+    let all = kc.json(&["get", "pods", "-A", "-o", "json"]).await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 400);
+    let on_node = kc.json(&["get", "pods", "-A", "--field-selector", "spec.nodeName=node-0005", "-o", "json"]).await;
+    assert_eq!(on_node["items"].as_array().unwrap().len(), 20);
+    assert!(on_node["items"].as_array().unwrap().iter().all(|p| p["spec"]["nodeName"] == "node-0005"));
+    let chunked = kc.json(&["get", "pods", "-A", "--chunk-size=64", "-o", "json"]).await;
+    assert_eq!(common::names(chunked["items"].as_array().unwrap()), common::names(all["items"].as_array().unwrap()));
+    let table = kc.run(&["get", "pods", "-n", "ns-0001"]).await;
+    assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
+    assert!(String::from_utf8_lossy(&table.stdout).starts_with("NAME"));
+    let manifest = kc.dir().join("cm.yaml");
+    std::fs::write(&manifest, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: through-kache\n  namespace: default\ndata:\n  k: v\n").unwrap();
+    let applied = kc.run(&["apply", "-f", manifest.to_str().unwrap()]).await;
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let got = kc.json(&["get", "configmap", "through-kache", "-n", "default", "-o", "json"]).await;
+    assert_eq!(got["data"]["k"], "v");
+    let pod = all["items"][0]["metadata"].clone();
+    let logs = kc.run(&["logs", "-n", pod["namespace"].as_str().unwrap(), pod["name"].as_str().unwrap(), "-c", "app"]).await;
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("simulated log line 1"), "{}", String::from_utf8_lossy(&logs.stderr));
+    let deleted = kc.run(&["delete", "-f", manifest.to_str().unwrap()]).await;
+    assert!(deleted.status.success());
+    let gone = kc.run(&["get", "configmap", "through-kache", "-n", "default"]).await;
+    assert!(!gone.status.success() && String::from_utf8_lossy(&gone.stderr).contains("NotFound"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_lists_and_watches_through_kache() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &[]).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sim_client.py");
+    let server = format!("http://{}", k.serving.addr);
+    let out = tokio::task::spawn_blocking(move || std::process::Command::new("python3").arg(script).arg(server).arg("400").arg("20").output()).await.unwrap().expect("python3 runs");
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("No module named 'kubernetes'"), "the Python client is missing: pip install kubernetes");
+    assert!(out.status.success(), "python client through kache failed:\n{text}");
+}
