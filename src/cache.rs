@@ -8,7 +8,8 @@ use crate::resource::ResourceRef;
 use crate::store::Snapshot;
 use crate::window::{Event, EventType};
 use arc_swap::ArcSwap;
-use std::collections::VecDeque;
+use crate::selector::FieldSource;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -23,6 +24,9 @@ pub enum Message {
     /// The state was replaced wholesale (relist): watchers must end so clients resume.
     Reset,
 }
+
+/// Largest ring per index value: one node's pods change far less often than all pods.
+const INDEXED_RING: usize = 1024;
 
 /// Sizes of a cache's buffers.
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +59,9 @@ pub struct KindCache {
     tx: broadcast::Sender<Message>,
     history: Mutex<VecDeque<Arc<Snapshot>>>,
     writer: Mutex<()>,
+    /// One ring per value of the indexed field that has watchers (a kubelet's node), so a
+    /// change reaches only the watchers it can concern instead of every watcher.
+    by_index: Mutex<HashMap<Arc<str>, broadcast::Sender<Message>>>,
 }
 
 impl std::fmt::Debug for KindCache {
@@ -75,6 +82,7 @@ impl KindCache {
             tx,
             history: Mutex::new(VecDeque::new()),
             writer: Mutex::new(()),
+            by_index: Mutex::new(HashMap::new()),
         }
     }
 
@@ -102,9 +110,45 @@ impl KindCache {
         self.tx.subscribe()
     }
 
+    /// Subscribe to the changes that concern objects whose indexed field is (or was)
+    /// `value`, plus progress and resets.
+    pub fn subscribe_indexed(&self, value: &str) -> broadcast::Receiver<Message> {
+        let mut rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
+        let cap = self.limits.watcher_lag.clamp(16, INDEXED_RING);
+        rings.entry(Arc::from(value)).or_insert_with(|| broadcast::channel(cap).0).subscribe()
+    }
+
     /// Number of open watchers.
     pub fn watchers(&self) -> usize {
-        self.tx.receiver_count()
+        let rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
+        self.tx.receiver_count() + rings.values().map(broadcast::Sender::receiver_count).sum::<usize>()
+    }
+
+    /// Send to every ring (progress and resets concern every watcher), dropping rings
+    /// nobody listens to any more.
+    fn send_all(&self, msg: Message) {
+        let _ = self.tx.send(msg.clone());
+        let mut rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
+        rings.retain(|_, tx| tx.receiver_count() > 0);
+        for tx in rings.values() {
+            let _ = tx.send(msg.clone());
+        }
+    }
+
+    /// Send an event to the rings of the index values of its object before and after.
+    fn send_indexed(&self, ev: &Arc<Event>) {
+        let Some(field) = self.resource.index.as_deref() else { return };
+        let rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
+        if rings.is_empty() {
+            return;
+        }
+        let now = ev.object.field(field);
+        let before = ev.prev.as_ref().and_then(|p| p.field(field));
+        for value in [now, before.filter(|b| Some(*b) != now)].into_iter().flatten() {
+            if let Some(tx) = rings.get(value) {
+                let _ = tx.send(Message::Event(ev.clone()));
+            }
+        }
     }
 
     /// Wait until progress reaches `rv`; false on timeout.
@@ -139,6 +183,7 @@ impl KindCache {
         self.snap.store(Arc::new(next));
         self.remember(cur);
         let _ = self.tx.send(Message::Event(ev.clone()));
+        self.send_indexed(&ev);
         self.progress.send_if_modified(|p| (*p < ev.rv).then(|| *p = ev.rv).is_some());
         ev
     }
@@ -157,13 +202,14 @@ impl KindCache {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         self.progress.send_if_modified(|p| (*p < rv).then(|| *p = rv).is_some());
         if notify {
-            let _ = self.tx.send(Message::Progress(*self.progress.borrow()));
+            let p = *self.progress.borrow();
+            self.send_all(Message::Progress(p));
         }
     }
 
     /// End every open watch (shutdown); their clients resume elsewhere.
     pub fn end_watchers(&self) {
-        let _ = self.tx.send(Message::Reset);
+        self.send_all(Message::Reset);
     }
 
     /// Replace the whole state (initial load or relist) at `rv`. Open watchers are ended.
@@ -172,7 +218,7 @@ impl KindCache {
         let s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref());
         self.snap.store(Arc::new(s));
         self.history.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        let _ = self.tx.send(Message::Reset);
+        self.send_all(Message::Reset);
         self.progress.send_replace(rv);
     }
 }
@@ -203,6 +249,38 @@ mod tests {
         c.advance(20, false);
         assert_eq!(c.at(19).unwrap().rv, 13);
         assert_eq!(c.progress(), 20);
+    }
+
+    #[tokio::test]
+    async fn indexed_watchers_get_only_their_values_changes_including_moves_away() {
+        let c = KindCache::new(res(), 1, Limits::default());
+        let on = |name: &str, node: &str, rv: u64| {
+            let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}, "spec": {"nodeName": node}});
+            Object::new(&res(), &v, Some(&crate::object::item_json(&v)), None).unwrap()
+        };
+        let mut a = c.subscribe_indexed("node-a");
+        let mut b = c.subscribe_indexed("node-b");
+        c.apply(EventType::Added, on("p1", "node-a", 2));
+        c.apply(EventType::Added, on("p2", "node-b", 3));
+        c.apply(EventType::Modified, on("p1", "node-b", 4));
+        c.advance(5, true);
+        let rvs = |rx: &mut broadcast::Receiver<Message>| {
+            let mut out = Vec::new();
+            while let Ok(m) = rx.try_recv() {
+                out.push(match m {
+                    Message::Event(e) => e.rv,
+                    Message::Progress(p) => 1000 + p,
+                    Message::Reset => 0,
+                });
+            }
+            out
+        };
+        assert_eq!(rvs(&mut a), vec![2, 4, 1005], "node-a sees p1 arrive and leave, then progress");
+        assert_eq!(rvs(&mut b), vec![3, 4, 1005]);
+        assert_eq!(c.watchers(), 2);
+        drop(a);
+        c.advance(6, true);
+        assert_eq!(c.watchers(), 1, "rings without watchers are dropped");
     }
 
     #[tokio::test]

@@ -165,6 +165,37 @@ impl Status {
         s
     }
 
+    /// 401 Unauthorized: the credentials were missing (anonymous access off) or refused.
+    pub fn unauthorized() -> Self {
+        Self::failure(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden, as the apiserver's authorizer writes it: `message` is the part after
+    /// `is forbidden: ` (`User "u" cannot ...`); `plural` and `name` may be empty (a
+    /// non-resource request).
+    pub fn forbidden(group: &str, plural: &str, name: &str, message: &str) -> Self {
+        let text = match (plural.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {message}"),
+            (false, true) => format!("{} is forbidden: {message}", qualify(group, plural)),
+            (false, false) => format!("{} \"{name}\" is forbidden: {message}", qualify(group, plural)),
+        };
+        let mut s = Self::failure(403, "Forbidden", text);
+        s.details = Some(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() });
+        s
+    }
+
+    /// 429 TooManyRequests with a retry hint (sent as `Retry-After` too).
+    pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> Self {
+        let mut s = Self::failure(429, "TooManyRequests", message);
+        s.details = Some(Details { retry_after_seconds, ..Details::default() });
+        s
+    }
+
+    /// 414 RequestURITooLong.
+    pub fn uri_too_long(limit: usize) -> Self {
+        Self::failure(414, "RequestURITooLong", format!("the request URI is longer than {limit} bytes"))
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed() -> Self {
         Self::failure(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
@@ -305,6 +336,16 @@ mod tests {
         let s = Status::bad_request("unable to parse requirement: found '', expected: ',', ')' or identifier");
         assert_eq!(s.encode(false), golden("10b-list-bad-labelselector-400.json.body"));
         assert_eq!(s.encode(true), golden("10b-list-bad-labelselector-400.pb.body"));
+    }
+
+    #[test]
+    fn auth_errors_match_golden() {
+        let msg = "User \"anchor-nobody\" cannot list resource \"pods\" in API group \"\" in the namespace \"golden\"";
+        let s = Status::forbidden("", "pods", "", msg);
+        assert_eq!(s.encode(false), golden("10h-list-pods-nobody-403.json.body"));
+        assert_eq!(s.encode(true), golden("10h-list-pods-nobody-403.pb.body"));
+        assert_eq!(Status::unauthorized().encode(false), golden("10j-list-pods-invalid-token-401.json.body"));
+        assert_eq!(Status::unauthorized().encode(true), golden("10j-list-pods-invalid-token-401.pb.body"));
     }
 
     #[test]

@@ -34,6 +34,11 @@ pub struct Upstream {
     svc: Svc,
     /// HTTP/1.1 only: connection upgrades (exec, attach, port-forward) cannot ride HTTP/2.
     svc_h1: Svc,
+    /// Without kache's credentials (no token, no client certificate): for requests that carry
+    /// the client's own bearer token (`--passthrough-auth=forward`).
+    bare: Svc,
+    /// The same over HTTP/1.1, for upgrades.
+    bare_h1: Svc,
     /// The upstream's base URL.
     pub base: Uri,
 }
@@ -69,7 +74,15 @@ impl Upstream {
     /// A client for `config`.
     pub fn new(config: &kube::Config) -> Result<Upstream, UpstreamError> {
         install_crypto_provider();
-        Ok(Upstream { svc: Self::service(config, true)?, svc_h1: Self::service(config, false)?, base: config.cluster_url.clone() })
+        let mut bare = config.clone();
+        bare.auth_info = kube::config::AuthInfo::default();
+        Ok(Upstream {
+            svc: Self::service(config, true)?,
+            svc_h1: Self::service(config, false)?,
+            bare: Self::service(&bare, true)?,
+            bare_h1: Self::service(&bare, false)?,
+            base: config.cluster_url.clone(),
+        })
     }
 
     fn service(config: &kube::Config, http2: bool) -> Result<Svc, UpstreamError> {
@@ -97,6 +110,13 @@ impl Upstream {
     /// Send a request whose URI is a path and query (the base URL is added).
     pub fn send(&self, req: Request<Body>) -> ResponseFuture {
         Box::pin(self.svc.clone().oneshot(req))
+    }
+
+    /// Send a request with the client's own credentials (its `Authorization` header), none
+    /// of kache's; `upgrade` for connection upgrades (HTTP/1.1).
+    pub fn send_as_client(&self, req: Request<Body>, upgrade: bool) -> ResponseFuture {
+        let svc = if upgrade { &self.bare_h1 } else { &self.bare };
+        Box::pin(svc.clone().oneshot(req))
     }
 
     /// A GET of `path_and_query` with the given `Accept`.

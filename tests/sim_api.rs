@@ -330,7 +330,13 @@ async fn errors_are_status_objects_in_json_and_protobuf() {
     assert_eq!(r.status, 409);
     assert_eq!(r.body.to_vec(), golden("10k-conflict-step3-stale-update-409.json.body"));
     let r = s
-        .request(http::Method::PUT, &format!("/api/v1/namespaces/{ns}/configmaps/conflict-demo"), Some(PROTOBUF), Some("application/json"), upd.to_string().into_bytes())
+        .request(
+            http::Method::PUT,
+            &format!("/api/v1/namespaces/{ns}/configmaps/conflict-demo"),
+            Some(PROTOBUF),
+            Some("application/json"),
+            upd.to_string().into_bytes(),
+        )
         .await;
     assert_eq!(r.status, 409);
     assert_eq!(r.body.to_vec(), golden("10k-conflict-step3-stale-update-409.pb.body"));
@@ -344,7 +350,9 @@ async fn errors_are_status_objects_in_json_and_protobuf() {
         r.json(),
         json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"conflict-demo\" already exists","reason":"AlreadyExists","details":{"name":"conflict-demo","kind":"configmaps"},"code":409})
     );
-    let r = s.request(http::Method::POST, &format!("/api/v1/namespaces/{ns}/configmaps"), Some(PROTOBUF), Some("application/json"), dup.to_string().into_bytes()).await;
+    let r = s
+        .request(http::Method::POST, &format!("/api/v1/namespaces/{ns}/configmaps"), Some(PROTOBUF), Some("application/json"), dup.to_string().into_bytes())
+        .await;
     assert_eq!(r.status, 409);
     let st: PbStatus = decode_envelope(&r.body, "Status");
     assert_eq!((st.reason.as_deref(), st.code), (Some("AlreadyExists"), Some(409)));
@@ -402,7 +410,7 @@ fn proptest_paging_reassembles_the_unpaginated_list() {
         "!team".into(),
         "tier notin (backend,data),env=dev".into(),
     ];
-    let scopes = vec!["/api/v1/pods".to_string(), format!("/api/v1/namespaces/{ns}/pods")];
+    let scopes = ["/api/v1/pods".to_string(), format!("/api/v1/namespaces/{ns}/pods")];
     let strategy = (1usize..120, 0..selectors.len(), 0..scopes.len(), proptest::bool::ANY);
     let mut runner = TestRunner::new(Config { cases: 16, failure_persistence: None, ..Config::default() });
     runner
@@ -451,7 +459,10 @@ async fn field_selectors_see_unset_fields_as_the_apiserver_does() {
         assert!(l["metadata"].get("continue").is_none(), "{path}");
     }
     assert_eq!(count(&s.get_ok("/api/v1/pods?fieldSelector=spec.nodeName%21%3D").await), 300);
-    let evs = { let mut w = watch; w.json_until_end(deadline(20)).await };
+    let evs = {
+        let mut w = watch;
+        w.json_until_end(deadline(20)).await
+    };
     assert_eq!(evs.iter().map(|e| (e["type"].as_str().unwrap(), obj_rv(&e["object"]))).collect::<Vec<_>>(), vec![("ADDED", obj_rv(&created))]);
 }
 
@@ -526,12 +537,49 @@ async fn strategic_merge_and_json_patches() {
     // JSON patch (`kubectl patch --type=json`).
     let cm = s.create_cm("default", "json-patched", json!({"a": "1"})).await;
     let ops = json!([{"op": "test", "path": "/data/a", "value": "1"}, {"op": "replace", "path": "/data/a", "value": "2"}, {"op": "add", "path": "/data/b", "value": "3"}]);
-    let r = s.request(http::Method::PATCH, "/api/v1/namespaces/default/configmaps/json-patched", Some("application/json"), Some("application/json-patch+json"), ops.to_string().into_bytes()).await;
+    let r = s
+        .request(
+            http::Method::PATCH,
+            "/api/v1/namespaces/default/configmaps/json-patched",
+            Some("application/json"),
+            Some("application/json-patch+json"),
+            ops.to_string().into_bytes(),
+        )
+        .await;
     let patched = s.must("json patch", r).await;
     assert_eq!(patched["data"], json!({"a": "2", "b": "3"}));
     assert!(obj_rv(&patched) > obj_rv(&cm));
     let bad = json!([{"op": "test", "path": "/data/a", "value": "1"}]);
-    let r = s.request(http::Method::PATCH, "/api/v1/namespaces/default/configmaps/json-patched", Some("application/json"), Some("application/json-patch+json"), bad.to_string().into_bytes()).await;
+    let r = s
+        .request(
+            http::Method::PATCH,
+            "/api/v1/namespaces/default/configmaps/json-patched",
+            Some("application/json"),
+            Some("application/json-patch+json"),
+            bad.to_string().into_bytes(),
+        )
+        .await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert_eq!(r.json()["kind"], "Status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_writes_change_nothing() {
+    let s = start(&cluster(NS_PODS)).await;
+    let cm = s.create_cm("default", "dry", json!({"a": "1"})).await;
+    let rv = s.sim.resource_version();
+    let path = "/api/v1/namespaces/default/configmaps";
+    let new = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry-new"}});
+    let r = s.post(&format!("{path}?dryRun=All"), &new).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = s.patch(&format!("{path}/dry?dryRun=All"), &json!({"data": {"a": "2"}})).await;
+    assert_eq!(s.must("dry-run patch", r).await["data"]["a"], "2", "the response shows the result");
+    let r = s.request(http::Method::DELETE, &format!("{path}/dry?dryRun=All"), Some("application/json"), None, Vec::new()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = s.request(http::Method::DELETE, &format!("{path}?dryRun=All&labelSelector="), Some("application/json"), None, Vec::new()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.sim.resource_version(), rv, "no write happened");
+    assert_eq!(s.get(&format!("{path}/dry-new")).await.status, 404);
+    assert_eq!(s.get_ok(&format!("{path}/dry")).await, cm);
+    assert!(count(&s.get_ok(path).await) > 1);
 }

@@ -84,11 +84,13 @@ async fn kubectl_label_selectors_match_client_side_filtering() {
     let app = all[123]["metadata"]["labels"]["app"].as_str().unwrap().to_string();
     let k = Kubectl::new(&s.base);
     let label = |p: &Value, key: &str| p["metadata"]["labels"][key].as_str().map(str::to_string);
-    let cases: Vec<(String, Box<dyn Fn(&Value) -> bool>)> = vec![
+    type Case = (String, Box<dyn Fn(&Value) -> bool>);
+    let cases: Vec<Case> = vec![
         (format!("app={app}"), Box::new(move |p: &Value| label(p, "app").as_deref() == Some(app.as_str()))),
-        ("tier in (frontend,edge),env!=prod".into(), Box::new(move |p: &Value| {
-            matches!(label(p, "tier").as_deref(), Some("frontend" | "edge")) && label(p, "env").as_deref() != Some("prod")
-        })),
+        (
+            "tier in (frontend,edge),env!=prod".into(),
+            Box::new(move |p: &Value| matches!(label(p, "tier").as_deref(), Some("frontend" | "edge")) && label(p, "env").as_deref() != Some("prod")),
+        ),
         ("!nonexistent,team=identity".into(), Box::new(move |p: &Value| label(p, "team").as_deref() == Some("identity"))),
     ];
     for (sel, keep) in cases {
@@ -334,10 +336,24 @@ async fn kubectl_create_set_image_and_json_patch() {
     let cm = k.json(&["get", "configmap", "made-by-create", "-n", "default", "-o", "json"]).await;
     assert_eq!(cm["data"], serde_json::json!({"a": "b"}));
 
-    let out = k.run(&["patch", "configmap", "made-by-create", "-n", "default", "--type=json", "-p", r#"[{"op":"replace","path":"/data/a","value":"c"},{"op":"add","path":"/data/d","value":"e"}]"#]).await;
+    let out = k
+        .run(&[
+            "patch",
+            "configmap",
+            "made-by-create",
+            "-n",
+            "default",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/data/a","value":"c"},{"op":"add","path":"/data/d","value":"e"}]"#,
+        ])
+        .await;
     assert!(out.status.success(), "json patch: {}", String::from_utf8_lossy(&out.stderr));
     let cm = k.json(&["get", "configmap", "made-by-create", "-n", "default", "-o", "json"]).await;
     assert_eq!(cm["data"], serde_json::json!({"a": "c", "d": "e"}));
+    let out = k.run(&["delete", "configmap", "made-by-create", "-n", "default", "--dry-run=server"]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("server dry run"), "{}", String::from_utf8_lossy(&out.stderr));
+    k.json(&["get", "configmap", "made-by-create", "-n", "default", "-o", "json"]).await;
 
     let deploys = s.get_ok("/apis/apps/v1/deployments?limit=1").await;
     let d = &deploys["items"][0];

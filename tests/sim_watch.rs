@@ -90,7 +90,10 @@ async fn watch_older_than_the_window_gets_a_single_410_error_event() {
     assert_eq!(evs.len(), 1, "a single event, then the stream ends: {evs:?}");
     assert_eq!(evs[0]["type"], "ERROR");
     let st = &evs[0]["object"];
-    assert_eq!((st["kind"].as_str(), st["status"].as_str(), st["reason"].as_str(), st["code"].as_u64()), (Some("Status"), Some("Failure"), Some("Expired"), Some(410)));
+    assert_eq!(
+        (st["kind"].as_str(), st["status"].as_str(), st["reason"].as_str(), st["code"].as_u64()),
+        (Some("Status"), Some("Failure"), Some("Expired"), Some(410))
+    );
     let msg = st["message"].as_str().unwrap();
     let prefix = format!("too old resource version: {r0} (");
     assert!(msg.starts_with(&prefix) && msg.ends_with(')'), "{msg}");
@@ -160,6 +163,9 @@ async fn send_initial_events_ends_with_the_annotated_bookmark() {
     let end = &evs[added.len()];
     assert_eq!(end["type"], "BOOKMARK");
     assert_eq!(end["object"]["metadata"]["annotations"], json!({"k8s.io/initial-events-end": "true"}));
+    // The shape of the captured pod bookmark (06b), at this RV.
+    let bookmark = json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": cur.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}, "spec": {"containers": null}, "status": {}});
+    assert_eq!(end["object"], bookmark);
     let brv = ev_rv(end);
     assert!(added.iter().all(|o| obj_rv(o) <= brv));
     assert_eq!(brv, cur, "the initial state is consistent at the current RV");
@@ -244,6 +250,27 @@ async fn label_selector_transitions_become_added_modified_deleted() {
         assert_eq!(gone["metadata"]["annotations"]["probe/step"], "2");
         assert_eq!(gone["kind"], "Pod");
     }
+    // Protobuf: the DELETED object's bytes are the previous state rewritten to the new RV.
+    let mut w = s.watch(&q, PROTOBUF).await;
+    let end = deadline(30);
+    let mut seq = Vec::new();
+    loop {
+        match w.next_frame(end).await {
+            Next::Item(f) => {
+                let (t, inner) = watch_event(&f);
+                let pod = <k8s_pb::api::core::v1::Pod as prost::Message>::decode(inner.raw.as_deref().unwrap()).unwrap();
+                let m = pod.metadata.unwrap();
+                seq.push((t, m.resource_version.unwrap().parse::<u64>().unwrap(), m.labels.get("tier").cloned()));
+            }
+            Next::End => break,
+            Next::TimedOut => panic!("protobuf watch did not end"),
+        }
+    }
+    let probe = Some("probe".to_string());
+    assert_eq!(
+        seq,
+        vec![("ADDED".into(), obj_rv(&a1), probe.clone()), ("MODIFIED".into(), obj_rv(&a2), probe.clone()), ("DELETED".into(), obj_rv(&a3), probe)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -304,4 +331,32 @@ async fn timeout_seconds_zero_means_no_timeout_given() {
     let created = s.create_cm("default", "after-zero", json!({})).await;
     let ev = w.next_json(deadline(20)).await.item("the watch is still open after timeoutSeconds=0");
     assert_eq!((ev_type(&ev), ev_rv(&ev)), ("ADDED", obj_rv(&created)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_end_when_their_clients_go_away() {
+    let s = start(&cluster(SMALL)).await;
+    let pods = s.sim.cache("", "pods").unwrap().clone();
+    let cur = s.sim.resource_version();
+    let base = pods.watchers();
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let mut open = Vec::new();
+    for accept in ["application/json", PROTOBUF, table] {
+        let w = s.watch(&format!("/api/v1/pods?watch=1&resourceVersion={cur}"), accept).await;
+        assert_eq!(w.status, 200, "{accept}");
+        open.push(w);
+    }
+    let settle = |want: usize, what: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let end = deadline(20);
+            while pods.watchers() != want {
+                assert!(tokio::time::Instant::now() < end, "{what}: {} watchers, want {want}", pods.watchers());
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+    settle(base + 3, "after opening").await;
+    drop(open);
+    settle(base, "after the clients went away").await;
 }

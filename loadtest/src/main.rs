@@ -1,20 +1,203 @@
-//! kache-loadtest: named load scenarios against a Kubernetes API endpoint (skeleton; see issue 5).
+//! kache-loadtest: named, versioned load scenarios (`loadtest/scenarios/*.toml`) run against
+//! an upstream apiserver directly and through kache in front of it, in one run, so every
+//! figure comes with its ratio. Self-contained by default (starts `kache sim` and
+//! `kache serve`); or point it at two kubeconfigs. Writes Markdown, JSON and SVG reports.
+//!
+//! Modules: `scenario` (the files), `env` (endpoints and the processes started),
+//! `client` (hyper client), `wire` (list RVs, watch frames, change stamps), `phases` (the
+//! load drivers), `stats` and `procs` (figures), `progress` (bars), `report` (output).
 
-use clap::Parser;
+mod client;
+mod env;
+mod phases;
+mod procs;
+mod progress;
+mod report;
+mod scenario;
+mod stats;
+mod wire;
 
-/// Load scenarios for kache and any Kubernetes API endpoint.
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Load scenarios for kache and any Kubernetes API endpoint (plain HTTP on loopback).
 #[derive(Parser, Debug)]
 #[command(name = "kache-loadtest", version)]
-struct Args {
-    /// Scenario file to run (scenarios land with the load-benchmark issue).
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run scenarios (names from the scenarios directory, or paths to files).
+    Run(RunArgs),
+    /// List the scenarios.
+    List {
+        #[arg(long, default_value_os_t = default_scenarios())]
+        scenarios_dir: PathBuf,
+    },
+    /// A trivial hyper server returning a static body (the reference limit; started by `run`).
+    #[command(hide = true)]
+    TrivialServer {
+        #[arg(long)]
+        body_bytes: usize,
+        #[arg(long)]
+        addr_file: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Scenario names (e.g. `kubelets`) or paths to scenario files.
+    #[arg(required = true)]
+    scenarios: Vec<String>,
+    /// Directory of scenario files.
+    #[arg(long, default_value_os_t = default_scenarios())]
+    scenarios_dir: PathBuf,
+    /// The kache binary, for self-contained runs.
+    #[arg(long, default_value = "target/release/kache")]
+    kache_bin: PathBuf,
+    /// Where the reports go.
+    #[arg(long, default_value = "loadtest/results")]
+    out: PathBuf,
+    /// Scratch directory (addresses, kubeconfigs, server logs).
+    #[arg(long, default_value = "/tmp/kache-loadtest")]
+    work_dir: PathBuf,
+    /// The upstream's kubeconfig (instead of starting `kache sim`); needs --kache-kubeconfig.
+    #[arg(long, requires = "kache_kubeconfig")]
+    direct_kubeconfig: Option<PathBuf>,
+    /// kache's kubeconfig (instead of starting `kache serve`); needs --direct-kubeconfig.
+    #[arg(long, requires = "direct_kubeconfig")]
+    kache_kubeconfig: Option<PathBuf>,
+    /// PID of kache, to report its CPU and RSS (external runs).
     #[arg(long)]
-    scenario: Option<String>,
+    kache_pid: Option<u32>,
+    /// PID of the upstream (external runs).
+    #[arg(long)]
+    upstream_pid: Option<u32>,
+    /// kache's admin address `host:port` (external runs; the memory phase reads /metrics).
+    #[arg(long)]
+    kache_admin: Option<String>,
+    /// Run only against this target (`direct` or `kache`).
+    #[arg(long)]
+    only: Option<String>,
+}
+
+fn default_scenarios() -> PathBuf {
+    let here = PathBuf::from("loadtest/scenarios");
+    if here.is_dir() {
+        here
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+    }
+}
+
+fn resolve(dir: &Path, s: &str) -> PathBuf {
+    let p = PathBuf::from(s);
+    if p.is_file() {
+        p
+    } else {
+        dir.join(format!("{s}.toml"))
+    }
+}
+
+fn git_commit() -> String {
+    let out = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let rev = out(&["rev-parse", "--short", "HEAD"]);
+    let dirty = !out(&["status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml", "Cargo.lock"]).is_empty();
+    if dirty {
+        format!("{rev} (src modified)")
+    } else {
+        rev
+    }
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    anyhow::bail!(
-        "kache-loadtest has no scenarios yet (asked for {:?}); they land with the load-benchmark issue",
-        args.scenario
-    )
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::TrivialServer { body_bytes, addr_file } => phases::reference::serve_trivial(body_bytes, &addr_file),
+        Cmd::List { scenarios_dir } => {
+            let mut files: Vec<_> = std::fs::read_dir(&scenarios_dir)?.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+            files.sort();
+            for f in files {
+                let s = scenario::load(&f)?;
+                println!("{:<14} v{}  {}", s.name, s.version, s.description.lines().next().unwrap_or(""));
+            }
+            Ok(())
+        }
+        Cmd::Run(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(async move {
+                tokio::select! {
+                    r = run_all(&args) => r,
+                    _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+                }
+            })
+        }
+    }
+}
+
+async fn run_all(args: &RunArgs) -> anyhow::Result<()> {
+    let files: Vec<PathBuf> = args.scenarios.iter().map(|s| resolve(&args.scenarios_dir, s)).collect();
+    let scenarios = files.iter().map(|f| scenario::load(f)).collect::<anyhow::Result<Vec<_>>>()?;
+    for s in scenarios {
+        run_one(args, s).await?;
+    }
+    Ok(())
+}
+
+async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
+    let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    eprintln!("== scenario {} v{}", s.name, s.version);
+    let work_dir = args.work_dir.join(&s.name);
+    std::fs::create_dir_all(&work_dir)?;
+    let log = work_dir.join("servers.log");
+    let (targets, observed, _started) = match (&args.direct_kubeconfig, &args.kache_kubeconfig) {
+        (Some(d), Some(k)) => {
+            let t = vec![env::target_from_kubeconfig("direct", d)?, env::target_from_kubeconfig("kache", k)?];
+            (t, env::Observed { kache_pid: args.kache_pid, upstream_pid: args.upstream_pid, kache_admin: args.kache_admin.clone() }, None)
+        }
+        _ => {
+            let (t, o, started) = env::start(&args.kache_bin, &s.cluster, &s.kache, &work_dir, &log).await?;
+            (t, o, Some(started))
+        }
+    };
+    let upstream = targets[0].clone();
+    let names = phases::names(&upstream).await.context("reading node and pod names from the upstream")?;
+    eprintln!("cluster: {} nodes, {} apps, {} pods sampled", names.nodes.len(), names.apps.len(), names.pods.len());
+    let ctx = phases::Ctx { upstream, observed, names, self_exe: std::env::current_exe()?, work_dir };
+    let mut results = Vec::new();
+    for phase in &s.phases {
+        let runs: Vec<&env::Target> = if phase.is_reference() { vec![&targets[1]] } else { targets.iter().filter(|t| args.only.as_ref().is_none_or(|o| *o == t.name)).collect() };
+        for t in runs {
+            for r in phases::run(&ctx, phase, t).await? {
+                let lat = r.latency.as_ref().map(|p| format!("p50 {:.2} ms p99 {:.2} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
+                let lag = r.lag.as_ref().map(|p| format!(" lag p50 {:.1} ms p99 {:.1} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
+                eprintln!("  {} c={} [{}]: {:.1} req/s {:.1} MB/s err {} {lat}{lag}", r.workload, r.concurrency, r.target, r.requests_per_sec, r.bytes_per_sec / 1e6, r.errors);
+                results.push(r);
+            }
+            // Let sockets in TIME_WAIT and the servers' buffers drain between runs.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    let rep = report::RunReport {
+        targets: report::targets(&results),
+        scenario: s.clone(),
+        started_unix,
+        commit: git_commit(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: report::Machine::detect(),
+        self_contained: args.direct_kubeconfig.is_none(),
+        results,
+    };
+    let stem = format!("{}-v{}", s.name, s.version);
+    report::write(&args.out, &stem, &rep)?;
+    eprintln!("wrote {}/{stem}.{{md,json,svg}}", args.out.display());
+    for t in &rep.targets {
+        eprintln!("  target: {} -> {:?}: {}", t.target, t.met, t.figure);
+    }
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! (through the field index when the selector allows: O(result)), cut a page, and stitch the
 //! stored item bytes into a JSON or protobuf list.
 
-use super::{get::content_type, selected, RV_WAIT};
+use super::{candidates, get::content_type, RV_WAIT};
 use crate::body::{respond, Body, Pieces};
 use crate::cache::KindCache;
 use crate::object::Object;
@@ -92,12 +92,7 @@ fn collect(snap: &Snapshot, rv: u64, namespace: Option<&str>, opts: &Options, in
         _ if opts.limit == 0 => usize::MAX,
         _ => usize::try_from(opts.limit).unwrap_or(usize::MAX),
     };
-    let indexed = index.and_then(|f| opts.fields.exact(f));
-    let source: Box<dyn Iterator<Item = &Arc<Object>>> = match indexed {
-        Some(v) => Box::new(snap.indexed(v, after)),
-        None => Box::new(snap.range(namespace, after)),
-    };
-    let mut matching = source.filter(|o| selected(o, namespace, opts));
+    let mut matching = candidates(snap, namespace, opts, index, after);
     let items: Vec<Arc<Object>> = matching.by_ref().take(limit).cloned().collect();
     let mut page = Page { rv, items, cont: None, remaining: None };
     if items_cut(&mut matching) {

@@ -12,11 +12,24 @@ pub use list::{list, page, Page};
 pub use watch::{watch, WatchSettings};
 
 use crate::object::Object;
+use crate::store::Snapshot;
+use std::sync::Arc;
 use crate::query::Options;
 use crate::selector::{FieldSource, LabelSource};
 
 /// How long a request waits for the cache to reach a requested resourceVersion.
 pub const RV_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The objects a request selects from `snap`, in key order, after `after`: through the
+/// index when the field selector pins the indexed field (O(result)), else the namespace's
+/// key range.
+fn candidates<'a>(snap: &'a Snapshot, namespace: Option<&'a str>, opts: &'a Options, index: Option<&str>, after: Option<&str>) -> impl Iterator<Item = &'a Arc<Object>> + 'a {
+    let source: Box<dyn Iterator<Item = &'a Arc<Object>> + 'a> = match index.and_then(|f| opts.fields.exact(f)) {
+        Some(v) => Box::new(snap.indexed(v, after)),
+        None => Box::new(snap.range(namespace, after)),
+    };
+    source.filter(move |o| selected(o, namespace, opts))
+}
 
 /// Whether an object passes a request's namespace, label and field filters.
 fn selected(o: &Object, namespace: Option<&str>, opts: &Options) -> bool {

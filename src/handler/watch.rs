@@ -3,7 +3,7 @@
 //! follow the cache's broadcast, turning selector transitions into ADDED/DELETED. A watcher
 //! that falls behind the broadcast ring is ended, never waited for.
 
-use super::{list::reach, selected};
+use super::{candidates, list::reach, selected};
 use crate::body::{channel, respond, Body};
 use crate::cache::{KindCache, Message};
 use crate::object::Object;
@@ -46,7 +46,11 @@ pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Optio
     let enc = Encoder { res: cache.resource.clone(), fmt };
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
-    let rx_events = cache.subscribe();
+    let index = cache.resource.index.as_deref();
+    let rx_events = match index.and_then(|f| opts.fields.exact(f)) {
+        Some(value) => cache.subscribe_indexed(value),
+        None => cache.subscribe(),
+    };
     let (start_rv, snap) = cache.current();
     let mut initial: Vec<Bytes> = Vec::new();
     let initial_state = match (opts.rv, opts.send_initial_events) {
@@ -56,7 +60,7 @@ pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Optio
     };
     let ns = namespace.as_deref();
     if initial_state {
-        for o in snap.range(ns, None).filter(|o| selected(o, ns, &opts)) {
+        for o in candidates(&snap, ns, &opts, index, None) {
             enc.event(&mut initial, EventType::Added, o);
         }
         if opts.send_initial_events == Some(true) && opts.bookmarks {
@@ -138,6 +142,7 @@ impl Watcher {
         if !self.send(initial).await {
             return;
         }
+        let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, "resource" => self.enc.res.plural.clone());
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);
         let mut next_bookmark = (Instant::now() + self.settings.bookmark_interval).min(early);
         loop {
@@ -162,6 +167,9 @@ impl Watcher {
                 Ok(Message::Event(ev)) if ev.rv > snap_rv => {
                     transition(&self.enc, &mut out, &ev, self.namespace.as_deref(), &self.opts);
                     self.last_rv = ev.rv;
+                    if !out.is_empty() {
+                        sent.increment(1);
+                    }
                 }
                 Ok(Message::Event(_)) => continue,
                 Ok(Message::Progress(p)) => {
@@ -170,6 +178,10 @@ impl Watcher {
                 }
                 // Relisted state, a watcher too slow for the ring, or a closed cache: end the
                 // stream so the client resumes from its last RV (or relists on 410).
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                    return;
+                }
                 Ok(Message::Reset) | Err(_) => return,
             }
             if !out.is_empty() && !self.send(out).await {

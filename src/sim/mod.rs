@@ -186,7 +186,7 @@ impl Sim {
             (Method::POST, None, None) => self.create(&cache, req, &p, fmt).await,
             (Method::PUT, Some(_), None | Some("status")) => self.update(&cache, req, &p, fmt).await,
             (Method::PATCH, Some(_), None | Some("status")) => self.patch(&cache, req, &p, fmt).await,
-            (Method::DELETE, Some(name), None) => self.delete(&cache, ns, name, fmt),
+            (Method::DELETE, Some(name), None) => self.delete(&cache, ns, name, fmt, req.uri().query()),
             (Method::DELETE, None, None) if resource::allows_delete_collection(&r) => self.delete_collection(&cache, ns, req.uri().query(), fmt),
             (_, _, Some(_)) => Err(Status::no_route()),
             _ => Err(Status::method_not_allowed()),

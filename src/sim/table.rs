@@ -175,7 +175,13 @@ fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let (mut buf, mut first) = (Vec::new(), true);
-        while let Some(Ok(frame)) = events.frame().await {
+        loop {
+            // Dropping `events` when the client goes away ends the watcher behind it.
+            let frame = tokio::select! {
+                f = events.frame() => f,
+                _ = tx.closed() => return,
+            };
+            let Some(Ok(frame)) = frame else { return };
             let Ok(data) = frame.into_data() else { continue };
             buf.extend_from_slice(&data);
             while let Some(i) = buf.iter().position(|b| *b == b'\n') {

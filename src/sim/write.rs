@@ -263,11 +263,12 @@ impl Sim {
         self.commit(cache, &mut rv, EventType::Modified, next, StatusCode::OK, fmt, dry)
     }
 
-    pub(super) fn delete(&self, cache: &KindCache, ns: Option<&str>, name: &str, fmt: Format) -> Result<Response<Body>, Status> {
+    /// DELETE of one object (`?dryRun=All` checks it exists and changes nothing).
+    pub(super) fn delete(&self, cache: &KindCache, ns: Option<&str>, name: &str, fmt: Format, query: Option<&str>) -> Result<Response<Body>, Status> {
         let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
         let cur = current(cache, ns, name)?;
         let uid = cur["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        self.commit(cache, &mut rv, EventType::Deleted, cur, StatusCode::OK, fmt, false)?;
+        self.commit(cache, &mut rv, EventType::Deleted, cur, StatusCode::OK, fmt, dry_run(query))?;
         let r = &cache.resource;
         let details = Details { name: name.into(), group: r.group.clone(), kind: r.plural.clone(), uid, ..Details::default() };
         Ok(Status::success(details).into_response(fmt == Format::Protobuf))
@@ -284,7 +285,7 @@ impl Sim {
             .collect();
         for (ns, name) in names {
             let ns = (!ns.is_empty()).then_some(ns);
-            match self.delete(cache, ns.as_deref(), &name, fmt) {
+            match self.delete(cache, ns.as_deref(), &name, fmt, query) {
                 Ok(_) | Err(Status { code: 404, .. }) => {}
                 Err(e) => return Err(e),
             }

@@ -175,13 +175,7 @@ impl Api {
     /// Open a watch (or any streaming GET); waits for the response headers.
     pub async fn watch(&self, path: &str, accept: &str) -> WatchStream {
         let resp = self.send(self.build(Method::GET, path, Some(accept), None, Vec::new())).await;
-        WatchStream {
-            status: resp.status().as_u16(),
-            headers: resp.headers().clone(),
-            body: resp.into_body(),
-            buf: Vec::new(),
-            ended: false,
-        }
+        WatchStream { status: resp.status().as_u16(), headers: resp.headers().clone(), body: resp.into_body(), buf: Vec::new(), ended: false }
     }
 
     /// Create a ConfigMap in `ns` and return it.

@@ -1,0 +1,118 @@
+//! HTTP client: hyper 1 through hyper-util's pooled client, HTTP/1.1 or HTTP/2 (prior
+//! knowledge). Each `Http` has its own pool, so a worker or a kubelet that owns one owns its
+//! connection(s), like a separate process would.
+
+use crate::scenario::Protocol;
+use anyhow::{bail, Context};
+use bytes::{Bytes, BytesMut};
+use http::{header, Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// Accept header of protobuf reads.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// Accept header of protobuf watches.
+pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+/// Accept header of JSON.
+pub const JSON: &str = "application/json";
+
+/// A client with its own connection pool.
+#[derive(Clone)]
+pub struct Http {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// A whole response.
+pub struct Whole {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+/// What draining a body found.
+pub struct Drained {
+    pub bytes: u64,
+    /// The first bytes of the body (up to `prefix` asked for).
+    pub prefix: Bytes,
+}
+
+impl Http {
+    pub fn new(protocol: Protocol) -> Http {
+        let mut conn = HttpConnector::new();
+        conn.set_nodelay(true);
+        conn.set_connect_timeout(Some(Duration::from_secs(10)));
+        let mut b = Client::builder(TokioExecutor::new());
+        b.pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(4096);
+        if protocol == Protocol::Http2 {
+            b.http2_only(true).http2_initial_stream_window_size(4 << 20).http2_initial_connection_window_size(8 << 20).http2_max_frame_size(1 << 20);
+        }
+        Http { client: b.build(conn) }
+    }
+
+    /// Send a request; return the response with its body still streaming.
+    pub async fn send(&self, method: Method, authority: &str, pq: &str, accept: &str, token: Option<&str>, body: Option<(&'static str, Bytes)>) -> anyhow::Result<http::Response<Incoming>> {
+        let mut req = Request::builder().method(method).uri(format!("http://{authority}{pq}")).header(header::ACCEPT, accept).header(header::USER_AGENT, "kache-loadtest/0.1");
+        if let Some(t) = token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let body = match body {
+            Some((ct, b)) => {
+                req = req.header(header::CONTENT_TYPE, ct);
+                Full::new(b)
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let resp = self.client.request(req.body(body)?).await.with_context(|| format!("GET http://{authority}{pq}"))?;
+        Ok(resp)
+    }
+
+    /// GET and read the whole body.
+    pub async fn get_full(&self, authority: &str, pq: &str, accept: &str, token: Option<&str>) -> anyhow::Result<Whole> {
+        let resp = self.send(Method::GET, authority, pq, accept, token, None).await?;
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok(Whole { status, body })
+    }
+
+    /// GET, failing on a non-200 status, and count the body without keeping it.
+    pub async fn get_drain(&self, authority: &str, pq: &str, accept: &str, token: Option<&str>, prefix: usize) -> anyhow::Result<Drained> {
+        let resp = self.send(Method::GET, authority, pq, accept, token, None).await?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            bail!("status {status}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+        }
+        drain(resp.into_body(), prefix).await
+    }
+}
+
+/// Read a body to its end, counting bytes and keeping the first `prefix` of them.
+pub async fn drain(mut body: Incoming, prefix: usize) -> anyhow::Result<Drained> {
+    let mut keep = BytesMut::new();
+    let mut n = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame?;
+        if let Some(d) = frame.data_ref() {
+            n += d.len() as u64;
+            if keep.len() < prefix {
+                keep.extend_from_slice(&d[..d.len().min(prefix - keep.len())]);
+            }
+        }
+    }
+    Ok(Drained { bytes: n, prefix: keep.freeze() })
+}
+
+/// Percent-encode a query value (selectors hold `=`, `,`, `!`, parentheses).
+pub fn encode(v: &str) -> String {
+    let mut out = String::with_capacity(v.len() * 3);
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

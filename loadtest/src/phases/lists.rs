@@ -1,0 +1,144 @@
+//! Closed-loop LIST load: `concurrency` workers, each with its own connection, repeat a
+//! LIST (all pods, one node's pods, one app's pods) until the phase's time or request count
+//! runs out. Latency is to the last byte of the body. Used by the list storm and selector
+//! QPS scenarios, and (with another path) against the trivial reference server.
+
+use super::Ctx;
+use crate::client::{encode, Http, JSON, PROTOBUF};
+use crate::env::Target;
+use crate::progress::Bar;
+use crate::scenario::{Encoding, Protocol, Query, ReadMode};
+use crate::stats::{Counters, ErrorSamples, Hist, PhaseResult};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One LIST workload at one concurrency.
+#[derive(Debug, Clone)]
+pub struct ListSpec {
+    pub label: String,
+    pub query: Query,
+    pub read: ReadMode,
+    pub encoding: Encoding,
+    pub concurrency: usize,
+    pub seconds: f64,
+    pub max_requests: u64,
+    pub protocol: Protocol,
+}
+
+impl ListSpec {
+    /// The workload's name in reports, e.g. `list pb rv0 node`.
+    pub fn workload(&self) -> String {
+        let read = match self.read {
+            ReadMode::Rv0 => "rv0",
+            ReadMode::Consistent => "consistent",
+        };
+        let q = match self.query {
+            Query::All => "all",
+            Query::Node => "spec.nodeName",
+            Query::Label => "label app",
+        };
+        format!("{}: list {} {read} {q}", self.label, self.encoding.label())
+    }
+}
+
+/// The path and query of request `n`.
+pub fn path(ctx: &Ctx, q: Query, read: ReadMode, n: u64) -> String {
+    let mut p = String::from("/api/v1/pods");
+    let mut sep = '?';
+    match q {
+        Query::All => {}
+        Query::Node => {
+            let node = &ctx.names.nodes[(n as usize) % ctx.names.nodes.len()];
+            p.push_str(&format!("?fieldSelector={}", encode(&format!("spec.nodeName={node}"))));
+            sep = '&';
+        }
+        Query::Label => {
+            let apps = &ctx.names.apps;
+            let app = if apps.is_empty() { "none" } else { &apps[(n as usize) % apps.len()] };
+            p.push_str(&format!("?labelSelector={}", encode(&format!("app={app}"))));
+            sep = '&';
+        }
+    }
+    if read == ReadMode::Rv0 {
+        p.push(sep);
+        p.push_str("resourceVersion=0");
+    }
+    p
+}
+
+/// Run `spec` against `target`.
+pub async fn run(ctx: &Ctx, target: &Target, spec: &ListSpec) -> anyhow::Result<PhaseResult> {
+    let accept = if spec.encoding == Encoding::Protobuf { PROTOBUF } else { JSON };
+    let paths: Vec<String> = (0..1024u64).map(|n| path(ctx, spec.query, spec.read, n)).collect();
+    let label = format!("{} c={} {}", spec.workload(), spec.concurrency, target.name);
+    let r = closed_loop(ctx.procs(), target, &label, &paths, accept, spec.concurrency, spec.seconds, spec.max_requests, spec.protocol).await?;
+    let mut r = r;
+    r.workload = spec.workload();
+    Ok(r)
+}
+
+/// `concurrency` workers GET `paths` in turn (after one unmeasured warm-up request each).
+#[allow(clippy::too_many_arguments)]
+pub async fn closed_loop(procs: Vec<(String, u32)>, target: &Target, label: &str, paths: &[String], accept: &'static str, concurrency: usize, seconds: f64, max_requests: u64, protocol: Protocol) -> anyhow::Result<PhaseResult> {
+    let paths = Arc::new(paths.to_vec());
+    let counters = Arc::new(Counters::default());
+    let hist = Arc::new(Hist::default());
+    let errors = Arc::new(ErrorSamples::default());
+    let tickets = Arc::new(AtomicU64::new(0));
+    // Warm up: every worker opens its connection and makes one request.
+    let mut clients = Vec::new();
+    for i in 0..concurrency {
+        let http = Http::new(protocol);
+        let _ = tokio::time::timeout(Duration::from_secs(60), http.get_drain(&target.authority, &paths[i % paths.len()], accept, target.token.as_deref(), 0)).await;
+        clients.push(http);
+    }
+    let bar = Bar::start(label, seconds, counters.clone());
+    let sampler = crate::procs::Sampler::start(procs);
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(seconds);
+    let mut tasks = Vec::new();
+    for http in clients {
+        let (paths, counters, hist, errors, tickets, target) = (paths.clone(), counters.clone(), hist.clone(), errors.clone(), tickets.clone(), target.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let n = tickets.fetch_add(1, Relaxed);
+                if n >= max_requests || Instant::now() >= deadline {
+                    break;
+                }
+                let t0 = Instant::now();
+                let left = deadline.saturating_duration_since(t0) + Duration::from_secs(30);
+                let res = tokio::time::timeout(left, http.get_drain(&target.authority, &paths[n as usize % paths.len()], accept, target.token.as_deref(), 0)).await;
+                match res {
+                    Ok(Ok(d)) => {
+                        hist.record(t0.elapsed());
+                        counters.requests.fetch_add(1, Relaxed);
+                        counters.bytes.fetch_add(d.bytes, Relaxed);
+                    }
+                    Ok(Err(e)) => {
+                        counters.errors.fetch_add(1, Relaxed);
+                        errors.add(format!("{e:#}"));
+                    }
+                    Err(_) => {
+                        counters.errors.fetch_add(1, Relaxed);
+                        errors.add("timed out");
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let elapsed = start.elapsed();
+    drop(bar);
+    let mut r = PhaseResult::new(label, target.name.clone(), concurrency);
+    r.procs = sampler.finish().await;
+    r.counted(&counters, elapsed);
+    r.latency = hist.percentiles();
+    r.error_samples = errors.take();
+    if r.requests > 0 {
+        r.extra.insert("response_bytes".into(), r.bytes as f64 / r.requests as f64);
+    }
+    Ok(r)
+}

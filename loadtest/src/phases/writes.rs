@@ -1,0 +1,150 @@
+//! Writes: merge-PATCHes of pods stamping `kache.dev/changed-at` with the time of the
+//! change. Paced at `rate` per second (churn through the upstream, so watches measure
+//! delivery lag) or closed-loop at `concurrency` (pass-through write latency, direct vs
+//! through kache).
+
+use super::Ctx;
+use crate::client::{Http, JSON};
+use crate::env::Target;
+use crate::progress::Bar;
+use crate::scenario::Protocol;
+use crate::stats::{Counters, ErrorSamples, Hist, PhaseResult};
+use bytes::Bytes;
+use http::Method;
+use http_body_util::BodyExt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The pass-through write phase: PATCHes against `target`.
+pub async fn run(ctx: &Ctx, target: &Target, rate: f64, concurrency: usize, seconds: f64, max_requests: u64) -> anyhow::Result<PhaseResult> {
+    let counters = Arc::new(Counters::default());
+    let label = format!("patch pods c={concurrency} {}", target.name);
+    let bar = Bar::start(&label, seconds, counters.clone());
+    let sampler = ctx.sampler();
+    let mut r = patch_load(target, &ctx.names.pods, rate, concurrency, seconds, max_requests, Some(counters)).await;
+    drop(bar);
+    r.procs = sampler.finish().await;
+    r.workload = if rate > 0.0 { format!("patch pods at {rate}/s") } else { "patch pods (merge patch, closed loop)".into() };
+    Ok(r)
+}
+
+async fn patch_one(http: &Http, target: &Target, pod: &(String, String)) -> anyhow::Result<u64> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let body = format!(r#"{{"metadata":{{"annotations":{{"kache.dev/changed-at":"{now}"}}}}}}"#);
+    let pq = format!("/api/v1/namespaces/{}/pods/{}", pod.0, pod.1);
+    let resp = http.send(Method::PATCH, &target.authority, &pq, JSON, target.token.as_deref(), Some(("application/merge-patch+json", Bytes::from(body)))).await?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    if status != 200 {
+        anyhow::bail!("PATCH {pq}: {status}: {}", String::from_utf8_lossy(&body[..body.len().min(200)]));
+    }
+    Ok(body.len() as u64)
+}
+
+struct Shared {
+    target: Target,
+    pods: Arc<Vec<(String, String)>>,
+    counters: Arc<Counters>,
+    hist: Arc<Hist>,
+    errors: Arc<ErrorSamples>,
+}
+
+async fn one(s: Arc<Shared>, http: Http, n: u64) -> Http {
+    let t0 = Instant::now();
+    match tokio::time::timeout(Duration::from_secs(30), patch_one(&http, &s.target, &s.pods[n as usize % s.pods.len()])).await {
+        Ok(Ok(bytes)) => {
+            s.hist.record(t0.elapsed());
+            s.counters.requests.fetch_add(1, Relaxed);
+            s.counters.bytes.fetch_add(bytes, Relaxed);
+        }
+        Ok(Err(e)) => {
+            s.counters.errors.fetch_add(1, Relaxed);
+            s.errors.add(format!("{e:#}"));
+        }
+        Err(_) => {
+            s.counters.errors.fetch_add(1, Relaxed);
+            s.errors.add("timed out");
+        }
+    }
+    http
+}
+
+/// PATCH `pods` in turn against `target`: paced at `rate`/s with up to `concurrency` in
+/// flight, or closed-loop with `concurrency` workers when `rate` is 0. Bounded by `seconds`
+/// and `max_requests`.
+#[allow(clippy::too_many_arguments)]
+pub async fn patch_load(target: &Target, pods: &[(String, String)], rate: f64, concurrency: usize, seconds: f64, max_requests: u64, counters: Option<Arc<Counters>>) -> PhaseResult {
+    let counters = counters.unwrap_or_default();
+    let hist = Arc::new(Hist::default());
+    let errors = Arc::new(ErrorSamples::default());
+    let pods = Arc::new(pods.to_vec());
+    let mut r = PhaseResult::new("patch", target.name.clone(), concurrency);
+    if pods.is_empty() {
+        r.error_samples.push("no pods to patch".into());
+        return r;
+    }
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(seconds);
+    let tickets = Arc::new(AtomicU64::new(0));
+    let workers: Vec<Http> = (0..concurrency.max(1)).map(|_| Http::new(Protocol::Http1)).collect();
+    // Warm the connections so connection setup is not counted as write latency.
+    for (i, w) in workers.iter().enumerate() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), w.get_full(&target.authority, &format!("/api/v1/namespaces/{}/pods/{}", pods[i % pods.len()].0, pods[i % pods.len()].1), JSON, target.token.as_deref())).await;
+    }
+    let shared = Arc::new(Shared { target: target.clone(), pods, counters: counters.clone(), hist: hist.clone(), errors: errors.clone() });
+    if rate > 0.0 {
+        // Paced: a free connection per request; a request waits when all are busy.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Http>(workers.len());
+        for w in workers {
+            let _ = tx.send(w).await;
+        }
+        let tick = Duration::from_millis(10);
+        let mut interval = tokio::time::interval(tick);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut owed = 0.0;
+        'outer: while Instant::now() < deadline {
+            interval.tick().await;
+            owed += rate * tick.as_secs_f64();
+            while owed >= 1.0 {
+                owed -= 1.0;
+                let n = tickets.fetch_add(1, Relaxed);
+                if n >= max_requests {
+                    break 'outer;
+                }
+                let Some(http) = rx.recv().await else { break 'outer };
+                let tx = tx.clone();
+                let fut = one(shared.clone(), http, n);
+                tokio::spawn(async move {
+                    let _ = tx.send(fut.await).await;
+                });
+            }
+        }
+        // Wait for requests in flight (bounded by their own 30 s timeout).
+        for _ in 0..concurrency.max(1) {
+            let _ = tokio::time::timeout(Duration::from_secs(31), rx.recv()).await;
+        }
+    } else {
+        let mut tasks = Vec::new();
+        for http in workers {
+            let (tickets, shared) = (tickets.clone(), shared.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut http = http;
+                loop {
+                    let n = tickets.fetch_add(1, Relaxed);
+                    if n >= max_requests || Instant::now() >= deadline {
+                        break;
+                    }
+                    http = one(shared.clone(), http, n).await;
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+    r.counted(&counters, start.elapsed());
+    r.latency = hist.percentiles();
+    r.error_samples = errors.take();
+    r
+}

@@ -1,0 +1,125 @@
+//! Authentication of kache's clients, in the apiserver's order: a verified client certificate
+//! (user = CN, groups = O), else a bearer token judged by the upstream's TokenReview API,
+//! else anonymous (`system:anonymous`) if allowed, else 401. Token reviews are cached by a
+//! SHA-256 of the token (tokens themselves are never kept), positive and negative answers
+//! each for their own TTL.
+
+use super::review::{self, ReviewError};
+use super::tls::CertIdentity;
+use super::ttl::TtlCache;
+use super::{Identity, AUTHENTICATED};
+use crate::status::Status;
+use crate::upstream::Upstream;
+use http::{header, HeaderMap};
+use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How client credentials are judged.
+#[derive(Debug, Clone)]
+pub struct AuthnSettings {
+    /// Serve requests without credentials as `system:anonymous`.
+    pub allow_anonymous: bool,
+    /// How long a token the upstream accepted is trusted without asking again.
+    pub token_ttl: Duration,
+    /// How long a token the upstream refused is refused without asking again.
+    pub negative_ttl: Duration,
+    /// Token reviews remembered at most.
+    pub cache_entries: usize,
+}
+
+/// Judges clients' credentials.
+pub struct Authenticator {
+    upstream: Upstream,
+    settings: AuthnSettings,
+    cache: TtlCache<[u8; 32], Option<Identity>>,
+    reviews: AtomicU64,
+}
+
+/// The bearer token of an `Authorization` header, if it carries one.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = v.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+impl Authenticator {
+    /// An authenticator asking `upstream`.
+    pub fn new(upstream: Upstream, settings: AuthnSettings) -> Authenticator {
+        let cache = TtlCache::new(settings.cache_entries);
+        Authenticator { upstream, settings, cache, reviews: AtomicU64::new(0) }
+    }
+
+    /// TokenReviews sent to the upstream so far.
+    pub fn reviews(&self) -> u64 {
+        self.reviews.load(Ordering::Relaxed)
+    }
+
+    /// The identity behind a request's credentials: its verified client certificate, its
+    /// bearer token, or anonymous. A refused token is a 401 even when anonymous access is on,
+    /// as in the apiserver.
+    pub async fn authenticate(&self, cert: Option<&CertIdentity>, headers: &HeaderMap) -> Result<Identity, Status> {
+        if let Some(c) = cert {
+            return Ok(Identity::from_cert(c));
+        }
+        match bearer(headers) {
+            Some(token) => self.token(token).await?.ok_or_else(Status::unauthorized),
+            None if self.settings.allow_anonymous => Ok(Identity::anonymous()),
+            None => Err(Status::unauthorized()),
+        }
+    }
+
+    async fn token(&self, token: &str) -> Result<Option<Identity>, Status> {
+        let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+        let mut key = [0u8; 32];
+        key.copy_from_slice(digest.as_ref());
+        if let Some(known) = self.cache.get(&key) {
+            return Ok(known);
+        }
+        let answer = self.review(token).await.map_err(|e| {
+            tracing::warn!(error = %e, "token review failed");
+            e.status()
+        })?;
+        let ttl = if answer.is_some() { self.settings.token_ttl } else { self.settings.negative_ttl };
+        self.cache.insert(key, answer.clone(), ttl);
+        Ok(answer)
+    }
+
+    async fn review(&self, token: &str) -> Result<Option<Identity>, ReviewError> {
+        self.reviews.fetch_add(1, Ordering::Relaxed);
+        let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
+        let status = review::post(&self.upstream, "/apis/authentication.k8s.io/v1/tokenreviews", "TokenReview", &body).await?;
+        if status.get("authenticated").and_then(serde_json::Value::as_bool) != Some(true) {
+            return Ok(None);
+        }
+        let mut id: Identity = serde_json::from_value(status.get("user").cloned().unwrap_or_default())
+            .map_err(|e| ReviewError::Decode { kind: "TokenReview", message: e.to_string() })?;
+        if id.username.is_empty() {
+            return Ok(None);
+        }
+        if !id.in_group(AUTHENTICATED) {
+            id.groups.push(AUTHENTICATED.into());
+        }
+        Ok(Some(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_found_case_insensitively() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        h.insert(header::AUTHORIZATION, "Bearer abc".parse().unwrap());
+        assert_eq!(bearer(&h), Some("abc"));
+        h.insert(header::AUTHORIZATION, "bearer  xyz ".parse().unwrap());
+        assert_eq!(bearer(&h), Some("xyz"));
+        h.insert(header::AUTHORIZATION, "Basic Zm9vOmJhcg==".parse().unwrap());
+        assert_eq!(bearer(&h), None);
+        h.insert(header::AUTHORIZATION, "Bearer ".parse().unwrap());
+        assert_eq!(bearer(&h), None);
+    }
+}

@@ -1,0 +1,68 @@
+//! Posting a review (TokenReview, SubjectAccessReview) to the upstream with kache's own
+//! credentials and reading the answer, bounded in size.
+
+use crate::body;
+use crate::upstream::Upstream;
+use http::{header, HeaderValue, Method, Request};
+use http_body_util::{BodyExt, Limited};
+use serde_json::Value;
+
+/// Largest review response kache reads.
+const MAX_REVIEW_BYTES: usize = 1 << 20;
+
+/// Why a review could not be obtained (the request is then refused with 503 or 500, and
+/// nothing is cached).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The upstream could not be reached or the answer not read.
+    #[error("the upstream apiserver is unavailable: {0}")]
+    Transport(String),
+    /// The upstream refused the review (kache lacks the RBAC for it, or the API is off).
+    #[error("the upstream refused a {kind} with HTTP {code}: {body}")]
+    Refused {
+        /// TokenReview or SubjectAccessReview.
+        kind: &'static str,
+        /// HTTP status.
+        code: u16,
+        /// Start of the body.
+        body: String,
+    },
+    /// The answer was not the expected JSON.
+    #[error("the upstream's {kind} answer could not be decoded: {message}")]
+    Decode {
+        /// TokenReview or SubjectAccessReview.
+        kind: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ReviewError {
+    /// The Status a client gets when its request cannot be judged.
+    pub fn status(&self) -> crate::status::Status {
+        match self {
+            ReviewError::Transport(_) => crate::status::Status::unavailable(self.to_string()),
+            _ => crate::status::Status::internal(self.to_string()),
+        }
+    }
+}
+
+/// POST `review` to `path` and return the response's `status` object.
+pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, review: &Value) -> Result<Value, ReviewError> {
+    let mut req = Request::new(body::full(serde_json::to_vec(review).unwrap_or_default()));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = http::Uri::from_static(path);
+    req.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+    let resp = upstream.send(req).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
+    let code = resp.status().as_u16();
+    let bytes = Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect().await.map_err(|e| ReviewError::Transport(e.to_string()))?.to_bytes();
+    if !(200..300).contains(&code) {
+        return Err(ReviewError::Refused { kind, code, body: String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned() });
+    }
+    let mut v: Value = serde_json::from_slice(&bytes).map_err(|e| ReviewError::Decode { kind, message: e.to_string() })?;
+    match v.get_mut("status").map(Value::take) {
+        Some(s @ Value::Object(_)) => Ok(s),
+        _ => Err(ReviewError::Decode { kind, message: "no status".into() }),
+    }
+}

@@ -1,0 +1,103 @@
+//! The security step of `kache serve`'s pipeline: authenticate the client, honour its
+//! `Impersonate-*` headers only if the upstream lets it impersonate, authorize reads kache
+//! answers from cache, and say how a passed-through request carries the client's identity
+//! (impersonation with kache's credentials, or the client's own bearer token).
+
+use super::authn::{bearer, AuthnSettings, Authenticator};
+use super::authz::{AuthzSettings, Authorizer};
+use super::tls::CertIdentity;
+use super::{impersonate, Attributes, Identity};
+use crate::status::Status;
+use crate::upstream::Upstream;
+use http::HeaderMap;
+
+/// How requests kache passes through carry the client's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Passthrough {
+    /// kache's own credentials plus `Impersonate-*` headers naming the client.
+    Impersonate,
+    /// The client's own bearer token (clients without one are impersonated).
+    Forward,
+}
+
+/// Settings of authentication, authorization and pass-through identity.
+#[derive(Debug, Clone)]
+pub struct SecuritySettings {
+    /// Authentication.
+    pub authn: AuthnSettings,
+    /// Authorization.
+    pub authz: AuthzSettings,
+    /// Pass-through identity.
+    pub passthrough: Passthrough,
+}
+
+/// Authentication and authorization against the upstream.
+pub struct Security {
+    /// Who the client is.
+    pub authn: Authenticator,
+    /// What it may do.
+    pub authz: Authorizer,
+    passthrough: Passthrough,
+}
+
+/// An authenticated client, after impersonation.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The identity requests are judged as (the impersonated one, if the client impersonates).
+    pub identity: Identity,
+    /// The client's bearer token, when that is how it authenticated.
+    pub token: Option<String>,
+    /// Whether the client sent impersonation headers (and was allowed them).
+    pub impersonating: bool,
+}
+
+/// How a passed-through request is to be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Send {
+    /// With kache's credentials (the headers say whom it acts for, if anyone).
+    AsKache,
+    /// With the client's own `Authorization` header and no credentials of kache's.
+    AsClient,
+}
+
+impl Security {
+    /// Security asking `upstream`.
+    pub fn new(upstream: Upstream, settings: SecuritySettings) -> Security {
+        Security {
+            authn: Authenticator::new(upstream.clone(), settings.authn),
+            authz: Authorizer::new(upstream, settings.authz),
+            passthrough: settings.passthrough,
+        }
+    }
+
+    /// Authenticate a request and apply the impersonation it asks for (each `impersonate`
+    /// permission checked with the upstream, as the apiserver's impersonation filter does).
+    pub async fn caller(&self, cert: Option<&CertIdentity>, headers: &HeaderMap) -> Result<Caller, Status> {
+        let identity = self.authn.authenticate(cert, headers).await?;
+        let token = if cert.is_none() { bearer(headers).map(str::to_string) } else { None };
+        let Some(wanted) = impersonate::requested(headers)? else {
+            return Ok(Caller { identity, token, impersonating: false });
+        };
+        for check in wanted.checks() {
+            self.authz.authorize(&identity, &check).await?;
+        }
+        Ok(Caller { identity: wanted.identity(), token, impersonating: true })
+    }
+
+    /// 403 unless the caller may do `a`.
+    pub async fn authorize(&self, caller: &Caller, a: &Attributes) -> Result<(), Status> {
+        self.authz.authorize(&caller.identity, a).await
+    }
+
+    /// Rewrite a pass-through request's headers to carry the caller's identity; says which
+    /// credentials to send it with.
+    pub fn outbound(&self, caller: &Caller, headers: &mut HeaderMap) -> Result<Send, Status> {
+        if self.passthrough == Passthrough::Forward && caller.token.is_some() {
+            // The upstream judges the client's own token and any impersonation it asks for.
+            return Ok(Send::AsClient);
+        }
+        headers.remove(http::header::AUTHORIZATION);
+        impersonate::write(headers, &caller.identity)?;
+        Ok(Send::AsKache)
+    }
+}

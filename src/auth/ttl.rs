@@ -1,0 +1,85 @@
+//! A bounded cache of decisions that expire: token reviews and access reviews are cached for
+//! a short TTL (separately for positive and negative answers) so a busy client costs the
+//! upstream one review per TTL, and the cache never holds more than its capacity, whatever
+//! the clients send.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A map from `K` to `V` whose entries expire, holding at most `capacity` entries.
+#[derive(Debug)]
+pub struct TtlCache<K, V> {
+    entries: Mutex<HashMap<K, (Instant, V)>>,
+    capacity: usize,
+}
+
+impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
+    /// An empty cache of at most `capacity` entries (at least 1).
+    pub fn new(capacity: usize) -> Self {
+        TtlCache { entries: Mutex::new(HashMap::new()), capacity: capacity.max(1) }
+    }
+
+    /// The value for `key` if it has not expired.
+    pub fn get(&self, key: &K) -> Option<V> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(key).filter(|(until, _)| *until > Instant::now()).map(|(_, v)| v.clone())
+    }
+
+    /// Remember `value` for `ttl` (a zero TTL remembers nothing). When full, expired entries
+    /// are dropped first, then arbitrary ones, down to three quarters of the capacity.
+    pub fn insert(&self, key: K, value: V, ttl: Duration) {
+        if ttl.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= self.capacity && !entries.contains_key(&key) {
+            entries.retain(|_, (until, _)| *until > now);
+            let excess = entries.len().saturating_sub(self.capacity * 3 / 4);
+            if excess > 0 {
+                // HashMap iteration order is random per process: the victims are arbitrary.
+                let mut n = excess;
+                entries.retain(|_, _| {
+                    if n > 0 {
+                        n -= 1;
+                        false
+                    } else {
+                        true
+                    }
+                });
+            }
+        }
+        entries.insert(key, (now + ttl, value));
+    }
+
+    /// Entries held (expired ones included until they are swept).
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_expire_and_capacity_holds() {
+        let c = TtlCache::new(8);
+        c.insert(1, "a", Duration::from_secs(60));
+        assert_eq!(c.get(&1), Some("a"));
+        c.insert(2, "b", Duration::ZERO);
+        assert_eq!(c.get(&2), None);
+        for i in 0..100 {
+            c.insert(i, "x", Duration::from_secs(60));
+            assert!(c.len() <= 8);
+        }
+        assert_eq!(c.get(&99), Some("x"));
+    }
+}

@@ -1,0 +1,237 @@
+//! Operations: the admin listener of `kache serve` (the binary, so its process-wide Prometheus
+//! recorder is its own) in front of the simulator.
+//! - Under churn and client LIST/GET/WATCH/create traffic, `/metrics` carries every family
+//!   declared in `src/telemetry.rs` with bounded labels, and the values move between two
+//!   scrapes (requests, latency histogram, response bytes, informer events, window, watches
+//!   open, watch restarts after the upstream drops its watches).
+//! - `/readyz` is 503 while the preloaded caches have not synced and 200 once they have. The
+//!   "not synced yet" state is made deterministic by a proxy between kache and the simulator
+//!   that lets discovery through but holds every LIST until the test opens its gate. With the
+//!   upstream down, `/readyz` turns 503 again ("upstream unreachable"); `/livez` and
+//!   `/healthz` stay 200 throughout.
+
+mod common;
+mod ops_support;
+
+use common::{cluster, deadline, list_rv, start, Next};
+use ops_support::{telemetry_metrics, KacheBin, Proxy, Scrape};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Families declared in src/telemetry.rs that no code records yet (see the report to the
+/// lead: `WATCH_EVENTS_SENT` and `WATCHERS_SLOW` are declared but never incremented). Remove
+/// a name from here once src/ records it; the test then requires it like the others.
+const KNOWN_MISSING: &[&str] = &["kache_watch_events_sent_total", "kache_watchers_ended_slow_total"];
+
+/// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
+const BOUNDED_LABELS: &[&str] = &["resource", "encoding", "verb", "source", "code", "le", "quantile"];
+const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
+
+fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {
+    (a.sum(name, want), b.sum(name, want))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_every_family_and_move_under_churn_with_clients() {
+    let sim = start(&cluster(&["--nodes", "20", "--pods", "600", "--namespaces", "4", "--churn-per-sec", "50", "--bookmark-interval-seconds", "1"])).await;
+    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--watch-bookmark-interval-seconds", "1"], &[], 120).await;
+    k.readyz_becomes(200, 120).await;
+
+    // First scrape: caches synced, churn flowing, no client of ours yet.
+    let s1 = k.scrape().await;
+    assert_eq!(s1.sum(kache::telemetry::WATCHES_OPEN, &[("resource", "pods")]), 0.0, "no watch is open yet");
+    assert_eq!(s1.types.get(kache::telemetry::REQUEST_SECONDS).map(String::as_str), Some("histogram"), "latency is a histogram: {:?}", s1.types);
+
+    // Client traffic: cached LISTs (JSON, protobuf, consistent, paged), GETs (found and not),
+    // a write passed through, and a watch kept open across the second scrape.
+    let api = &k.api;
+    let l = api.get_ok("/api/v1/pods?resourceVersion=0").await;
+    assert!(l["items"].as_array().is_some_and(|i| !i.is_empty()), "cached LIST has pods");
+    let rv = list_rv(&l);
+    api.get_ok("/api/v1/pods").await;
+    let page = api.get_ok("/api/v1/pods?limit=50").await;
+    let cont = page["metadata"]["continue"].as_str().expect("a continue token").to_string();
+    api.get_ok(&format!("/api/v1/pods?limit=50&continue={cont}")).await;
+    assert_eq!(api.get_pb("/api/v1/nodes?resourceVersion=0").await.status, 200);
+    api.get_ok("/api/v1/nodes/node-0001").await;
+    assert_eq!(api.get("/api/v1/namespaces/default/pods/no-such-pod").await.status, 404);
+    api.create_cm("default", "ops-metrics", serde_json::json!({"a": "b"})).await;
+    let mut w = api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"), "application/json").await;
+    assert_eq!(w.status, 200, "watch through kache");
+    let end = deadline(30);
+    let mut events = 0;
+    while events < 5 {
+        match w.next_json(end).await {
+            Next::Item(ev) => {
+                if ev["type"] != "BOOKMARK" {
+                    events += 1;
+                }
+            }
+            other => panic!("watch: expected events under churn, got {other:?}"),
+        }
+    }
+    // The upstream drops every watch (as an apiserver restart would): informers resume.
+    sim.sim.disconnect_watchers();
+    let end = deadline(60);
+    let s2 = loop {
+        let s = k.scrape().await;
+        if s.sum(kache::telemetry::WATCH_RESTARTS, &[]) > 0.0 && s.sum(kache::telemetry::WATCHES_OPEN, &[("resource", "pods")]) >= 1.0 {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < end, "no upstream watch restart counted within 60 s:\n{}", k.admin_get("/metrics").await.1);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    // Every declared family is on the page (except the ones src/ does not record yet).
+    let declared = telemetry_metrics();
+    let families = s2.families();
+    let missing: Vec<&str> = declared.iter().map(|d| d.name.as_str()).filter(|n| !families.contains(*n) && !KNOWN_MISSING.contains(n)).collect();
+    assert!(missing.is_empty(), "families declared in src/telemetry.rs but not on /metrics: {missing:?}\npage has: {families:?}");
+    for known in KNOWN_MISSING {
+        if families.contains(*known) {
+            eprintln!("note: {known} is now recorded; remove it from KNOWN_MISSING");
+        }
+    }
+    let undeclared: Vec<&String> = families.iter().filter(|f| f.starts_with("kache_") && !declared.iter().any(|d| &d.name == *f)).collect();
+    assert!(undeclared.is_empty(), "families on /metrics not declared in src/telemetry.rs: {undeclared:?}");
+
+    // Bounded labels only.
+    let mut label_keys = BTreeSet::new();
+    for s in s2.samples.iter().filter(|s| s.name.starts_with("kache_")) {
+        for (key, value) in &s.labels {
+            label_keys.insert(key.clone());
+            assert!(BOUNDED_LABELS.contains(&key.as_str()), "{}: unbounded label {key}={value}", s.name);
+            match key.as_str() {
+                "verb" => assert!(VERBS.contains(&value.as_str()), "{}: verb {value}", s.name),
+                "source" => assert!(value == "cache" || value == "upstream", "{}: source {value}", s.name),
+                "code" => assert!(value.len() == 3 && value.chars().all(|c| c.is_ascii_digit()), "{}: code {value}", s.name),
+                "encoding" => assert!(value == "json" || value == "protobuf", "{}: encoding {value}", s.name),
+                _ => {}
+            }
+        }
+    }
+
+    // Requests by verb, source and code.
+    use kache::telemetry as t;
+    for (verb, source, code) in [("list", "cache", "200"), ("get", "cache", "200"), ("get", "cache", "404"), ("watch", "cache", "200"), ("create", "upstream", "201")] {
+        assert!(s2.sum(t::REQUESTS, &[("verb", verb), ("source", source), ("code", code)]) >= 1.0, "no {t} sample for verb={verb} source={source} code={code}", t = t::REQUESTS);
+    }
+    // Latency histogram with the explicit buckets, one count per request.
+    let bucket = format!("{}_bucket", t::REQUEST_SECONDS);
+    let les: BTreeSet<String> = s2.find(&bucket, &[]).iter().filter_map(|s| s.labels.get("le").cloned()).collect();
+    for le in ["0.0005", "0.005", "0.1", "1", "10", "+Inf"] {
+        assert!(les.contains(le), "{bucket}: no le={le} bucket (have {les:?})");
+    }
+    let count = format!("{}_count", t::REQUEST_SECONDS);
+    assert_eq!(s2.sum(&count, &[]), s2.sum(t::REQUESTS, &[]), "every counted request has a latency observation");
+    // Cache contents: nodes do not churn, so their count is exact in both encodings.
+    for enc in ["json", "protobuf"] {
+        assert_eq!(s2.sum(t::OBJECTS, &[("resource", "nodes"), ("encoding", enc)]), 20.0, "nodes cached in {enc}");
+        assert!(s2.sum(t::BYTES, &[("resource", "pods"), ("encoding", enc)]) > 0.0, "pod bytes in {enc}");
+    }
+    let pods = s2.sum(t::OBJECTS, &[("resource", "pods"), ("encoding", "json")]);
+    assert!((400.0..=800.0).contains(&pods), "about 600 pods cached, got {pods}");
+
+    // Values that move between the scrapes.
+    for (name, want) in [
+        (t::REQUESTS, vec![]),
+        (count.as_str(), vec![]),
+        (t::RESPONSE_BYTES, vec![("verb", "list")]),
+        (t::EVENTS_INGESTED, vec![("resource", "pods")]),
+        (t::WINDOW_EVENTS, vec![("resource", "pods"), ("encoding", "json")]),
+        (t::WINDOW_SECONDS, vec![("resource", "pods"), ("encoding", "json")]),
+        (t::WATCHES_OPEN, vec![("resource", "pods")]),
+        (t::WATCH_RESTARTS, vec![]),
+    ] {
+        let (a, b) = moved(&s1, &s2, name, &want);
+        assert!(b > a, "{name}{want:?} did not grow between the scrapes: {a} -> {b}");
+    }
+    assert!(s2.sum(t::RELISTS, &[("resource", "pods")]) >= 2.0, "initial list of pods in two encodings counted");
+    assert!(!s2.find(t::RV_LAG, &[("resource", "pods")]).is_empty(), "consistent reads probe the upstream and record the lag");
+    let changed = s1.series().into_iter().filter(|(k, v)| s2.series().get(k).is_some_and(|w| w != v)).count();
+    assert!(changed >= 10, "only {changed} series changed between the scrapes");
+
+    // Closing the watch brings the gauge back down.
+    drop(w);
+    let end = deadline(30);
+    while k.scrape().await.sum(t::WATCHES_OPEN, &[("resource", "pods")]) != 0.0 {
+        assert!(tokio::time::Instant::now() < end, "watches_open did not return to 0 after the client left");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The preloaded caches of the default `--preload` in both encodings (protobuf where the kind
+/// has it: every built-in kind).
+fn default_cache_checks() -> Vec<String> {
+    let mut v = Vec::new();
+    for r in ["configmaps", "namespaces", "nodes", "pods", "services"] {
+        for enc in ["json", "protobuf"] {
+            v.push(format!("cache {r} {enc}"));
+        }
+    }
+    v
+}
+
+/// The check lines of a verbose `/readyz` body (`[+]name detail` or `[-]name detail`).
+fn check_lines(body: &str) -> Vec<&str> {
+    body.lines().filter(|l| l.starts_with("[+]") || l.starts_with("[-]")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
+    let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    // Discovery passes, every LIST waits at the closed gate: kache starts and binds, and its
+    // caches cannot sync until the test says so.
+    let proxy = Proxy::start(&sim.addr, false).await;
+    let k = KacheBin::spawn(&proxy.url(), &[], &[], 120).await;
+    for path in ["/livez", "/healthz"] {
+        assert_eq!(k.admin_get(path).await.0, 200, "{path} while syncing");
+    }
+    let (code, body) = k.admin_get("/readyz").await;
+    assert_eq!(code, 503, "/readyz before sync: {body}");
+    assert!(body.contains("readyz check failed"), "{body}");
+    let (code, verbose) = k.admin_get("/readyz?verbose").await;
+    assert_eq!(code, 503);
+    let checks = check_lines(&verbose);
+    let expect = default_cache_checks();
+    for e in &expect {
+        assert!(verbose.lines().any(|l| l.starts_with("[-]") && l.contains(e) && l.ends_with("not synced")), "/readyz?verbose lacks a failing check for {e}:\n{verbose}");
+    }
+    assert_eq!(checks.len(), expect.len(), "one check per preloaded cache: {checks:?}");
+    assert!(proxy.seen().iter().any(|(_, p)| p.starts_with("/api/v1/pods?limit=")), "kache asked for the pod list (held at the gate)");
+    // Still not ready while the lists are held: nothing but the gate decides.
+    assert_eq!(k.admin_get("/readyz").await.0, 503);
+
+    proxy.open_gate();
+    let verbose = k.readyz_becomes(200, 120).await;
+    for e in &expect {
+        assert!(verbose.lines().any(|l| l.starts_with("[+]") && l.contains(e) && l.ends_with(" ok")), "/readyz?verbose after sync lacks a passing {e}:\n{verbose}");
+    }
+    assert!(verbose.contains("readyz check passed"), "{verbose}");
+
+    // The upstream goes away: streams are cut and every request gets 503.
+    proxy.set_down(true);
+    let verbose = k.readyz_becomes(503, 60).await;
+    assert!(verbose.contains("upstream unreachable"), "/readyz?verbose with the upstream down:\n{verbose}");
+    for path in ["/livez", "/healthz"] {
+        assert_eq!(k.admin_get(path).await.0, 200, "{path} with the upstream down (liveness must not restart kache for it)");
+    }
+}
+
+/// After the upstream comes back, `/readyz` must return to 200 once the informers have
+/// resumed. Ignored until src/informer.rs is fixed: `Feed::healthy` is only written when a
+/// watch request *ends* (`follow`), so after an outage the resumed, working watch leaves it
+/// false until that watch times out (240-360 s) and the replica stays unready that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "src/informer.rs: healthy is only updated when an upstream watch ends; see the ops report"]
+async fn readyz_recovers_when_the_upstream_comes_back() {
+    let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    let proxy = Proxy::start(&sim.addr, true).await;
+    let k = KacheBin::spawn(&proxy.url(), &[], &[], 120).await;
+    k.readyz_becomes(200, 120).await;
+    proxy.set_down(true);
+    k.readyz_becomes(503, 60).await;
+    proxy.set_down(false);
+    let verbose = k.readyz_becomes(200, 90).await;
+    assert!(!verbose.contains("[-]"), "{verbose}");
+}
