@@ -87,7 +87,8 @@ pub struct ServeArgs {
     /// Write the bound address (`host:port`) to this file once listening.
     #[arg(long, env = "KACHE_ADDR_FILE")]
     pub addr_file: Option<PathBuf>,
-    /// Serve plain HTTP (loopback addresses only). Required until TLS serving lands.
+    /// Serve plain HTTP instead of TLS (loopback addresses only). Clients are still
+    /// authenticated (bearer tokens) and authorized.
     #[arg(long, env = "KACHE_INSECURE_HTTP")]
     pub insecure_http: bool,
     /// Write a kubeconfig that points clients at this kache.
@@ -105,6 +106,133 @@ pub struct ServeArgs {
     /// Cache settings.
     #[command(flatten)]
     pub cache: CacheArgs,
+    /// TLS, authentication, authorization and request limits.
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+/// TLS, client authentication and authorization, and limits on what clients may send.
+#[derive(Debug, Clone, Args)]
+pub struct SecurityArgs {
+    /// PEM certificate chain to serve (leaf first); without it a CA and a serving
+    /// certificate are generated at start and the CA is written into --client-kubeconfig-out.
+    #[arg(long, env = "KACHE_TLS_CERT_FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, env = "KACHE_TLS_PRIVATE_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// PEM CA bundle client certificates are verified against (user = CN, groups = O).
+    #[arg(long, env = "KACHE_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Serve requests without credentials as `system:anonymous` (group
+    /// `system:unauthenticated`), still subject to authorization; otherwise they get 401.
+    #[arg(long, env = "KACHE_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+    /// How passed-through requests carry the client's identity: `impersonate` (kache's
+    /// credentials plus Impersonate-* headers) or `forward` (the client's own bearer token;
+    /// clients without one are impersonated).
+    #[arg(long, env = "KACHE_PASSTHROUGH_AUTH", value_parser = ["impersonate", "forward"], default_value = "impersonate")]
+    pub passthrough_auth: String,
+    /// Seconds a token the upstream's TokenReview accepted is trusted without asking again.
+    #[arg(long, env = "KACHE_TOKEN_CACHE_TTL_SECONDS", default_value_t = 10)]
+    pub token_cache_ttl_seconds: u64,
+    /// Seconds a token the upstream refused is refused without asking again.
+    #[arg(long, env = "KACHE_TOKEN_CACHE_NEGATIVE_TTL_SECONDS", default_value_t = 10)]
+    pub token_cache_negative_ttl_seconds: u64,
+    /// Seconds an allowed SubjectAccessReview decision is reused.
+    #[arg(long, env = "KACHE_AUTHZ_CACHE_ALLOW_TTL_SECONDS", default_value_t = 10)]
+    pub authz_cache_allow_ttl_seconds: u64,
+    /// Seconds a denied SubjectAccessReview decision is reused.
+    #[arg(long, env = "KACHE_AUTHZ_CACHE_DENY_TTL_SECONDS", default_value_t = 10)]
+    pub authz_cache_deny_ttl_seconds: u64,
+    /// Entries each of the token and decision caches holds at most.
+    #[arg(long, env = "KACHE_AUTH_CACHE_ENTRIES", default_value_t = 10_000)]
+    pub auth_cache_entries: usize,
+    /// Cached reads (GET and LIST; watches are not counted) in flight at once over all
+    /// clients; beyond it 429 with Retry-After (0 = no cap).
+    #[arg(long, env = "KACHE_MAX_INFLIGHT_READS", default_value_t = 4000)]
+    pub max_inflight_reads: usize,
+    /// Cached reads in flight at once for one user (0 = no cap).
+    #[arg(long, env = "KACHE_MAX_INFLIGHT_READS_PER_USER", default_value_t = 400)]
+    pub max_inflight_reads_per_user: usize,
+    /// Largest request head (HTTP/1.1 request line and headers; HTTP/2 header list) in bytes.
+    #[arg(long, env = "KACHE_MAX_HEADER_BYTES", default_value_t = 1 << 20)]
+    pub max_header_bytes: usize,
+    /// Longest request URI (path and query) in bytes; longer ones get 414.
+    #[arg(long, env = "KACHE_MAX_URI_BYTES", default_value_t = 64 * 1024)]
+    pub max_uri_bytes: usize,
+    /// Seconds a client has to send a request's headers (HTTP/1.1) or finish the TLS handshake.
+    #[arg(long, env = "KACHE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 32)]
+    pub header_read_timeout_seconds: u64,
+    /// HTTP/2 streams one client connection may have open at once.
+    #[arg(long, env = "KACHE_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::server::MAX_STREAMS)]
+    pub http2_max_streams_per_connection: u32,
+}
+
+impl SecurityArgs {
+    /// Check values that clap's types do not.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_header_bytes < 8192 {
+            return Err(format!("--max-header-bytes must be at least 8192, got {}", self.max_header_bytes));
+        }
+        if self.max_uri_bytes < 256 {
+            return Err(format!("--max-uri-bytes must be at least 256, got {}", self.max_uri_bytes));
+        }
+        if self.header_read_timeout_seconds == 0 {
+            return Err("--header-read-timeout-seconds must be at least 1".into());
+        }
+        if self.http2_max_streams_per_connection == 0 {
+            return Err("--http2-max-streams-per-connection must be at least 1".into());
+        }
+        for (flag, f) in [("--tls-cert-file", &self.tls_cert_file), ("--tls-private-key-file", &self.tls_private_key_file), ("--client-ca-file", &self.client_ca_file)] {
+            if let Some(p) = f.as_ref().filter(|p| !p.is_file()) {
+                return Err(format!("{flag} {}: no such file", p.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Simulator TLS, users and RBAC. Without a users, RBAC or client CA file the simulator is
+/// open: every request is allowed, as before.
+#[derive(Debug, Clone, Args, Default)]
+pub struct SimAuthArgs {
+    /// Users: YAML or JSON `tokens: {TOKEN: {username, uid, groups, extra, expiresAt}}`.
+    /// Client-certificate users are their CN, in the groups of their O.
+    #[arg(long, env = "KACHE_SIM_USERS_FILE")]
+    pub users_file: Option<PathBuf>,
+    /// RBAC: YAML or JSON `rules: [{users, groups, verbs, apiGroups, resources,
+    /// resourceNames, namespaces, nonResourceURLs, fieldSelector}]`; `system:masters` may do
+    /// anything.
+    #[arg(long, env = "KACHE_SIM_RBAC_FILE")]
+    pub rbac_file: Option<PathBuf>,
+    /// Serve TLS with a certificate generated at start (implied by the other TLS flags).
+    #[arg(long, env = "KACHE_SIM_TLS")]
+    pub tls: bool,
+    /// PEM certificate chain to serve.
+    #[arg(long, env = "KACHE_SIM_TLS_CERT_FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, env = "KACHE_SIM_TLS_PRIVATE_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// PEM CA bundle client certificates are verified against (implies TLS).
+    #[arg(long, env = "KACHE_SIM_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Write a kubeconfig for the simulator (server URL and CA; no user) to this file.
+    #[arg(long, env = "KACHE_SIM_KUBECONFIG_OUT")]
+    pub kubeconfig_out: Option<PathBuf>,
+}
+
+impl SimAuthArgs {
+    /// Whether the simulator serves TLS.
+    pub fn tls_enabled(&self) -> bool {
+        self.tls || self.tls_cert_file.is_some() || self.client_ca_file.is_some()
+    }
+
+    /// Whether the simulator authenticates and authorizes requests.
+    pub fn auth_enabled(&self) -> bool {
+        self.users_file.is_some() || self.rbac_file.is_some() || self.client_ca_file.is_some()
+    }
 }
 
 /// The synthetic cluster and simulator settings.
@@ -158,7 +286,7 @@ impl ClusterArgs {
 /// `kache sim`.
 #[derive(Debug, Clone, Args)]
 pub struct SimArgs {
-    /// Address to listen on (plain HTTP; port 0 picks a free port).
+    /// Address to listen on (loopback only; port 0 picks a free port).
     #[arg(long, env = "KACHE_SIM_LISTEN", default_value = "127.0.0.1:0")]
     pub listen: String,
     /// Write the bound address (`host:port`) to this file once listening.
@@ -167,6 +295,9 @@ pub struct SimArgs {
     /// The synthetic cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// TLS, users and RBAC.
+    #[command(flatten)]
+    pub auth: SimAuthArgs,
 }
 
 /// `kache demo`.

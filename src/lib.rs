@@ -1,7 +1,10 @@
 //! kache: a watch cache and read proxy for the Kubernetes API.
 //!
 //! Layout (request path first, then state, then feeders):
-//! - `server`: accept loop, per-connection task, HTTP/1.1 and HTTP/2.
+//! - `server`: accept loop, per-connection task, TLS, HTTP/1.1 and HTTP/2, connection limits.
+//! - `auth`: client identity (certificates, TokenReview), authorization (SubjectAccessReview),
+//!   impersonation, TLS serving certificates.
+//! - `limit`: in-flight caps on cached reads (429 beyond them).
 //! - `route`: classify a request path and query into a cached read or something else.
 //! - `query`: parse and validate list/watch options (resourceVersion modes, limit, selectors).
 //! - `handler`: cached GET, LIST and WATCH answered from one snapshot with pre-encoded bytes.
@@ -29,6 +32,7 @@
 //! - `config`: command-line configuration.
 
 pub mod admin;
+pub mod auth;
 pub mod body;
 pub mod cache;
 pub mod config;
@@ -36,6 +40,7 @@ pub mod demo;
 pub mod handler;
 pub mod informer;
 pub mod json;
+pub mod limit;
 pub mod object;
 pub mod proxy;
 pub mod query;

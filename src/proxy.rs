@@ -1,5 +1,5 @@
-//! Pass-through: everything kache does not answer from cache goes to the upstream unchanged
-//! and streams back (bodies are never buffered whole), including connection upgrades for
+//! Pass-through: everything kache does not answer from cache goes to the upstream (with
+//! kache's credentials or the client's own) and streams back (bodies are never buffered whole), including connection upgrades for
 //! exec/attach/port-forward. An unreachable upstream is a 503 `Status`.
 
 use crate::body::{self, Body, BoxError};
@@ -10,9 +10,18 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-/// Hop-by-hop headers (RFC 9110 7.6.1) and the client's own credentials, which the upstream
-/// request replaces with kache's.
-const DROP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host", "authorization"];
+/// Hop-by-hop headers (RFC 9110 7.6.1).
+const DROP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"];
+
+/// Whose credentials a passed-through request is sent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credentials {
+    /// kache's own (the client's `Authorization` header is dropped; any `Impersonate-*`
+    /// headers the caller left on the request name whom kache acts for).
+    Kache,
+    /// The client's own `Authorization` header, and none of kache's.
+    Client,
+}
 
 fn clean(headers: &mut HeaderMap, upgrade: bool) {
     for name in DROP {
@@ -29,18 +38,25 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// Forward `req` to the upstream and stream the answer back.
-pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>) -> Response<Body> {
+pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>, creds: Credentials) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, incoming) = req.into_parts();
     clean(&mut parts.headers, upgrade);
+    if creds == Credentials::Kache {
+        parts.headers.remove(header::AUTHORIZATION);
+    }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     parts.uri = match path.parse() {
         Ok(u) => u,
         Err(_) => return Status::bad_request("malformed request path").into_response(false),
     };
     let out = Request::from_parts(parts, incoming.map_err(BoxError::from).boxed_unsync());
-    let sent = if upgrade { upstream.send_upgrade(out).await } else { upstream.send(out).await };
+    let sent = match (creds, upgrade) {
+        (Credentials::Client, _) => upstream.send_as_client(out, upgrade).await,
+        (Credentials::Kache, true) => upstream.send_upgrade(out).await,
+        (Credentials::Kache, false) => upstream.send(out).await,
+    };
     let mut resp = match sent {
         Ok(r) => r,
         Err(e) => {

@@ -2,10 +2,18 @@
 //! and encoding in demand, answer GET/LIST/WATCH from it when it can do so faithfully, and
 //! pass everything else through.
 //!
-//! Request pipeline: `server` -> [`Serve::handle`] -> `route::classify` -> either
-//! `handler::{get,list,watch}` on a synced, current-enough cache, or `proxy::forward`.
+//! Request pipeline: `server` -> [`Serve::handle`] (URI limit, authentication and
+//! impersonation) -> `route::classify` -> either authorization (SubjectAccessReview), the
+//! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
+//! `proxy::forward` carrying the client's identity.
 
+use crate::auth::security::Send as SendAs;
+use crate::auth::{impersonate, Attributes, Caller, Security};
 use crate::body::Body;
+use crate::limit::{Guarded, Inflight, InflightLimits};
+use crate::proxy::Credentials;
+use crate::server::Peer;
+use crate::status::Status;
 use crate::cache::Limits;
 use crate::handler::{self, WatchSettings};
 use crate::informer::{Feed, InformerError};
@@ -38,6 +46,13 @@ pub struct ServeSettings {
     pub preload: Vec<String>,
     /// Encodings to load preloaded resources in.
     pub preload_formats: Vec<Format>,
+    /// Authentication and authorization of clients; `None` serves everyone with kache's own
+    /// rights (tests and the demo on loopback only).
+    pub security: Option<Arc<Security>>,
+    /// Caps on cached reads in flight.
+    pub inflight: InflightLimits,
+    /// Longest request URI (path and query) accepted.
+    pub max_uri_bytes: usize,
 }
 
 type FeedKey = (String, String, String, Format);
@@ -49,6 +64,7 @@ pub struct Serve {
     feeds: DashMap<FeedKey, Arc<Feed>>,
     settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
+    inflight: Inflight,
 }
 
 /// Whether a group is one of Kubernetes' own (served in protobuf), not a custom resource's.
@@ -112,7 +128,8 @@ impl Serve {
     pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
         let resources: Vec<ResourceRef> = discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
-        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings, hits: Default::default() });
+        let inflight = Inflight::new(settings.inflight);
+        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings, hits: Default::default(), inflight });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
             match found {
@@ -223,8 +240,46 @@ impl Serve {
         feed.cache.progress() >= rv || feed.cache.wait_for(rv, self.settings.consistent_wait).await
     }
 
-    /// Answer from cache, or `None` to pass the request through.
-    async fn cached(&self, req: &Request<Incoming>) -> Option<Response<Body>> {
+    /// The security the serving cache applies, if any.
+    pub fn security(&self) -> Option<&Arc<Security>> {
+        self.settings.security.as_ref()
+    }
+
+    /// Cached reads in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.in_flight()
+    }
+
+    /// Check the URI's length, authenticate the client and apply the impersonation it asks
+    /// for. `None` when security is off.
+    async fn admit(&self, req: &Request<Incoming>) -> Result<Option<Caller>, Status> {
+        let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+        if uri_len > self.settings.max_uri_bytes {
+            return Err(Status::uri_too_long(self.settings.max_uri_bytes));
+        }
+        let Some(security) = &self.settings.security else { return Ok(None) };
+        let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
+        security.caller(cert.as_deref(), req.headers()).await.map(Some)
+    }
+
+    /// Make a pass-through request carry the caller's identity; which credentials to send.
+    fn outbound(&self, req: &mut Request<Incoming>, caller: Option<&Caller>) -> Result<Credentials, Status> {
+        match (&self.settings.security, caller) {
+            (Some(security), Some(caller)) => Ok(match security.outbound(caller, req.headers_mut())? {
+                SendAs::AsKache => Credentials::Kache,
+                SendAs::AsClient => Credentials::Client,
+            }),
+            // No security: the request acts with kache's own rights, never anyone else's.
+            _ => {
+                impersonate::strip(req.headers_mut());
+                Ok(Credentials::Kache)
+            }
+        }
+    }
+
+    /// Answer from cache, or `None` to pass the request through. A request kache would
+    /// answer is authorized first (before its options are judged, as in the apiserver).
+    async fn cached(&self, req: &Request<Incoming>, caller: Option<&Caller>) -> Option<Response<Body>> {
         if req.method() != Method::GET {
             return None;
         }
@@ -237,7 +292,18 @@ impl Serve {
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let Negotiated::Serve(fmt) = negotiate(accept, r.protobuf) else { return None };
         let protobuf = fmt == Format::Protobuf;
-        let opts = match Options::parse(req.uri().query()) {
+        let parsed = Options::parse(req.uri().query());
+        // A watch of one named object (the legacy form) is the upstream's to answer.
+        if p.name.is_some() && parsed.as_ref().is_ok_and(|o| o.watch) {
+            return None;
+        }
+        if let (Some(security), Some(caller)) = (&self.settings.security, caller) {
+            let attributes = Attributes::of(req.method(), req.uri().path(), req.uri().query());
+            if let Err(status) = security.authorize(caller, &attributes).await {
+                return Some(status.into_response(protobuf));
+            }
+        }
+        let opts = match parsed {
             Ok(o) => o,
             Err(status) => return Some(status.into_response(protobuf)),
         };
@@ -249,6 +315,15 @@ impl Serve {
         if !feed.synced() {
             return None;
         }
+        // Watches are long-running and not counted, as in the apiserver's max-in-flight.
+        let permit = if opts.watch {
+            None
+        } else {
+            match self.inflight.acquire(caller.map(|c| c.identity.username.as_str())) {
+                Ok(p) => Some(p),
+                Err(status) => return Some(status.into_response(protobuf)),
+            }
+        };
         let cache = &feed.cache;
         let ns = p.namespace.as_deref();
         let result = match &p.name {
@@ -285,22 +360,37 @@ impl Serve {
                 handler::list(cache, ns, &opts, fmt).await
             }
         };
-        Some(result.unwrap_or_else(|status| status.into_response(protobuf)))
+        let resp = result.unwrap_or_else(|status| status.into_response(protobuf));
+        Some(match permit {
+            Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
+            None => resp,
+        })
     }
 }
 
+fn wants_protobuf(req: &Request<Incoming>) -> bool {
+    req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.starts_with(crate::wire::PROTOBUF))
+}
+
 impl Handler for Serve {
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
         let started = std::time::Instant::now();
         let named = matches!(classify(req.uri().path()), Some(Target::Resource(ResourcePath { name: Some(_), .. })));
         let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
         let verb = telemetry::verb(req.method(), named, watch);
-        let (resp, source) = match self.cached(&req).await {
-            Some(resp) => {
-                self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                (resp, "cache")
-            }
-            None => (proxy::forward(&self.upstream, req).await, "upstream"),
+        let protobuf = wants_protobuf(&req);
+        let (resp, source) = match self.admit(&req).await {
+            Err(status) => (status.into_response(protobuf), "kache"),
+            Ok(caller) => match self.cached(&req, caller.as_ref()).await {
+                Some(resp) => {
+                    self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    (resp, "cache")
+                }
+                None => match self.outbound(&mut req, caller.as_ref()) {
+                    Ok(creds) => (proxy::forward(&self.upstream, req, creds).await, "upstream"),
+                    Err(status) => (status.into_response(protobuf), "kache"),
+                },
+            },
         };
         let code = resp.status().as_u16().to_string();
         metrics::counter!(telemetry::REQUESTS, "verb" => verb, "source" => source, "code" => code).increment(1);

@@ -1,17 +1,23 @@
 //! The listener: bind (port 0 allowed, the bound address written to a file for tests and
-//! scripts), accept, and serve each connection with HTTP/1.1 or HTTP/2 on its own task.
+//! scripts), accept, optionally terminate TLS, and serve each connection with HTTP/1.1 or
+//! HTTP/2 on its own task, within per-connection limits (header size and read timeout, TLS
+//! handshake timeout, HTTP/2 streams and header list size). Every request carries a [`Peer`]
+//! extension: the client's address and its verified certificate identity, if any.
 
+use crate::auth::tls::CertIdentity;
 use crate::body::Body;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::graceful::GracefulShutdown;
-use std::time::Duration;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 /// HTTP/2 streams one client connection may have open at once. client-go multiplexes every
 /// watch of a process over one connection, so hyper's default of 200 is far too low.
@@ -21,6 +27,40 @@ pub const MAX_STREAMS: u32 = 100_000;
 pub trait Handler: Send + Sync + 'static {
     /// Answer one request.
     fn handle(self: Arc<Self>, req: Request<Incoming>) -> impl Future<Output = Response<Body>> + Send;
+}
+
+/// The connection a request came on (a request extension).
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// The identity in the client certificate the TLS handshake verified, if any.
+    pub cert: Option<Arc<CertIdentity>>,
+}
+
+/// Limits every connection is held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Largest request head (request line and headers) over HTTP/1.1, and header list over
+    /// HTTP/2, in bytes.
+    pub max_header_bytes: usize,
+    /// Time a client has to send a request's headers over HTTP/1.1.
+    pub header_read_timeout: Duration,
+    /// Time a client has to complete the TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// HTTP/2 streams one connection may have open at once.
+    pub max_streams: u32,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            max_header_bytes: 1 << 20,
+            header_read_timeout: Duration::from_secs(32),
+            tls_handshake_timeout: Duration::from_secs(10),
+            max_streams: MAX_STREAMS,
+        }
+    }
 }
 
 /// Bind `addr` and, if asked, write the bound address to `addr_file` (atomically, so a
@@ -36,16 +76,49 @@ pub async fn bind(addr: &str, addr_file: Option<&Path>) -> std::io::Result<(TcpL
     Ok((listener, local))
 }
 
-/// Serve connections from `listener` until `shutdown` resolves; then stop accepting, let
-/// connections finish their requests (HTTP/2 gets GOAWAY), and return when they are done
-/// or `grace` has passed.
+/// Serve plain HTTP connections from `listener` with default limits until `shutdown`
+/// resolves; see [`serve_with`].
 pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>, shutdown: impl Future<Output = ()>, grace: Duration) {
+    serve_with(listener, None, ConnLimits::default(), handler, shutdown, grace).await
+}
+
+type Builder = hyper_util::server::conn::auto::Builder<TokioExecutor>;
+
+fn builder(limits: ConnLimits) -> Builder {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        // Rapid-reset (CVE-2023-44487) and error-reset floods end the connection.
+        .max_pending_accept_reset_streams(Some(200))
+        .max_local_error_reset_streams(Some(1024));
+    builder
+}
+
+/// Serve connections from `listener` (TLS when `tls` is set) until `shutdown` resolves; then
+/// stop accepting, let connections finish their requests (HTTP/2 gets GOAWAY), and return
+/// when they are done or `grace` has passed.
+pub async fn serve_with<H: Handler>(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limits: ConnLimits,
+    handler: Arc<H>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
     tokio::pin!(shutdown);
     let graceful = GracefulShutdown::new();
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http2().max_concurrent_streams(MAX_STREAMS);
+    let builder = Arc::new(builder(limits));
+    let acceptor = tls.map(TlsAcceptor::from);
     loop {
-        let (stream, peer) = tokio::select! {
+        let (stream, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -56,21 +129,45 @@ pub async fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>, shutdown:
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
-        let svc = hyper::service::service_fn(move |req| {
-            let h = handler.clone();
-            async move { Ok::<_, std::convert::Infallible>(h.handle(req).await) }
-        });
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(client.addr = %peer, error = %e, "connection ended");
+        let (handler, builder, watcher) = (handler.clone(), builder.clone(), graceful.watcher());
+        match acceptor.clone() {
+            None => {
+                let peer = Peer { addr, cert: None };
+                tokio::spawn(connection(builder, TokioIo::new(stream), peer, handler, watcher));
             }
-        });
+            Some(acceptor) => {
+                tokio::spawn(async move {
+                    let tls = match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => return tracing::debug!(client.addr = %addr, error = %e, "TLS handshake failed"),
+                        Err(_) => return tracing::debug!(client.addr = %addr, "TLS handshake timed out"),
+                    };
+                    let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c)).map(Arc::new);
+                    let peer = Peer { addr, cert };
+                    connection(builder, TokioIo::new(tls), peer, handler, watcher).await
+                });
+            }
+        }
     }
     drop(listener);
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(grace_seconds = grace.as_secs_f64(), "connections still open after the grace period");
+    }
+}
+
+/// Serve one connection until it ends (or the graceful shutdown it is watched by ends it).
+async fn connection<H: Handler, IO>(builder: Arc<Builder>, io: TokioIo<IO>, peer: Peer, handler: Arc<H>, watcher: Watcher)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let addr = peer.addr;
+    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let h = handler.clone();
+        req.extensions_mut().insert(peer.clone());
+        async move { Ok::<_, std::convert::Infallible>(h.handle(req).await) }
+    });
+    let conn = builder.serve_connection_with_upgrades(io, svc);
+    if let Err(e) = watcher.watch(conn.into_owned()).await {
+        tracing::debug!(client.addr = %addr, error = %e, "connection ended");
     }
 }

@@ -360,3 +360,32 @@ async fn watchers_end_when_their_clients_go_away() {
     drop(open);
     settle(base, "after the clients went away").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_name_watches_follow_a_pod_from_pending_to_bound() {
+    let s = start(&cluster(SMALL)).await;
+    let r0 = s.sim.resource_version();
+    let w = |sel: &str| format!("/api/v1/pods?watch=1&fieldSelector={}&resourceVersion={r0}&timeoutSeconds=3", q(sel));
+    // The scheduler's view, a kubelet's view, and an unrelated kubelet, opened before the changes.
+    let (pending, node3, node4) = (
+        s.watch(&w("spec.nodeName="), "application/json").await,
+        s.watch(&w("spec.nodeName=node-0003"), "application/json").await,
+        s.watch(&w("spec.nodeName=node-0004"), "application/json").await,
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "to-bind"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    let path = "/api/v1/namespaces/default/pods";
+    let created = s.must("create", s.post(path, &pod).await).await;
+    let bound = s.must("bind", s.patch(&format!("{path}/to-bind"), &json!({"spec": {"nodeName": "node-0003"}})).await).await;
+    let labelled = s.must("label", s.patch(&format!("{path}/to-bind"), &json!({"metadata": {"labels": {"x": "y"}}})).await).await;
+    s.must("delete", s.delete(&format!("{path}/to-bind")).await).await;
+    let deleted = s.sim.resource_version();
+    let seq = |evs: Vec<Value>| evs.iter().map(|e| (e["type"].as_str().unwrap().to_string(), ev_rv(e))).collect::<Vec<_>>();
+    let t = |t: &str, rv: u64| (t.to_string(), rv);
+    let want_pending = vec![t("ADDED", obj_rv(&created)), t("DELETED", obj_rv(&bound))];
+    let want_node3 = vec![t("ADDED", obj_rv(&bound)), t("MODIFIED", obj_rv(&labelled)), t("DELETED", deleted)];
+    assert_eq!(seq(drain(pending).await), want_pending, "spec.nodeName= (live)");
+    assert_eq!(seq(drain(node3).await), want_node3, "spec.nodeName=node-0003 (live)");
+    assert_eq!(seq(drain(node4).await), vec![], "another node sees nothing");
+    assert_eq!(seq(drain(s.watch(&w("spec.nodeName="), "application/json").await).await), want_pending, "resumed");
+    assert_eq!(seq(drain(s.watch(&w("spec.nodeName=node-0003"), "application/json").await).await), want_node3, "resumed");
+}

@@ -4,7 +4,7 @@
 use crate::scenario::{Cluster, KacheSettings};
 use anyhow::{bail, Context};
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -81,7 +81,6 @@ pub fn target_from_kubeconfig(name: &str, path: &Path) -> anyhow::Result<Target>
 /// Processes started for a self-contained run; killed on drop.
 pub struct Started {
     children: Vec<(String, Child)>,
-    pub dir: PathBuf,
 }
 
 impl Drop for Started {
@@ -116,7 +115,7 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
     if !kache_bin.exists() {
         bail!("{} not found: build it with `cargo build --release` or pass --kache-bin", kache_bin.display());
     }
-    let mut started = Started { children: Vec::new(), dir: dir.to_path_buf() };
+    let mut started = Started { children: Vec::new() };
     let logf = || -> anyhow::Result<Stdio> { Ok(std::fs::OpenOptions::new().create(true).append(true).open(log)?.into()) };
     let sim_addr = dir.join("sim.addr");
     let _ = std::fs::remove_file(&sim_addr);
@@ -142,7 +141,13 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
     let _ = std::fs::remove_file(&addr);
     let _ = std::fs::remove_file(&admin);
     let mut cmd = Command::new(kache_bin);
-    cmd.args(["serve", "--insecure-http", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-level", "warn"])
+    if kache.anonymous && supports(kache_bin, "--allow-anonymous") {
+        // The harness's clients carry no credentials, as against the open simulator.
+        cmd.arg("serve").arg("--allow-anonymous");
+    } else {
+        cmd.arg("serve");
+    }
+    cmd.args(["--insecure-http", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-level", "warn"])
         .arg("--upstream-kubeconfig").arg(&upstream_kc)
         .arg("--addr-file").arg(&addr)
         .arg("--admin-addr-file").arg(&admin)
@@ -165,6 +170,11 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
         Target { name: "kache".into(), authority: kache_addr, token: None },
     ];
     Ok((targets, observed, started))
+}
+
+/// Whether `kache serve --help` lists `flag`.
+fn supports(kache_bin: &Path, flag: &str) -> bool {
+    Command::new(kache_bin).args(["serve", "--help"]).output().map(|o| String::from_utf8_lossy(&o.stdout).contains(flag)).unwrap_or(false)
 }
 
 /// A kubeconfig for a plain-HTTP server (the same shape as `kache::demo::kubeconfig`).

@@ -55,13 +55,16 @@ impl Default for Cluster {
 pub struct KacheSettings {
     pub preload: String,
     pub preload_encodings: String,
+    /// Serve clients without credentials (`--allow-anonymous`, where kache has it); the
+    /// harness's clients send none, as against the open simulator.
+    pub anonymous: bool,
     /// Further flags passed as they are.
     pub extra_args: Vec<String>,
 }
 
 impl Default for KacheSettings {
     fn default() -> Self {
-        KacheSettings { preload: "pods".into(), preload_encodings: "json,protobuf".into(), extra_args: Vec::new() }
+        KacheSettings { preload: "pods".into(), preload_encodings: "json,protobuf".into(), anonymous: true, extra_args: Vec::new() }
     }
 }
 
@@ -121,16 +124,6 @@ pub enum InformerMode {
     ListWatch,
     /// `sendInitialEvents=true` (client-go 1.35+ default).
     WatchList,
-}
-
-/// Where pod changes come from during a churn phase.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ChurnSource {
-    /// The simulator's `--churn-per-sec`.
-    Sim,
-    /// The harness PATCHes pods through the upstream at `rate` per second.
-    Patch,
 }
 
 /// A payload size taken from a sample response, for the reference limits.

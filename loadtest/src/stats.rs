@@ -40,9 +40,6 @@ impl Hist {
         let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
         h.saturating_record(us.clamp(1, 3_600_000_000));
     }
-    pub fn merge(&self, other: &Histogram<u64>) {
-        let _ = self.0.lock().unwrap_or_else(|e| e.into_inner()).add(other);
-    }
     pub fn percentiles(&self) -> Option<Percentiles> {
         let h = self.0.lock().unwrap_or_else(|e| e.into_inner());
         (!h.is_empty()).then(|| Percentiles {

@@ -60,6 +60,12 @@ pub enum Send {
     AsClient,
 }
 
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Security").field("passthrough", &self.passthrough).finish_non_exhaustive()
+    }
+}
+
 impl Security {
     /// Security asking `upstream`.
     pub fn new(upstream: Upstream, settings: SecuritySettings) -> Security {

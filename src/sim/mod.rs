@@ -1,16 +1,22 @@
 //! The simulated kube-apiserver: the test upstream and `kache sim`. It keeps every kind in a
 //! [`KindCache`] (the same store and read path `kache serve` uses) and is its only writer:
 //! writes take one global lock, get the next resourceVersion (like etcd's revision), are
-//! encoded once (JSON and, for built-in kinds, protobuf) and applied.
+//! encoded once (JSON and, for built-in kinds, protobuf) and applied. With [`SimAuth`] it
+//! authenticates, honours impersonation, authorizes every request by its RBAC rules, serves
+//! TokenReview and SubjectAccessReview, and keeps an audit log; without, it is open.
 
 mod churn;
 mod openapi;
 mod patch;
+pub mod rbac;
+mod review;
 mod table;
 mod write;
 
 pub use churn::churn;
+pub use rbac::{AuditRecord, SimAuth};
 
+use crate::auth::{impersonate, Attributes};
 use crate::body::{self, Body};
 use crate::cache::{KindCache, Limits};
 use crate::handler::{self, WatchSettings};
@@ -18,7 +24,7 @@ use crate::object::{self, Object};
 use crate::query::{negotiate, Format, Negotiated, Options};
 use crate::resource::{self, Resource, ResourceRef};
 use crate::route::{classify, ResourcePath, Target};
-use crate::server::Handler;
+use crate::server::{Handler, Peer};
 use crate::status::Status;
 use crate::synth::{ClusterSpec, Synth};
 use crate::transcode::{json_to_pb, MessageType};
@@ -50,6 +56,7 @@ pub struct Sim {
     watch: WatchSettings,
     advertise: String,
     synth: Synth,
+    auth: Option<Arc<SimAuth>>,
 }
 
 impl Sim {
@@ -84,7 +91,18 @@ impl Sim {
         for c in caches.values() {
             c.advance(rv, false);
         }
-        Ok(Sim { resources, caches, rv: Mutex::new(rv), watch: cfg.watch, advertise: cfg.advertise, synth })
+        Ok(Sim { resources, caches, rv: Mutex::new(rv), watch: cfg.watch, advertise: cfg.advertise, synth, auth: None })
+    }
+
+    /// Check every request with `auth` (users, RBAC, impersonation) and keep an audit log.
+    pub fn with_auth(mut self, auth: SimAuth) -> Sim {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
+    /// Every request judged so far (empty for an open simulator).
+    pub fn audit(&self) -> Vec<AuditRecord> {
+        self.auth.as_ref().map(|a| a.audit()).unwrap_or_default()
     }
 
     /// The cache of a resource.
@@ -128,6 +146,17 @@ impl Sim {
 
     async fn route(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Status> {
         let path = req.uri().path().to_string();
+        if req.method() == Method::POST {
+            match path.as_str() {
+                review::TOKEN_REVIEWS => return review::token(self.auth.as_deref(), req).await,
+                review::ACCESS_REVIEWS => return review::access(self.auth.as_deref(), req).await,
+                review::SELF_REVIEWS => {
+                    let id = req.extensions().get::<crate::auth::Identity>().cloned().unwrap_or_else(crate::auth::Identity::anonymous);
+                    return Ok(review::whoami(&id));
+                }
+                _ => {}
+            }
+        }
         if path == "/openapi/v3" {
             return Ok(discovery(openapi::index(&self.resources), false));
         }
@@ -166,7 +195,8 @@ impl Sim {
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
         let fmt = match negotiate(accept.as_deref(), r.protobuf) {
             Negotiated::Serve(f) => f,
-            Negotiated::Other if accept.as_deref().is_some_and(|a| a.contains("as=Table")) => {
+            // Tables are JSON only: a protobuf Table is a 406, as in the apiserver.
+            Negotiated::Other if accept.as_deref().is_some_and(|a| a.split(',').any(|m| m.trim_start().starts_with("application/json") && m.contains("as=Table"))) => {
                 return table::respond(&cache, &req, &p, self.watch).await;
             }
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
@@ -186,25 +216,70 @@ impl Sim {
             (Method::POST, None, None) => self.create(&cache, req, &p, fmt).await,
             (Method::PUT, Some(_), None | Some("status")) => self.update(&cache, req, &p, fmt).await,
             (Method::PATCH, Some(_), None | Some("status")) => self.patch(&cache, req, &p, fmt).await,
-            (Method::DELETE, Some(name), None) => self.delete(&cache, ns, name, fmt, req.uri().query()),
-            (Method::DELETE, None, None) if resource::allows_delete_collection(&r) => self.delete_collection(&cache, ns, req.uri().query(), fmt),
+            (Method::DELETE, Some(name), None) => {
+                let dry = write::delete_is_dry_run(req).await?;
+                self.delete(&cache, ns, name, fmt, dry)
+            }
+            (Method::DELETE, None, None) if resource::allows_delete_collection(&r) => {
+                let query = req.uri().query().map(str::to_string);
+                let dry = write::delete_is_dry_run(req).await?;
+                self.delete_collection(&cache, ns, query.as_deref(), fmt, dry)
+            }
             (_, _, Some(_)) => Err(Status::no_route()),
             _ => Err(Status::method_not_allowed()),
         }
     }
 }
 
+impl Sim {
+    /// Authenticate, apply impersonation and authorize, as the apiserver's filters do; on
+    /// success the acting identity is put in the request's extensions.
+    fn admit(auth: &SimAuth, req: &mut Request<Incoming>, attrs: &Attributes) -> Result<(), (Status, crate::auth::Identity, Option<String>)> {
+        let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
+        let anonymous = crate::auth::Identity::anonymous;
+        let user = auth.authenticate(cert.as_deref(), req.headers()).map_err(|s| (s, anonymous(), None))?;
+        let (acting, impersonator) = match impersonate::requested(req.headers()).map_err(|s| (s, user.clone(), None))? {
+            None => (user, None),
+            Some(wanted) => {
+                if let Some(denied) = wanted.checks().into_iter().find(|c| !auth.allows(&user, c)) {
+                    return Err((denied.forbidden(&user.username, ""), user, None));
+                }
+                (wanted.identity(), Some(user.username))
+            }
+        };
+        if !auth.allows(&acting, attrs) {
+            return Err((attrs.forbidden(&acting.username, ""), acting, impersonator));
+        }
+        req.extensions_mut().insert(acting.clone());
+        req.extensions_mut().insert(Impersonator(impersonator));
+        Ok(())
+    }
+}
+
+/// Who impersonated the acting user of a request, if anyone (a request extension).
+#[derive(Debug, Clone)]
+struct Impersonator(Option<String>);
+
 impl Handler for Sim {
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
         let protobuf = req
             .headers()
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.starts_with(crate::wire::PROTOBUF));
-        match self.route(req).await {
-            Ok(resp) => resp,
-            Err(status) => status.into_response(protobuf),
+        let Some(auth) = self.auth.clone() else {
+            return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
+        };
+        let attributes = Attributes::of(req.method(), req.uri().path(), req.uri().query());
+        if let Err((status, user, impersonator)) = Self::admit(&auth, &mut req, &attributes) {
+            auth.record(AuditRecord { user, impersonator, attributes, code: status.code });
+            return status.into_response(protobuf);
         }
+        let user = req.extensions().get::<crate::auth::Identity>().cloned().unwrap_or_default();
+        let impersonator = req.extensions().get::<Impersonator>().and_then(|i| i.0.clone());
+        let resp = self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
+        auth.record(AuditRecord { user, impersonator, attributes, code: resp.status().as_u16() });
+        resp
     }
 }
 

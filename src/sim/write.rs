@@ -117,6 +117,34 @@ fn dry_run(query: Option<&str>) -> bool {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).any(|(k, v)| k == "dryRun" && v == "All")
 }
 
+/// Whether a DELETE is a dry run: `?dryRun=All`, or `dryRun: ["All"]` in the DeleteOptions
+/// body, where kubectl (JSON) and client-go's typed clients (protobuf) put it.
+pub(super) async fn delete_is_dry_run(req: Request<Incoming>) -> Result<bool, Status> {
+    if dry_run(req.uri().query()) {
+        return Ok(true);
+    }
+    let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map_err(|e| Status::failure(413, "RequestEntityTooLarge", format!("request body rejected: {e}")))?
+        .to_bytes();
+    if bytes.is_empty() {
+        return Ok(false);
+    }
+    if let Some((_, _, raw)) = crate::wire::open_envelope(&bytes) {
+        // DeleteOptions field 5: repeated string dryRun.
+        let mut pos = 0;
+        while let Some((field, _, range)) = crate::wire::next_field(raw, &mut pos) {
+            if field == 5 && &raw[range] == b"All" {
+                return Ok(true);
+            }
+        }
+        return Ok(false);
+    }
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))?;
+    Ok(v["dryRun"].as_array().is_some_and(|d| d.iter().any(|x| x == "All")))
+}
+
 impl Sim {
     /// Store `v` as the next revision of an object and return the response.
     #[allow(clippy::too_many_arguments)]
@@ -263,18 +291,18 @@ impl Sim {
         self.commit(cache, &mut rv, EventType::Modified, next, StatusCode::OK, fmt, dry)
     }
 
-    /// DELETE of one object (`?dryRun=All` checks it exists and changes nothing).
-    pub(super) fn delete(&self, cache: &KindCache, ns: Option<&str>, name: &str, fmt: Format, query: Option<&str>) -> Result<Response<Body>, Status> {
+    /// DELETE of one object (a dry run checks it exists and changes nothing).
+    pub(super) fn delete(&self, cache: &KindCache, ns: Option<&str>, name: &str, fmt: Format, dry: bool) -> Result<Response<Body>, Status> {
         let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
         let cur = current(cache, ns, name)?;
         let uid = cur["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        self.commit(cache, &mut rv, EventType::Deleted, cur, StatusCode::OK, fmt, dry_run(query))?;
+        self.commit(cache, &mut rv, EventType::Deleted, cur, StatusCode::OK, fmt, dry)?;
         let r = &cache.resource;
         let details = Details { name: name.into(), group: r.group.clone(), kind: r.plural.clone(), uid, ..Details::default() };
         Ok(Status::success(details).into_response(fmt == Format::Protobuf))
     }
 
-    pub(super) fn delete_collection(&self, cache: &KindCache, ns: Option<&str>, query: Option<&str>, fmt: Format) -> Result<Response<Body>, Status> {
+    pub(super) fn delete_collection(&self, cache: &KindCache, ns: Option<&str>, query: Option<&str>, fmt: Format, dry: bool) -> Result<Response<Body>, Status> {
         let opts = Options::parse(query)?;
         opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
         let snap = cache.snapshot();
@@ -285,7 +313,7 @@ impl Sim {
             .collect();
         for (ns, name) in names {
             let ns = (!ns.is_empty()).then_some(ns);
-            match self.delete(cache, ns.as_deref(), &name, fmt, query) {
+            match self.delete(cache, ns.as_deref(), &name, fmt, dry) {
                 Ok(_) | Err(Status { code: 404, .. }) => {}
                 Err(e) => return Err(e),
             }

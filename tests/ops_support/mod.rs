@@ -13,7 +13,7 @@
 use crate::common::{deadline, Api, ChildGuard};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body::{Body as _, Frame};
+use http_body::Frame;
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};

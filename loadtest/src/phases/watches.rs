@@ -24,7 +24,7 @@ fn now_ns() -> u128 {
 
 /// Shared by the clients of one phase.
 struct Shared {
-    counters: Counters,
+    counters: Arc<Counters>,
     /// Time to the initial state (LIST, or the WatchList's initial-events-end bookmark).
     sync: Hist,
     lag: Hist,
@@ -87,7 +87,7 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
         })
         .collect();
     let shared = Arc::new(Shared {
-        counters: Counters::default(),
+        counters: Arc::new(Counters::default()),
         sync: Hist::default(),
         lag: Hist::default(),
         errors: ErrorSamples::default(),
@@ -105,7 +105,7 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
     let started = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
     {
-        let _bar = Bar::start(&format!("{label} setup"), 30.0, Arc::new(Counters::default()));
+        let _bar = Bar::start(&format!("{label} setup"), 30.0, shared.counters.clone());
         for spec in specs {
             let (shared, gate, target, started) = (shared.clone(), gate.clone(), target.clone(), started.clone());
             tasks.push(tokio::spawn(async move {
@@ -126,7 +126,7 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
     let setup_secs = start.elapsed().as_secs_f64();
     // Steady: every client watching; churn (the simulator's, and PATCHes if asked).
     shared.lag_from_ns.store(now_ns() as u64, Relaxed);
-    let bar = Bar::start(&label, watch_seconds, Arc::new(Counters::default()));
+    let bar = Bar::start(&label, watch_seconds, shared.counters.clone());
     let steady = Instant::now();
     let patcher = (patch_rate > 0.0).then(|| {
         let (up, names) = (ctx.upstream.clone(), ctx.names.pods.clone());
@@ -192,9 +192,7 @@ async fn client(shared: &Shared, target: &Target, spec: Client, permit: Option<t
     }
     shared.opened.fetch_add(1, Relaxed);
     let mut synced = spec.list.is_some();
-    if synced {
-        drop(permit);
-    }
+    // A LIST client has its initial state; a WatchList client keeps its permit until then.
     let mut permit = if synced { None } else { permit };
     let mut body = resp.into_body();
     let mut frames = Frames::new(spec.encoding);
