@@ -54,8 +54,8 @@ pub struct Status {
     pub reason: String,
     /// Message; empty for Success.
     pub message: String,
-    /// Details, if any.
-    pub details: Option<Details>,
+    /// Details, if any (boxed: most errors have none, and `Status` travels in `Result`s).
+    pub details: Option<Box<Details>>,
     /// `metadata.continue` (set on an expired continue token).
     pub continue_token: Option<String>,
 }
@@ -103,7 +103,7 @@ impl Status {
             success: true,
             reason: String::new(),
             message: String::new(),
-            details: Some(details),
+            details: Some(Box::new(details)),
             continue_token: None,
         }
     }
@@ -117,7 +117,7 @@ impl Status {
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
         let qualified = qualify(group, plural);
         let mut s = Self::failure(404, "NotFound", format!("{qualified} \"{name}\" not found"));
-        s.details = Some(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() });
+        s.details = Some(Box::new(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() }));
         s
     }
 
@@ -129,7 +129,7 @@ impl Status {
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         let mut s = Self::failure(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualify(group, plural)));
-        s.details = Some(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() });
+        s.details = Some(Box::new(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() }));
         s
     }
 
@@ -140,7 +140,7 @@ impl Status {
             qualify(group, plural)
         );
         let mut s = Self::failure(409, "Conflict", msg);
-        s.details = Some(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() });
+        s.details = Some(Box::new(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() }));
         s
     }
 
@@ -157,11 +157,11 @@ impl Status {
     /// 504 Timeout for an RV the cache has not reached.
     pub fn too_large_rv(rv: u64, current: u64) -> Self {
         let mut s = Self::failure(504, "Timeout", format!("Timeout: Too large resource version: {rv}, current: {current}"));
-        s.details = Some(Details {
+        s.details = Some(Box::new(Details {
             causes: vec![Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into() }],
             retry_after_seconds: 1,
             ..Details::default()
-        });
+        }));
         s
     }
 
@@ -180,14 +180,14 @@ impl Status {
             (false, false) => format!("{} \"{name}\" is forbidden: {message}", qualify(group, plural)),
         };
         let mut s = Self::failure(403, "Forbidden", text);
-        s.details = Some(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() });
+        s.details = Some(Box::new(Details { name: name.into(), group: group.into(), kind: plural.into(), ..Details::default() }));
         s
     }
 
     /// 429 TooManyRequests with a retry hint (sent as `Retry-After` too).
     pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> Self {
         let mut s = Self::failure(429, "TooManyRequests", message);
-        s.details = Some(Details { retry_after_seconds, ..Details::default() });
+        s.details = Some(Box::new(Details { retry_after_seconds, ..Details::default() }));
         s
     }
 
@@ -235,7 +235,7 @@ impl Status {
             status: if self.success { "Success" } else { "Failure" },
             message: &self.message,
             reason: &self.reason,
-            details: self.details.as_ref(),
+            details: self.details.as_deref(),
             code: (!self.success).then_some(self.code),
         })
     }

@@ -26,7 +26,7 @@ pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
 
 /// Bytes a varint of `v` takes.
 pub fn varint_len(v: u64) -> usize {
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Append the key of a length-delimited field and its length.
@@ -233,6 +233,50 @@ pub fn open_envelope(body: &[u8]) -> Option<(String, String, &[u8])> {
     Some((api_version, kind, raw))
 }
 
+/// The identity fields of a bare object message's ObjectMeta (field 1): name (1),
+/// namespace (3), resourceVersion (6) and labels (11), as JSON `{"metadata": {...}}` for
+/// kinds without a full schema. `None` if malformed.
+pub fn object_meta_json(obj: &[u8]) -> Option<serde_json::Value> {
+    let mut pos = 0;
+    let mut meta = serde_json::Map::new();
+    while pos < obj.len() {
+        let (field, wt, range) = next_field(obj, &mut pos)?;
+        if field != 1 || wt != LEN {
+            continue;
+        }
+        let m = &obj[range];
+        let mut p = 0;
+        let mut labels = serde_json::Map::new();
+        while p < m.len() {
+            let (f, fwt, r) = next_field(m, &mut p)?;
+            let text = || std::str::from_utf8(&m[r.clone()]).ok().map(|s| serde_json::Value::String(s.to_string()));
+            match (f, fwt) {
+                (1, LEN) => meta.insert("name".into(), text()?),
+                (3, LEN) => meta.insert("namespace".into(), text()?),
+                (6, LEN) => meta.insert("resourceVersion".into(), text()?),
+                (11, LEN) => {
+                    let entry = &m[r];
+                    let (mut ep, mut k, mut v) = (0, String::new(), String::new());
+                    while ep < entry.len() {
+                        let (ef, _, er) = next_field(entry, &mut ep)?;
+                        let s = std::str::from_utf8(&entry[er]).ok()?.to_string();
+                        if ef == 1 {
+                            k = s;
+                        } else if ef == 2 {
+                            v = s;
+                        }
+                    }
+                    labels.insert(k, serde_json::Value::String(v));
+                    None
+                }
+                _ => None,
+            };
+        }
+        meta.insert("labels".into(), serde_json::Value::Object(labels));
+    }
+    Some(serde_json::json!({ "metadata": meta }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,48 +380,4 @@ mod tests {
         assert_eq!(varint_len(127), 1);
         assert_eq!(varint_len(128), 2);
     }
-}
-
-/// The identity fields of a bare object message's ObjectMeta (field 1): name (1),
-/// namespace (3), resourceVersion (6) and labels (11), as JSON `{"metadata": {...}}` for
-/// kinds without a full schema. `None` if malformed.
-pub fn object_meta_json(obj: &[u8]) -> Option<serde_json::Value> {
-    let mut pos = 0;
-    let mut meta = serde_json::Map::new();
-    while pos < obj.len() {
-        let (field, wt, range) = next_field(obj, &mut pos)?;
-        if field != 1 || wt != LEN {
-            continue;
-        }
-        let m = &obj[range];
-        let mut p = 0;
-        let mut labels = serde_json::Map::new();
-        while p < m.len() {
-            let (f, fwt, r) = next_field(m, &mut p)?;
-            let text = || std::str::from_utf8(&m[r.clone()]).ok().map(|s| serde_json::Value::String(s.to_string()));
-            match (f, fwt) {
-                (1, LEN) => meta.insert("name".into(), text()?),
-                (3, LEN) => meta.insert("namespace".into(), text()?),
-                (6, LEN) => meta.insert("resourceVersion".into(), text()?),
-                (11, LEN) => {
-                    let entry = &m[r];
-                    let (mut ep, mut k, mut v) = (0, String::new(), String::new());
-                    while ep < entry.len() {
-                        let (ef, _, er) = next_field(entry, &mut ep)?;
-                        let s = std::str::from_utf8(&entry[er]).ok()?.to_string();
-                        if ef == 1 {
-                            k = s;
-                        } else if ef == 2 {
-                            v = s;
-                        }
-                    }
-                    labels.insert(k, serde_json::Value::String(v));
-                    None
-                }
-                _ => None,
-            };
-        }
-        meta.insert("labels".into(), serde_json::Value::Object(labels));
-    }
-    Some(serde_json::json!({ "metadata": meta }))
 }

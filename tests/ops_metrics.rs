@@ -26,18 +26,24 @@ const KNOWN_MISSING: &[&str] = &[];
 
 /// A watch client that reads at most 32 kB every 100 ms: slower than the churn of 16 kB pods,
 /// so kache's per-watcher buffers fill and it falls behind the broadcast ring (it still
-/// reads, so the watcher gets to notice). Resolves with the bytes read when kache ends it.
-async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> usize {
+/// reads, so the watcher gets to notice). Resolves when kache ends the stream, with the bytes
+/// read and whether the chunked body was terminated properly (`0\r\n\r\n`) before the close.
+async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET /api/v1/pods?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: kache\r\nAccept: application/json\r\n\r\n");
+    let req = format!("GET /api/v1/pods?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: kache\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.expect("send watch");
     let mut buf = vec![0u8; 32 * 1024];
-    let mut total = 0;
+    let (mut total, mut tail) = (0, Vec::new());
     loop {
         match s.read(&mut buf).await {
-            Ok(0) | Err(_) => return total,
-            Ok(n) => total += n,
+            Ok(0) | Err(_) => return (total, tail.ends_with(b"\r\n0\r\n\r\n")),
+            Ok(n) => {
+                total += n;
+                tail.extend_from_slice(&buf[..n]);
+                let cut = tail.len().saturating_sub(16);
+                tail.drain(..cut);
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -93,8 +99,8 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     }
     // A client too slow for the churn is ended (counted), without holding anyone up.
     let slow = tokio::spawn(slow_watcher(k.addr, rv));
-    let read = tokio::time::timeout(Duration::from_secs(120), slow).await.expect("kache ended the slow watcher within 120 s").expect("join");
-    assert!(read > 0, "the slow watcher got its response before being ended");
+    let (read, clean) = tokio::time::timeout(Duration::from_secs(120), slow).await.expect("kache ended the slow watcher within 120 s").expect("join");
+    assert!(read > 0 && clean, "the slow watcher got events and a properly terminated stream ({read} bytes, clean end: {clean})");
     // The upstream drops every watch (as an apiserver restart would): informers resume.
     sim.sim.disconnect_watchers();
     let end = deadline(60);

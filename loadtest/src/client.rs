@@ -82,7 +82,7 @@ impl Http {
         let status = resp.status().as_u16();
         if status != 200 {
             let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            bail!("status {status}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+            bail!("status {status}: {}", body[..body.len().min(300)].escape_ascii());
         }
         drain(resp.into_body(), prefix).await
     }

@@ -187,7 +187,7 @@ impl SecureSim {
     }
 
     /// A client of the simulator itself.
-    pub fn client(&self, who: Who) -> TlsClient {
+    pub fn client(&self, who: Who<'_>) -> TlsClient {
         TlsClient::new(&self.running.url, self.running.ca_pem.as_deref().unwrap(), who)
     }
 
@@ -274,7 +274,7 @@ impl SecureKache {
         SecureKache { serving, kubeconfig, _stop: stop }
     }
 
-    pub fn client(&self, who: Who) -> TlsClient {
+    pub fn client(&self, who: Who<'_>) -> TlsClient {
         match &self.serving.ca_pem {
             Some(ca) => TlsClient::new(&self.serving.url, ca, who),
             None => TlsClient::plain(&self.serving.url, who),
@@ -309,14 +309,13 @@ fn tls_config(ca_pem: &str, who: &Who<'_>) -> rustls::ClientConfig {
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let b = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots);
-    let mut cfg = match who {
+    let cfg = match who {
         Who::Cert(cert, key) => {
             let chain = CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<Vec<_>, _>>().unwrap();
             b.with_client_auth_cert(chain, PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap()).unwrap()
         }
         _ => b.with_no_client_auth(),
     };
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     cfg
 }
 

@@ -188,7 +188,7 @@ async fn client(shared: &Shared, target: &Target, spec: Client, permit: Option<t
     if resp.status() != 200 {
         let status = resp.status();
         let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        bail!("watch status {status}: {}", String::from_utf8_lossy(&body[..body.len().min(200)]));
+        bail!("watch status {status}: {}", body[..body.len().min(200)].escape_ascii());
     }
     shared.opened.fetch_add(1, Relaxed);
     let mut synced = spec.list.is_some();
@@ -240,7 +240,7 @@ async fn client(shared: &Shared, target: &Target, spec: Client, permit: Option<t
                 }
                 EventType::Error => {
                     shared.ended_early.fetch_add(1, Relaxed);
-                    bail!("watch sent ERROR: {}", String::from_utf8_lossy(&f[..f.len().min(200)]));
+                    bail!("watch sent ERROR: {}", f[..f.len().min(200)].escape_ascii());
                 }
                 _ => {}
             }

@@ -37,7 +37,7 @@ async fn patch_one(http: &Http, target: &Target, pod: &(String, String)) -> anyh
     let status = resp.status();
     let body = resp.into_body().collect().await?.to_bytes();
     if status != 200 {
-        anyhow::bail!("PATCH {pq}: {status}: {}", String::from_utf8_lossy(&body[..body.len().min(200)]));
+        anyhow::bail!("PATCH {pq}: {status}: {}", body[..body.len().min(200)].escape_ascii());
     }
     Ok(body.len() as u64)
 }

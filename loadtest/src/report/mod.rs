@@ -211,7 +211,7 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
     // Pair direct and kache results by workload and concurrency.
     let mut pairs: BTreeMap<(usize, String, usize), (Option<&PhaseResult>, Option<&PhaseResult>)> = BTreeMap::new();
     let mut order = Vec::new();
-    for r in rep.results.iter().filter(|r| r.target == "direct" || r.target == "kache") {
+    for r in rep.results.iter().filter(|r| (r.target == "direct" || r.target == "kache") && !r.workload.starts_with("memory")) {
         let key = (r.workload.clone(), r.concurrency);
         let idx = order.iter().position(|k| *k == key).unwrap_or_else(|| {
             order.push(key.clone());
