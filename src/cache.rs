@@ -284,6 +284,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_stalled_watcher_never_blocks_the_writer_and_learns_it_lagged() {
+        let c = KindCache::new(res(), 1, Limits { window_events: 10, history: 4, watcher_lag: 16 });
+        let mut stalled = c.subscribe();
+        for rv in 2..200 {
+            c.apply(EventType::Added, obj(&format!("p{rv}"), rv));
+        }
+        assert_eq!(c.snapshot().rv, 199, "every change applied without waiting for the reader");
+        assert!(matches!(stalled.recv().await, Err(broadcast::error::RecvError::Lagged(_))), "the reader is told it fell behind");
+    }
+
+    #[tokio::test]
     async fn watchers_see_changes_in_order_and_a_reset_on_replace() {
         let c = KindCache::new(res(), 1, Limits::default());
         let mut rx = c.subscribe();

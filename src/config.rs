@@ -28,6 +28,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Serve reads from an in-memory cache of an upstream apiserver; pass everything else through.
     Serve(ServeArgs),
+    /// Write a kubeconfig that points a client at a running kache, with the user's
+    /// credentials copied from another kubeconfig.
+    Kubeconfig(KubeconfigArgs),
 }
 
 /// Settings of the cache kache serves from.
@@ -121,6 +124,10 @@ pub struct SecurityArgs {
     /// PEM private key of --tls-cert-file.
     #[arg(long, env = "KACHE_TLS_PRIVATE_KEY_FILE", requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
+    /// Extra DNS names or IP addresses of the generated serving certificate (besides
+    /// localhost, the loopback addresses and the listen address), e.g. a Service's name.
+    #[arg(long, env = "KACHE_TLS_SANS", value_delimiter = ',')]
+    pub tls_sans: Vec<String>,
     /// PEM CA bundle client certificates are verified against (user = CN, groups = O).
     #[arg(long, env = "KACHE_CLIENT_CA_FILE")]
     pub client_ca_file: Option<PathBuf>,
@@ -328,4 +335,27 @@ pub fn require_loopback(listen: &str) -> Result<(), String> {
     } else {
         Err(format!("--listen {listen}: plain HTTP is only served on a loopback address"))
     }
+}
+
+/// `kache kubeconfig`.
+#[derive(Debug, Clone, Args)]
+pub struct KubeconfigArgs {
+    /// URL of the running kache, e.g. `https://kache.kache.svc:443` or `http://127.0.0.1:6444`.
+    #[arg(long, env = "KACHE_KUBECONFIG_SERVER")]
+    pub server: String,
+    /// Kubeconfig whose user credentials are copied (default: KUBECONFIG or ~/.kube/config).
+    #[arg(long, env = "KACHE_KUBECONFIG_FROM")]
+    pub from_kubeconfig: Option<PathBuf>,
+    /// Context of --from-kubeconfig whose user (and namespace) is copied (default: its current context).
+    #[arg(long, env = "KACHE_KUBECONFIG_CONTEXT")]
+    pub context: Option<String>,
+    /// PEM CA bundle that verifies kache's serving certificate; embedded in the kubeconfig.
+    #[arg(long, env = "KACHE_KUBECONFIG_CERTIFICATE_AUTHORITY")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Name of the cluster, user and context written.
+    #[arg(long, env = "KACHE_KUBECONFIG_NAME", default_value = "kache")]
+    pub name: String,
+    /// Where to write the kubeconfig (mode 0600; `-` for standard output).
+    #[arg(long, env = "KACHE_KUBECONFIG_OUT")]
+    pub out: PathBuf,
 }

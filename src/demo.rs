@@ -74,11 +74,16 @@ pub async fn start_sim(
     start_sim_with(listen, addr_file, c, &SimAuthArgs::default(), shutdown).await
 }
 
-/// The serving certificate for `listen`: the given files, or generated.
-fn serving_cert(files: (&Option<std::path::PathBuf>, &Option<std::path::PathBuf>), listen: &str, name: &str) -> Result<ServingCert, StartError> {
+/// The serving certificate for `listen`: the given files, or generated (for `extra` names
+/// too).
+fn serving_cert(files: (&Option<std::path::PathBuf>, &Option<std::path::PathBuf>), listen: &str, extra: &[String], name: &str) -> Result<ServingCert, StartError> {
     Ok(match files {
         (Some(cert), Some(key)) => ServingCert::load(cert, key)?,
-        _ => ServingCert::self_signed(&ServingCert::hosts_for(listen), name)?,
+        _ => {
+            let mut hosts = ServingCert::hosts_for(listen);
+            hosts.extend(extra.iter().filter(|h| !h.is_empty()).cloned());
+            ServingCert::self_signed(&hosts, name)?
+        }
     })
 }
 
@@ -96,7 +101,7 @@ pub async fn start_sim_with(
     crate::upstream::install_crypto_provider();
     let checks = if auth.auth_enabled() { Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(StartError::Config)?) } else { None };
     let tls = if auth.tls_enabled() {
-        let cert = serving_cert((&auth.tls_cert_file, &auth.tls_private_key_file), listen, "kache-sim")?;
+        let cert = serving_cert((&auth.tls_cert_file, &auth.tls_private_key_file), listen, &[], "kache-sim")?;
         let client_ca = auth.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
         Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
     } else {
@@ -235,7 +240,7 @@ pub async fn start_serve_args(upstream: Upstream, args: &ServeArgs, shutdown: im
     let tls = if args.insecure_http {
         None
     } else {
-        let cert = serving_cert((&s.tls_cert_file, &s.tls_private_key_file), &args.listen, "kache")?;
+        let cert = serving_cert((&s.tls_cert_file, &s.tls_private_key_file), &args.listen, &s.tls_sans, "kache")?;
         let client_ca = s.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
         Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
     };

@@ -1,5 +1,7 @@
 //! The `kache` binary: parse the command line, set up logging, run the subcommand.
 
+mod kubeconfig;
+
 use clap::Parser;
 use kache::config::{Cli, Command};
 use std::process::ExitCode;
@@ -25,6 +27,7 @@ fn main() -> ExitCode {
             Command::Sim(args) => kache::demo::run_sim(args).await,
             Command::Demo(args) => kache::demo::run_demo(args).await,
             Command::Serve(args) => kache::demo::run_serve(args).await,
+            Command::Kubeconfig(args) => kubeconfig::run(&args),
         }
     });
     match result {

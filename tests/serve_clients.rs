@@ -357,3 +357,85 @@ async fn python_client_lists_and_watches_through_kache() {
     assert!(!text.contains("No module named 'kubernetes'"), "the Python client is missing: pip install kubernetes");
     assert!(out.status.success(), "python client through kache failed:\n{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_through_kache_sees_live_changes() {
+    use std::io::BufRead;
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
+    let kc = Kubectl::new(&format!("http://{}", k.serving.addr));
+    let mut cmd = kc.command(&["get", "configmaps", "-n", "default", "-w", "-o", "name"]);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    let mut child = common::ChildGuard(cmd.spawn().expect("spawn kubectl"));
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // The initial list arrives first; then a new object must show up live.
+    let first = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("initial list").expect("kubectl output");
+    assert!(first.starts_with("configmap/"), "{first}");
+    sim.create_cm("default", "watched-through-kache", json!({"k": "v"})).await;
+    let end = deadline(60);
+    loop {
+        let line = tokio::time::timeout_at(end, rx.recv()).await.expect("live event within 60 s").expect("kubectl still running");
+        if line == "configmap/watched-through-kache" {
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_never_delays_other_watchers() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps", "--watcher-lag", "64"]).await;
+    let from = list_rv(&k.api.get_ok("/api/v1/configmaps?resourceVersion=0&limit=1").await);
+    let path = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={from}");
+    // Opened and never read until the end: its socket and buffers fill up.
+    let mut stalled = k.api.watch(&path, "application/json").await;
+    let big = "x".repeat(64 * 1024);
+    let n = 300;
+    let reader = {
+        let api = Api::new(&k.serving.addr.to_string());
+        let path = path.clone();
+        tokio::spawn(async move { events(&api, &path, n).await })
+    };
+    for i in 0..n {
+        sim.create_cm("default", &format!("slow-{i}"), json!({"big": big})).await;
+    }
+    let got = reader.await.unwrap();
+    assert_eq!(got.len(), n, "the reading watcher got every event");
+    assert!(got.windows(2).all(|w| w[0].2 < w[1].2));
+    // The stalled one was ended (it fell behind the ring): it holds fewer than all events.
+    let mut seen = 0;
+    loop {
+        match stalled.next_json(deadline(60)).await {
+            Next::Item(_) => seen += 1,
+            Next::End => break,
+            Next::TimedOut => panic!("the stalled watcher was never ended ({seen} events read)"),
+        }
+    }
+    assert!(seen < n, "a stalled watcher cannot have kept all {n} events buffered ({seen})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_upstream_is_a_503_status() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
+    let up = sim.addr;
+    drop(sim);
+    // Wait until the simulator's port refuses connections.
+    let end = deadline(30);
+    while tokio::net::TcpStream::connect(up).await.is_ok() {
+        assert!(tokio::time::Instant::now() < end, "simulator did not stop");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = k.api.post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": "x"}})).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    let s = r.json();
+    assert_eq!((s["kind"].as_str(), s["reason"].as_str(), s["code"].as_u64()), (Some("Status"), Some("ServiceUnavailable"), Some(503)));
+}

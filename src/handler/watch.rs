@@ -26,11 +26,14 @@ pub struct WatchSettings {
     pub bookmark_interval: Duration,
     /// A bookmark is also sent this long before `timeoutSeconds` ends the watch.
     pub bookmark_before_end: Duration,
+    /// A client that accepts no data for this long is ended (its watcher stops holding
+    /// events for it); it resumes from its last RV like after any disconnect.
+    pub stall_timeout: Duration,
 }
 
 impl Default for WatchSettings {
     fn default() -> Self {
-        WatchSettings { bookmark_interval: Duration::from_secs(60), bookmark_before_end: Duration::from_secs(2) }
+        WatchSettings { bookmark_interval: Duration::from_secs(60), bookmark_before_end: Duration::from_secs(2), stall_timeout: Duration::from_secs(15) }
     }
 }
 
@@ -129,10 +132,18 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Hand frames to the client's connection; false when the client is gone or has
+    /// accepted nothing for the stall timeout (then it is ended as a slow watcher).
     async fn send(&self, pieces: Vec<Bytes>) -> bool {
         for p in pieces {
-            if self.tx.send(p).await.is_err() {
-                return false;
+            match tokio::time::timeout(self.settings.stall_timeout, self.tx.send(p)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return false,
+                Err(_) => {
+                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                    tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
+                    return false;
+                }
             }
         }
         true

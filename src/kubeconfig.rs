@@ -1,0 +1,131 @@
+//! `kache kubeconfig`: write a kubeconfig that points a client at a running kache. The
+//! cluster is kache's URL (with its CA embedded when given); the user is copied from a
+//! context of another kubeconfig (token, token file, client certificate, exec plugin, ...),
+//! so the client keeps its identity and kache authenticates it as the apiserver would; the
+//! context's default namespace is kept. Relative file paths in the source are made absolute.
+//! The output is JSON (a valid kubeconfig for kubectl and every client library), written
+//! with mode 0600 because it holds credentials.
+//!
+//! Part of the binary only (declared in `main.rs`), so the library's module map is unchanged.
+
+use base64::Engine;
+use kache::config::KubeconfigArgs;
+use kache::demo::StartError;
+use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use std::io::Write;
+use std::path::Path;
+
+fn bad(msg: String) -> StartError {
+    StartError::Config(msg)
+}
+
+/// Check `--server`: an absolute http(s) URL with a host.
+fn server_url(server: &str) -> Result<String, StartError> {
+    let uri: http::Uri = server.parse().map_err(|e| bad(format!("--server {server:?}: not a URL: {e}")))?;
+    match uri.scheme_str() {
+        Some("https") | Some("http") => {}
+        _ => return Err(bad(format!("--server {server:?}: must start with https:// (or http:// for a loopback kache)"))),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad(format!("--server {server:?}: no host")));
+    }
+    Ok(server.trim_end_matches('/').to_string())
+}
+
+/// The PEM CA bundle at `path`, base64-encoded for `certificate-authority-data`.
+fn ca_data(path: &Path) -> Result<String, StartError> {
+    let pem = std::fs::read(path).map_err(|e| bad(format!("--certificate-authority {}: {e}", path.display())))?;
+    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(bad(format!("--certificate-authority {}: no PEM certificate in it", path.display())));
+    }
+    Ok(base64::engine::general_purpose::STANDARD.encode(pem))
+}
+
+/// Build the client kubeconfig `args` describe.
+pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
+    let server = server_url(&args.server)?;
+    if args.name.trim().is_empty() {
+        return Err(bad("--name must not be empty".into()));
+    }
+    let ca = args.certificate_authority.as_deref().map(ca_data).transpose()?;
+    if ca.is_some() && server.starts_with("http://") {
+        return Err(bad(format!("--certificate-authority is for an https:// --server, got {server}")));
+    }
+    let (source, what) = match &args.from_kubeconfig {
+        Some(p) => (Kubeconfig::read_from(p), format!("--from-kubeconfig {}", p.display())),
+        None => (Kubeconfig::read(), "--from-kubeconfig (default: KUBECONFIG or ~/.kube/config)".to_string()),
+    };
+    let source = source.map_err(|e| bad(format!("{what}: {e}")))?;
+    let context_name = match (&args.context, &source.current_context) {
+        (Some(c), _) => c.clone(),
+        (None, Some(c)) if !c.is_empty() => c.clone(),
+        _ => return Err(bad(format!("{what} has no current-context: pass --context"))),
+    };
+    let context = source
+        .contexts
+        .iter()
+        .find(|c| c.name == context_name)
+        .and_then(|c| c.context.clone())
+        .ok_or_else(|| bad(format!("--context {context_name:?}: no such context in {what}")))?;
+    let auth_info = match context.user.as_deref().filter(|u| !u.is_empty()) {
+        Some(user) => {
+            let found = source.auth_infos.iter().find(|u| u.name == user).ok_or_else(|| bad(format!("context {context_name:?} names user {user:?}, which {what} does not define")))?;
+            found.auth_info.clone()
+        }
+        None => None,
+    };
+
+    let name = args.name.clone();
+    let mut cluster = Cluster::default();
+    cluster.server = Some(server);
+    cluster.certificate_authority_data = ca;
+    let mut named_cluster = NamedCluster::default();
+    named_cluster.name = name.clone();
+    named_cluster.cluster = Some(cluster);
+
+    let mut user = NamedAuthInfo::default();
+    user.name = name.clone();
+    user.auth_info = auth_info;
+
+    let mut ctx = Context::default();
+    ctx.cluster = name.clone();
+    ctx.user = Some(name.clone());
+    ctx.namespace = context.namespace.clone();
+    let mut named_context = NamedContext::default();
+    named_context.name = name.clone();
+    named_context.context = Some(ctx);
+
+    let mut out = Kubeconfig::default();
+    out.api_version = Some("v1".into());
+    out.kind = Some("Config".into());
+    out.clusters = vec![named_cluster];
+    out.auth_infos = vec![user];
+    out.contexts = vec![named_context];
+    out.current_context = Some(name);
+    Ok(out)
+}
+
+/// `kache kubeconfig`.
+pub fn run(args: &KubeconfigArgs) -> Result<(), StartError> {
+    let config = build(args)?;
+    let mut text = serde_json::to_string_pretty(&config).map_err(|e| StartError::Config(format!("cannot encode the kubeconfig: {e}")))?;
+    text.push('\n');
+    if args.out.as_os_str() == "-" {
+        std::io::stdout().write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    let out = &args.out;
+    let tmp = out.with_extension("tmp");
+    {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let mut f = opts.open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, out)?;
+    eprintln!("kache: wrote {} (server {}, context {:?})", out.display(), args.server, args.name);
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! Operations: configuration is validated at start. A bad value, given as a flag or as its
+//! `KACHE_...` environment variable, makes the binary exit with code 2 and a message that
+//! names the flag, before it listens or talks to the upstream (the upstream here is a socket
+//! that accepts nothing, so a check made too late shows up as a hang, caught by a deadline).
+//! Also: every flag of every subcommand has a `KACHE_...` environment variable.
+
+mod common;
+mod ops_support;
+
+use clap::CommandFactory;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Outcome {
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Run the binary with `args` and `env` (KUBECONFIG and every KACHE_ variable of the test's
+/// own environment removed); kill it and fail if it is still running after 30 s.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = dir.path().join("stderr");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kache"));
+    c.args(args).env_remove("KUBECONFIG");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("KACHE_")) {
+        c.env_remove(k);
+    }
+    c.envs(env.iter().copied());
+    c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&err).expect("stderr file"));
+    let mut child = common::ChildGuard(c.spawn().expect("spawn kache"));
+    let end = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() > end {
+            let _ = child.0.kill();
+            panic!("kache {args:?} {env:?} was still running after 30 s instead of rejecting its configuration: {}", std::fs::read_to_string(&err).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Outcome { code: status.code(), stderr: std::fs::read_to_string(&err).unwrap_or_default() }
+}
+
+/// A kubeconfig whose server is a listening socket that never answers, and the listener
+/// (keep it alive for the test).
+fn silent_upstream() -> (tempfile::TempDir, String, std::net::TcpListener) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = ops_support::upstream_kubeconfig(dir.path(), &format!("http://{}", listener.local_addr().unwrap()));
+    (dir, path.display().to_string(), listener)
+}
+
+fn rejected(args: &[&str], env: &[(&str, &str)], names: &[&str]) {
+    let out = run(args, env);
+    assert_eq!(out.code, Some(2), "kache {args:?} with {env:?}: expected exit code 2, got {:?}: {}", out.code, out.stderr);
+    for n in names {
+        assert!(out.stderr.contains(n), "kache {args:?} with {env:?}: message does not name {n:?}: {}", out.stderr);
+    }
+    assert!(out.stderr.lines().count() <= 6, "a short message, not a dump: {}", out.stderr);
+}
+
+#[test]
+fn bad_serve_flags_exit_2_naming_the_flag() {
+    let (_dir, kc, _l) = silent_upstream();
+    let base = ["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http"];
+    let with = |extra: &[&'static str]| -> Vec<&str> { base.iter().copied().chain(extra.iter().copied()).collect() };
+    for (extra, flag) in [
+        (&["--cache-window-events", "0"][..], "--cache-window-events"),
+        (&["--snapshot-history", "0"], "--snapshot-history"),
+        (&["--watcher-lag", "0"], "--watcher-lag"),
+        (&["--watch-bookmark-interval-seconds", "0"], "--watch-bookmark-interval-seconds"),
+        (&["--cache-window-events", "many"], "--cache-window-events"),
+        (&["--consistent-wait-ms=-5"], "--consistent-wait-ms"),
+        (&["--shutdown-grace-seconds", "soon"], "--shutdown-grace-seconds"),
+        (&["--preload-encodings", "yaml"], "--preload-encodings"),
+        (&["--log-format", "xml"], "--log-format"),
+        (&["--listen", "not-an-address"], "--listen"),
+    ] {
+        rejected(&with(extra), &[], &[flag]);
+    }
+    // Plain HTTP off loopback.
+    rejected(&with(&["--listen", "0.0.0.0:0"]), &[], &["--listen", "loopback"]);
+    rejected(&with(&["--listen", "[::]:0"]), &[], &["--listen", "loopback"]);
+    // No serving mode chosen: TLS is not there yet, so --insecure-http is required.
+    rejected(&["serve", "--upstream-kubeconfig", kc.as_str()], &[], &["--insecure-http"]);
+}
+
+#[test]
+fn bad_values_from_the_environment_exit_2_naming_the_flag() {
+    let (_dir, kc, _l) = silent_upstream();
+    let serve = ["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http"];
+    for (var, value, flag) in [
+        ("KACHE_CACHE_WINDOW_EVENTS", "0", "--cache-window-events"),
+        ("KACHE_SNAPSHOT_HISTORY", "0", "--snapshot-history"),
+        ("KACHE_WATCHER_LAG", "0", "--watcher-lag"),
+        ("KACHE_CACHE_WINDOW_EVENTS", "ten", "--cache-window-events"),
+        ("KACHE_SHUTDOWN_GRACE_SECONDS", "soon", "--shutdown-grace-seconds"),
+        ("KACHE_PRELOAD_ENCODINGS", "json,yaml", "--preload-encodings"),
+        ("KACHE_LOG_FORMAT", "xml", "--log-format"),
+        ("KACHE_LISTEN", "0.0.0.0:0", "--listen"),
+    ] {
+        rejected(&serve, &[(var, value)], &[flag]);
+    }
+    // The whole configuration from the environment, one value bad.
+    rejected(
+        &["serve"],
+        &[("KACHE_UPSTREAM_KUBECONFIG", kc.as_str()), ("KACHE_INSECURE_HTTP", "true"), ("KACHE_LISTEN", "0.0.0.0:0")],
+        &["--listen", "loopback"],
+    );
+    // A flag given on the command line wins over its environment variable.
+    rejected(&["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http", "--cache-window-events", "0"], &[("KACHE_CACHE_WINDOW_EVENTS", "100")], &["--cache-window-events"]);
+}
+
+#[test]
+fn bad_sim_and_demo_flags_exit_2() {
+    rejected(&["sim", "--nodes", "0"], &[], &["--nodes"]);
+    rejected(&["sim", "--churn-per-sec=-1"], &[], &["--churn-per-sec"]);
+    rejected(&["sim"], &[("KACHE_SIM_CHURN_PER_SEC", "NaN")], &["--churn-per-sec"]);
+    rejected(&["sim", "--window-events", "0"], &[], &["--window-events"]);
+    rejected(&["sim", "--listen", "0.0.0.0:0"], &[], &["--listen", "loopback"]);
+    rejected(&["serve", "--no-such-flag"], &[], &["--no-such-flag"]);
+}
+
+/// `kache demo` flattens both the cluster's and the cache's settings, and two pairs of their
+/// fields share a clap id (`window_events`: `--window-events` / `--cache-window-events`, and
+/// `bookmark_interval_seconds`: `--bookmark-interval-seconds` /
+/// `--watch-bookmark-interval-seconds`). A debug build of `kache demo` panics at start on
+/// clap's debug assertion; a release build silently gives both flags of a pair one value.
+/// Ignored until src/config.rs gives the cache's fields their own ids (report to the lead).
+#[test]
+#[ignore = "src/config.rs: clap id collision in `kache demo` (window_events, bookmark_interval_seconds); see the ops report"]
+fn demo_flags_are_consistent_and_validated() {
+    kache::config::Cli::command().debug_assert();
+    rejected(&["demo", "--cache-window-events", "0", "--seconds", "1"], &[], &["--cache-window-events"]);
+}
+
+/// Flags that are checked only after kache has reached the upstream (or never): a bad
+/// `--admin-listen` is found when binding after discovery (exit 1, "cannot listen"), a
+/// missing `--upstream-kubeconfig` file exits 1 and hides the other errors. Ignored until
+/// `run_serve` validates them first (report to the lead).
+#[test]
+#[ignore = "src/demo.rs validates --admin-listen and the upstream kubeconfig path late; see the ops report"]
+fn flags_checked_late_are_rejected_up_front() {
+    let (_dir, kc, _l) = silent_upstream();
+    rejected(&["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http", "--admin-listen", "nonsense"], &[], &["--admin-listen"]);
+    rejected(&["serve", "--upstream-kubeconfig", "/nonexistent/kubeconfig", "--insecure-http"], &[], &["--upstream-kubeconfig"]);
+}
+
+#[test]
+fn every_flag_has_a_kache_environment_variable() {
+    let cli = kache::config::Cli::command();
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    let mut seen = std::collections::BTreeMap::new();
+    let mut visit = |cmd: &clap::Command, prefix: &str| {
+        for a in cmd.get_arguments() {
+            let Some(long) = a.get_long() else { continue };
+            if matches!(long, "help" | "version") {
+                continue;
+            }
+            checked += 1;
+            match a.get_env().and_then(|e| e.to_str()) {
+                Some(env) if env.starts_with("KACHE_") => {
+                    if let Some(other) = seen.insert((prefix.to_string(), env.to_string()), long.to_string()) {
+                        panic!("{prefix}: {env} is used by both --{other} and --{long}");
+                    }
+                }
+                other => missing.push(format!("{prefix} --{long} (env {other:?})")),
+            }
+        }
+    };
+    visit(&cli, "kache");
+    for sub in cli.get_subcommands() {
+        visit(sub, &format!("kache {}", sub.get_name()));
+    }
+    assert!(missing.is_empty(), "flags without a KACHE_ environment variable: {missing:?}");
+    assert!(checked >= 20, "only {checked} flags seen");
+}
