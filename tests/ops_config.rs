@@ -83,8 +83,9 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
     // Plain HTTP off loopback.
     rejected(&with(&["--listen", "0.0.0.0:0"]), &[], &["--listen", "loopback"]);
     rejected(&with(&["--listen", "[::]:0"]), &[], &["--listen", "loopback"]);
-    // No serving mode chosen: TLS is not there yet, so --insecure-http is required.
-    rejected(&["serve", "--upstream-kubeconfig", kc.as_str()], &[], &["--insecure-http"]);
+    // Security flags (TLS is the default when --insecure-http is not given).
+    rejected(&["serve", "--upstream-kubeconfig", kc.as_str(), "--passthrough-auth", "sideways"], &[], &["--passthrough-auth"]);
+    rejected(&["serve", "--upstream-kubeconfig", kc.as_str(), "--tls-cert-file", "/nonexistent.crt"], &[], &["--tls-private-key-file"]);
 }
 
 #[test]

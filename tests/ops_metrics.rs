@@ -232,7 +232,7 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
         assert!(verbose.lines().any(|l| l.starts_with("[-]") && l.contains(e) && l.ends_with("not synced")), "/readyz?verbose lacks a failing check for {e}:\n{verbose}");
     }
     assert_eq!(checks.len(), expect.len(), "one check per preloaded cache: {checks:?}");
-    assert!(proxy.seen().iter().any(|(_, p)| p.starts_with("/api/v1/pods?limit=")), "kache asked for the pod list (held at the gate)");
+    assert!(proxy.seen().iter().any(|c| c.path.starts_with("/api/v1/pods?limit=")), "kache asked for the pod list (held at the gate)");
     // Still not ready while the lists are held: nothing but the gate decides.
     assert_eq!(k.admin_get("/readyz").await.0, 503);
 

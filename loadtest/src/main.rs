@@ -131,9 +131,12 @@ fn main() -> anyhow::Result<()> {
         Cmd::Run(args) => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
+                // On SIGINT or SIGTERM, return so the servers started are stopped (on drop).
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
                 tokio::select! {
                     r = run_all(&args) => r,
                     _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+                    _ = term.recv() => bail!("terminated"),
                 }
             })
         }
@@ -150,6 +153,7 @@ async fn run_all(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
+    let machine = report::Machine::detect();
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     eprintln!("== scenario {} v{}", s.name, s.version);
     let work_dir = args.work_dir.join(&s.name);
@@ -189,7 +193,7 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
         started_unix,
         commit: git_commit(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: report::Machine::detect(),
+        machine,
         self_contained: args.direct_kubeconfig.is_none(),
         results,
     };

@@ -77,12 +77,43 @@ impl KacheBin {
     pub async fn spawn(upstream_url: &str, args: &[&str], env: &[(&str, &str)], secs: u64) -> KacheBin {
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = upstream_kubeconfig(dir.path(), upstream_url);
+        Self::spawn_in(dir, &kubeconfig, args, env, secs).await
+    }
+
+    /// As [`KacheBin::spawn`], with kache's own credentials: a bearer token for the upstream.
+    pub async fn spawn_with_token(upstream_url: &str, token: &str, args: &[&str], env: &[(&str, &str)], secs: u64) -> KacheBin {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("upstream.kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {upstream_url}\ncontexts:\n- name: up\n  context:\n    cluster: up\n    user: kache\ncurrent-context: up\nusers:\n- name: kache\n  user:\n    token: {token}\n"
+        );
+        std::fs::write(&kubeconfig, text).expect("write upstream kubeconfig");
+        Self::spawn_in(dir, &kubeconfig, args, env, secs).await
+    }
+
+    /// Where `--client-kubeconfig-out` is written when `args` ask for it via [`KacheBin::client_kubeconfig`].
+    pub fn client_kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("client.kubeconfig")
+    }
+
+    async fn spawn_in(dir: tempfile::TempDir, kubeconfig: &Path, args: &[&str], env: &[(&str, &str)], secs: u64) -> KacheBin {
         let (addr_file, admin_file, log) = (dir.path().join("addr"), dir.path().join("admin-addr"), dir.path().join("stderr"));
         let mut c = Command::new(env!("CARGO_BIN_EXE_kache"));
-        c.arg("serve").arg("--upstream-kubeconfig").arg(&kubeconfig).arg("--insecure-http");
+        // Plain HTTP on loopback; clients without credentials are served as system:anonymous
+        // (the simulator without an RBAC file authorizes everyone).
+        c.arg("serve").arg("--upstream-kubeconfig").arg(kubeconfig).arg("--allow-anonymous");
+        // `--tls` (a test-only marker, not a kache flag): serve TLS with a generated
+        // certificate and write the client kubeconfig (with its CA) into the temp dir.
+        let tls = args.contains(&"--tls");
+        let args: Vec<&str> = args.iter().copied().filter(|a| *a != "--tls").collect();
+        if tls {
+            c.arg("--client-kubeconfig-out").arg(dir.path().join("client.kubeconfig"));
+        } else {
+            c.arg("--insecure-http");
+        }
         c.args(["--listen", "127.0.0.1:0", "--addr-file"]).arg(&addr_file);
         c.args(["--admin-listen", "127.0.0.1:0", "--admin-addr-file"]).arg(&admin_file);
-        c.args(args);
+        c.args(&args);
         c.env_remove("KUBECONFIG").env("KACHE_LOG_LEVEL", "info");
         for (k, v) in env {
             c.env(k, v);
@@ -295,8 +326,22 @@ pub fn telemetry_metrics() -> Vec<Declared> {
 
 // ---- a recording, gating proxy ----
 
-/// What the proxy saw: method and path with query, in order.
-pub type Seen = Vec<(String, String)>;
+/// One request the proxy saw.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// The bearer token it carried, if any.
+    pub token: Option<String>,
+    /// Its `Impersonate-*` headers (lower-case names), in order.
+    pub impersonate: Vec<(String, String)>,
+    /// The upstream's status code (0 if none came back).
+    pub status: u16,
+}
+
+/// What the proxy saw, in order of arrival.
+pub type Seen = Vec<Call>;
 
 struct ProxyState {
     upstream: String,
@@ -366,12 +411,19 @@ fn status_body(code: StatusCode, msg: &str) -> Response<UnsyncBoxBody<Bytes, Box
 
 async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<UnsyncBoxBody<Bytes, BoxError>> {
     let pq = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-    state.seen.lock().unwrap().push((req.method().to_string(), pq.clone()));
+    let token = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::to_string);
+    let impersonate = req.headers().iter().filter(|(n, _)| n.as_str().starts_with("impersonate-")).map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    let index = {
+        let mut seen = state.seen.lock().unwrap();
+        seen.push(Call { method: req.method().to_string(), path: pq.clone(), token, impersonate, status: 0 });
+        seen.len() - 1
+    };
     if !is_discovery(req.uri().path()) {
         let mut gate = state.gate.subscribe();
         let _ = gate.wait_for(|open| *open).await;
     }
     if state.down.load(Ordering::SeqCst) {
+        state.seen.lock().unwrap()[index].status = 503;
         return status_body(StatusCode::SERVICE_UNAVAILABLE, "upstream down (test proxy)");
     }
     let (mut parts, body) = req.into_parts();
@@ -382,6 +434,7 @@ async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<U
         Ok(r) => r,
         Err(e) => return status_body(StatusCode::BAD_GATEWAY, &format!("test proxy: {e}")),
     };
+    state.seen.lock().unwrap()[index].status = resp.status().as_u16();
     let cut = Box::pin(async move {
         if cut_rx.changed().await.is_err() {
             std::future::pending::<()>().await;
@@ -448,4 +501,49 @@ impl Proxy {
     pub fn seen(&self) -> Seen {
         self.state.seen.lock().unwrap().clone()
     }
+}
+
+// ---- a simulator with users and RBAC ----
+
+/// A plain-HTTP simulator that authenticates bearer tokens from a users file and authorizes
+/// with an RBAC file; stops when dropped.
+pub struct AuthSim {
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl AuthSim {
+    /// `users` and `rbac` in the simulator's file formats (`kache sim --help`).
+    pub async fn start(users: &str, rbac: &str, cluster_flags: &[&str]) -> AuthSim {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("users.yaml"), users).expect("users file");
+        std::fs::write(dir.path().join("rbac.yaml"), rbac).expect("rbac file");
+        let auth = kache::config::SimAuthArgs {
+            users_file: Some(dir.path().join("users.yaml")),
+            rbac_file: Some(dir.path().join("rbac.yaml")),
+            ..Default::default()
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = kache::demo::start_sim_with("127.0.0.1:0", None, &crate::common::cluster(cluster_flags), &auth, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("simulator with users and RBAC starts");
+        AuthSim { addr: running.addr, dir, _stop: stop }
+    }
+}
+
+/// A request to `addr` with a bearer token; (status, body).
+pub async fn request_as(addr: SocketAddr, token: &str, method: http::Method, path: &str, body: Option<serde_json::Value>) -> (u16, String) {
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut b = Request::builder().method(method).uri(format!("http://{addr}{path}")).header("authorization", format!("Bearer {token}")).header("accept", "application/json");
+    if body.is_some() {
+        b = b.header("content-type", "application/json");
+    }
+    let req = b.body(Full::new(Bytes::from(body.map(|v| v.to_string()).unwrap_or_default()))).expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(30), client.request(req)).await.expect("response within 30 s").expect("response");
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
 }

@@ -82,7 +82,7 @@ pub async fn names(t: &Target) -> anyhow::Result<Names> {
     let tok = t.token.as_deref();
     let nodes = http.get_full(&t.authority, "/api/v1/nodes?resourceVersion=0", JSON, tok).await?;
     let nodes: List<Item> = serde_json::from_slice(&nodes.body).context("node list")?;
-    let pods = http.get_full(&t.authority, "/api/v1/pods?limit=2000", JSON, tok).await?;
+    let pods = http.get_full(&t.authority, "/api/v1/pods?limit=10000", JSON, tok).await?;
     let pods: List<Item> = serde_json::from_slice(&pods.body).context("pod list")?;
     let mut apps: Vec<String> = pods.items.iter().filter_map(|p| p.metadata.labels.get("app").cloned()).collect();
     apps.sort();

@@ -193,7 +193,13 @@ async fn client(shared: &Shared, target: &Target, spec: Client, permit: Option<t
     shared.opened.fetch_add(1, Relaxed);
     let mut synced = spec.list.is_some();
     // A LIST client has its initial state; a WatchList client keeps its permit until then.
-    let mut permit = if synced { None } else { permit };
+    // (Shadowing would not drop it: release it explicitly.)
+    let mut permit = if synced {
+        drop(permit);
+        None
+    } else {
+        permit
+    };
     let mut body = resp.into_body();
     let mut frames = Frames::new(spec.encoding);
     loop {

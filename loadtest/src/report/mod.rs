@@ -17,6 +17,8 @@ pub struct Machine {
     pub nproc: usize,
     pub cpu_model: String,
     pub fd_limit: String,
+    /// `/proc/loadavg` when the scenario started (other work on the machine skews figures).
+    pub load_average: String,
 }
 
 impl Machine {
@@ -25,7 +27,8 @@ impl Machine {
         let cpu_model = cpu.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())).unwrap_or_default();
         let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
         let fd_limit = limits.lines().find(|l| l.starts_with("Max open files")).map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join("/")).unwrap_or_default();
-        Machine { nproc: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), cpu_model, fd_limit }
+        let load_average = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+        Machine { nproc: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), cpu_model, fd_limit, load_average }
     }
 }
 
@@ -178,7 +181,7 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
     let s = &rep.scenario;
     let mut md = String::new();
     let _ = writeln!(md, "# Load test `{}` v{}\n\n{}\n", s.name, s.version, s.description.trim());
-    let _ = writeln!(md, "- commit `{}`, {} x {} (fd limit {}), unix time {}", rep.commit, rep.machine.nproc, rep.machine.cpu_model, rep.machine.fd_limit, rep.started_unix);
+    let _ = writeln!(md, "- commit `{}`, {} x {} (fd limit {}), load average at start {}, unix time {}", rep.commit, rep.machine.nproc, rep.machine.cpu_model, rep.machine.fd_limit, rep.machine.load_average, rep.started_unix);
     let _ = writeln!(md, "- command: `{}`", rep.command);
     if rep.self_contained {
         let c = &s.cluster;
