@@ -20,6 +20,8 @@ pub struct Cli {
 }
 
 /// Subcommands.
+// Parsed once at start-up: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a simulated kube-apiserver holding a synthetic cluster.
@@ -43,7 +45,7 @@ pub struct CacheArgs {
     #[arg(long, env = "KACHE_PRELOAD_ENCODINGS", value_delimiter = ',', value_parser = ["json", "protobuf"], default_value = "json,protobuf")]
     pub preload_encodings: Vec<String>,
     /// Events each cache keeps for watches to resume from.
-    #[arg(long = "cache-window-events", env = "KACHE_CACHE_WINDOW_EVENTS", default_value_t = 10_000)]
+    #[arg(id = "cache_window_events", long = "cache-window-events", env = "KACHE_CACHE_WINDOW_EVENTS", default_value_t = 10_000)]
     pub window_events: usize,
     /// Past snapshots each cache keeps for continue tokens and exact-RV lists.
     #[arg(long, env = "KACHE_SNAPSHOT_HISTORY", default_value_t = 1024)]
@@ -56,7 +58,7 @@ pub struct CacheArgs {
     #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 250)]
     pub consistent_wait_ms: u64,
     /// Seconds between periodic bookmarks on watches kache serves.
-    #[arg(long = "watch-bookmark-interval-seconds", env = "KACHE_WATCH_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
+    #[arg(id = "watch_bookmark_interval_seconds", long = "watch-bookmark-interval-seconds", env = "KACHE_WATCH_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
     pub bookmark_interval_seconds: u64,
 }
 

@@ -219,6 +219,8 @@ impl Feed {
             }
             return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(300)]).into() });
         }
+        // The upstream answers again: readiness need not wait for this watch to end.
+        self.healthy.store(true, Ordering::Relaxed);
         let mut body = resp.into_body();
         let mut buf = BytesMut::new();
         while let Some(frame) = body.frame().await {

@@ -76,32 +76,17 @@ pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
     };
 
     let name = args.name.clone();
-    let mut cluster = Cluster::default();
-    cluster.server = Some(server);
-    cluster.certificate_authority_data = ca;
-    let mut named_cluster = NamedCluster::default();
-    named_cluster.name = name.clone();
-    named_cluster.cluster = Some(cluster);
-
-    let mut user = NamedAuthInfo::default();
-    user.name = name.clone();
-    user.auth_info = auth_info;
-
-    let mut ctx = Context::default();
-    ctx.cluster = name.clone();
-    ctx.user = Some(name.clone());
-    ctx.namespace = context.namespace.clone();
-    let mut named_context = NamedContext::default();
-    named_context.name = name.clone();
-    named_context.context = Some(ctx);
-
-    let mut out = Kubeconfig::default();
-    out.api_version = Some("v1".into());
-    out.kind = Some("Config".into());
-    out.clusters = vec![named_cluster];
-    out.auth_infos = vec![user];
-    out.contexts = vec![named_context];
-    out.current_context = Some(name);
+    let cluster = Cluster { server: Some(server), certificate_authority_data: ca, ..Default::default() };
+    let context = Context { cluster: name.clone(), user: Some(name.clone()), namespace: context.namespace.clone(), ..Default::default() };
+    let out = Kubeconfig {
+        api_version: Some("v1".into()),
+        kind: Some("Config".into()),
+        clusters: vec![NamedCluster { name: name.clone(), cluster: Some(cluster), ..Default::default() }],
+        auth_infos: vec![NamedAuthInfo { name: name.clone(), auth_info, ..Default::default() }],
+        contexts: vec![NamedContext { name: name.clone(), context: Some(context), ..Default::default() }],
+        current_context: Some(name),
+        ..Default::default()
+    };
     Ok(out)
 }
 

@@ -51,6 +51,9 @@ pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>, creds: Cre
         Ok(u) => u,
         Err(_) => return Status::bad_request("malformed request path").into_response(false),
     };
+    // The client's HTTP version says nothing about the upstream's: let the upstream client
+    // negotiate its own (HTTP/2 over TLS when offered, HTTP/1.1 otherwise).
+    parts.version = http::Version::default();
     let out = Request::from_parts(parts, incoming.map_err(BoxError::from).boxed_unsync());
     let sent = match (creds, upgrade) {
         (Credentials::Client, _) => upstream.send_as_client(out, upgrade).await,

@@ -131,7 +131,6 @@ fn bad_sim_and_demo_flags_exit_2() {
 /// clap's debug assertion; a release build silently gives both flags of a pair one value.
 /// Ignored until src/config.rs gives the cache's fields their own ids (report to the lead).
 #[test]
-#[ignore = "src/config.rs: clap id collision in `kache demo` (window_events, bookmark_interval_seconds); see the ops report"]
 fn demo_flags_are_consistent_and_validated() {
     kache::config::Cli::command().debug_assert();
     rejected(&["demo", "--cache-window-events", "0", "--seconds", "1"], &[], &["--cache-window-events"]);

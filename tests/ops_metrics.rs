@@ -257,7 +257,6 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
 /// watch request *ends* (`follow`), so after an outage the resumed, working watch leaves it
 /// false until that watch times out (240-360 s) and the replica stays unready that long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "src/informer.rs: healthy is only updated when an upstream watch ends; see the ops report"]
 async fn readyz_recovers_when_the_upstream_comes_back() {
     let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
     let proxy = Proxy::start(&sim.addr, true).await;

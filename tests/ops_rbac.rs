@@ -85,9 +85,11 @@ fn rbac(rules: &[Value]) -> String {
     json!({"rules": out}).to_string()
 }
 
-/// Split a request path into (group, version, namespace, resource, name); None for
-/// non-resource paths (discovery).
-fn resource_of(path: &str) -> Option<(String, String, Option<String>, String, Option<String>)> {
+/// (group, version, namespace, resource, name) of a request path.
+type ResourcePath = (String, String, Option<String>, String, Option<String>);
+
+/// Split a request path into its [`ResourcePath`]; None for non-resource paths (discovery).
+fn resource_of(path: &str) -> Option<ResourcePath> {
     let path = path.split('?').next().unwrap_or("");
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {

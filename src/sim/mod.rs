@@ -234,26 +234,33 @@ impl Sim {
 impl Sim {
     /// Authenticate, apply impersonation and authorize, as the apiserver's filters do; on
     /// success the acting identity is put in the request's extensions.
-    fn admit(auth: &SimAuth, req: &mut Request<Incoming>, attrs: &Attributes) -> Result<(), (Status, crate::auth::Identity, Option<String>)> {
+    fn admit(auth: &SimAuth, req: &mut Request<Incoming>, attrs: &Attributes) -> Result<(), Box<Refusal>> {
+        let refuse = |status, user, impersonator| Box::new(Refusal { status, user, impersonator });
         let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
-        let anonymous = crate::auth::Identity::anonymous;
-        let user = auth.authenticate(cert.as_deref(), req.headers()).map_err(|s| (s, anonymous(), None))?;
-        let (acting, impersonator) = match impersonate::requested(req.headers()).map_err(|s| (s, user.clone(), None))? {
+        let user = auth.authenticate(cert.as_deref(), req.headers()).map_err(|s| refuse(s, crate::auth::Identity::anonymous(), None))?;
+        let (acting, impersonator) = match impersonate::requested(req.headers()).map_err(|s| refuse(s, user.clone(), None))? {
             None => (user, None),
             Some(wanted) => {
                 if let Some(denied) = wanted.checks().into_iter().find(|c| !auth.allows(&user, c)) {
-                    return Err((denied.forbidden(&user.username, ""), user, None));
+                    return Err(refuse(denied.forbidden(&user.username, ""), user, None));
                 }
                 (wanted.identity(), Some(user.username))
             }
         };
         if !auth.allows(&acting, attrs) {
-            return Err((attrs.forbidden(&acting.username, ""), acting, impersonator));
+            return Err(refuse(attrs.forbidden(&acting.username, ""), acting, impersonator));
         }
         req.extensions_mut().insert(acting.clone());
         req.extensions_mut().insert(Impersonator(impersonator));
         Ok(())
     }
+}
+
+/// A request the simulator's filters refused, and whom it was judged as.
+struct Refusal {
+    status: Status,
+    user: crate::auth::Identity,
+    impersonator: Option<String>,
 }
 
 /// Who impersonated the acting user of a request, if anyone (a request extension).
@@ -271,7 +278,8 @@ impl Handler for Sim {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
         };
         let attributes = Attributes::of(req.method(), req.uri().path(), req.uri().query());
-        if let Err((status, user, impersonator)) = Self::admit(&auth, &mut req, &attributes) {
+        if let Err(refusal) = Self::admit(&auth, &mut req, &attributes) {
+            let Refusal { status, user, impersonator } = *refusal;
             auth.record(AuditRecord { user, impersonator, attributes, code: status.code });
             return status.into_response(protobuf);
         }

@@ -176,7 +176,7 @@ fn path_matches(patterns: &[String], path: &str) -> bool {
 
 impl Rule {
     fn applies_to(&self, id: &Identity) -> bool {
-        self.users.iter().any(|u| *u == id.username) || self.groups.iter().any(|g| id.in_group(g))
+        self.users.contains(&id.username) || self.groups.iter().any(|g| id.in_group(g))
     }
 
     fn allows(&self, id: &Identity, a: &Attributes) -> bool {

@@ -119,7 +119,12 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
             }));
         }
         let setup_deadline = Instant::now() + Duration::from_secs(600);
-        while shared.opened.load(Relaxed) + shared.counters.errors.load(Relaxed) < clients as u64 && Instant::now() < setup_deadline {
+        // Every client watching and holding its initial state (a WatchList's arrives on the watch).
+        let ready = |s: &Shared| {
+            let errors = s.counters.errors.load(Relaxed);
+            s.opened.load(Relaxed) + errors >= clients as u64 && s.counters.requests.load(Relaxed) + errors >= clients as u64
+        };
+        while !ready(&shared) && Instant::now() < setup_deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
