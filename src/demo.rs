@@ -46,7 +46,7 @@ pub enum StartError {
 fn sim_config(c: &ClusterArgs, advertise: String) -> SimConfig {
     SimConfig {
         cluster: ClusterSpec { nodes: c.nodes, pods: c.pods, namespaces: c.namespaces, seed: c.seed, pod_bytes: c.pod_bytes },
-        limits: Limits { window_events: c.window_events, ..Limits::default() },
+        limits: Limits { window_events: c.window_events, history: c.window_events.max(1024), ..Limits::default() },
         watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
         advertise,
     }

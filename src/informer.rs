@@ -169,16 +169,35 @@ impl Feed {
         }
     }
 
+    /// The initial state: paged (bounded memory per response); if the pages' snapshot
+    /// expires upstream before the last page (heavy churn, short history), once more as a
+    /// single unpaged LIST, which cannot expire midway.
     async fn list(&self) -> Result<(Vec<Object>, u64), InformerError> {
+        match self.list_pages(Some(PAGE)).await {
+            Err(InformerError::Expired) => {
+                tracing::info!(resource = %self.cache.resource.plural, "paged list expired mid-way; listing unpaged");
+                self.list_pages(None).await
+            }
+            other => other,
+        }
+    }
+
+    async fn list_pages(&self, page: Option<u64>) -> Result<(Vec<Object>, u64), InformerError> {
         let r = self.cache.resource.clone();
         let base = collection_path(&r);
         let mut objects = Vec::new();
         let mut cont = String::new();
         loop {
-            let mut path = format!("{base}?limit={PAGE}");
+            let mut path = match page {
+                Some(n) => format!("{base}?limit={n}"),
+                None => base.clone(),
+            };
             if !cont.is_empty() {
                 path.push_str("&continue=");
                 path.push_str(&cont);
+            }
+            if page.is_none() && !cont.is_empty() {
+                return Err(InformerError::Decode("an unpaged list returned a continue token".into()));
             }
             let (rv, next) = match self.fmt {
                 Format::Json => {
