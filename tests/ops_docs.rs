@@ -1,12 +1,12 @@
 //! Operations documentation and deploy files kept in sync with the code:
-//! - the flags table of docs/operations.md is `kache serve --help` (every flag in the order
+//! - the flags table of README.md is `kache serve --help` (every flag in the order
 //!   the help lists them, with its environment variable, default and meaning);
-//! - the metrics table of docs/operations.md is src/telemetry.rs (every declared metric);
+//! - the metrics table of README.md is src/telemetry.rs (every declared metric);
 //! - deploy/grafana-dashboard.json queries only declared metrics, and every one of them;
 //! - every `KACHE_...` variable the manifests under deploy/ set is one kache reads.
 //!
 //! On a mismatch the expected table is printed; `BLESS=1 cargo test --test ops_docs`
-//! rewrites the tables in docs/operations.md in place (add `-- --test-threads=1`).
+//! rewrites the tables in README.md in place (add `-- --test-threads=1`).
 
 mod common;
 mod ops_support;
@@ -112,12 +112,12 @@ fn check_section(doc: &Path, name: &str, expected: &str) -> Result<(), String> {
 
 #[test]
 fn the_flags_table_matches_kache_serve_help() {
-    check_section(&repo("docs/operations.md"), "flags:serve", &flags_table()).unwrap_or_else(|e| panic!("{e}"));
+    check_section(&repo("README.md"), "flags:serve", &flags_table()).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
 fn the_metrics_table_matches_src_telemetry() {
-    check_section(&repo("docs/operations.md"), "metrics", &metrics_table()).unwrap_or_else(|e| panic!("{e}"));
+    check_section(&repo("README.md"), "metrics", &metrics_table()).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
