@@ -39,6 +39,12 @@ enum Cmd {
         #[arg(long, default_value_os_t = default_scenarios())]
         scenarios_dir: PathBuf,
     },
+    /// Render the Markdown report and the plot again from a report's JSON.
+    Render {
+        /// `NAME-vVERSION.json` files written by `run`.
+        #[arg(required = true)]
+        json: Vec<PathBuf>,
+    },
     /// A trivial hyper server returning a static body (the reference limit; started by `run`).
     #[command(hide = true)]
     TrivialServer {
@@ -115,10 +121,31 @@ fn git_commit() -> String {
     }
 }
 
+/// Path, modification time (unix seconds) and size of a binary.
+fn binary_identity(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            let mtime = m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_secs()).unwrap_or(0);
+            format!("`{}` (modified unix {mtime}, {} bytes)", path.display(), m.len())
+        }
+        Err(e) => format!("`{}` ({e})", path.display()),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Cmd::TrivialServer { body_bytes, addr_file } => phases::reference::serve_trivial(body_bytes, &addr_file),
+        Cmd::Render { json } => {
+            for f in json {
+                let rep: report::RunReport = serde_json::from_slice(&std::fs::read(&f)?).with_context(|| format!("reading {}", f.display()))?;
+                let dir = f.parent().unwrap_or(Path::new("."));
+                let stem = f.file_stem().and_then(|s| s.to_str()).context("file name")?;
+                report::write(dir, stem, &rep)?;
+                eprintln!("rendered {}/{stem}.{{md,svg}}", dir.display());
+            }
+            Ok(())
+        }
         Cmd::List { scenarios_dir } => {
             let mut files: Vec<_> = std::fs::read_dir(&scenarios_dir)?.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
             files.sort();
@@ -192,6 +219,7 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
         scenario: s.clone(),
         started_unix,
         commit: git_commit(),
+        kache_binary: binary_identity(&args.kache_bin),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine,
         self_contained: args.direct_kubeconfig.is_none(),

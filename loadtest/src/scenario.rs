@@ -246,3 +246,21 @@ pub fn load(path: &Path) -> anyhow::Result<Scenario> {
     }
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_scenario_file_loads() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let s = super::load(&p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+                assert_eq!(p.file_stem().unwrap().to_str().unwrap(), s.name, "file name = scenario name");
+                n += 1;
+            }
+        }
+        assert!(n >= 6, "scenarios found: {n}");
+    }
+}

@@ -55,7 +55,7 @@ impl Hist {
 }
 
 /// Latency percentiles in microseconds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub p50_us: u64,
@@ -67,7 +67,7 @@ pub struct Percentiles {
 }
 
 /// CPU and memory of one process over a phase.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ProcFigures {
     /// `kache`, `upstream`, `loadtest` or `trivial-server`.
     pub role: String,
@@ -79,7 +79,7 @@ pub struct ProcFigures {
 }
 
 /// The result of one phase against one target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct PhaseResult {
     /// What ran, e.g. `list pb rv0 all`.
     pub workload: String,

@@ -139,8 +139,7 @@ pub fn serve_trivial(body_bytes: usize, addr_file: &std::path::Path) -> anyhow::
             let svc = hyper::service::service_fn(move |_req| {
                 let body = body.clone();
                 async move {
-                    let resp = http::Response::builder().header(http::header::CONTENT_TYPE, PROTOBUF).body(Full::new(body));
-                    resp
+                    http::Response::builder().header(http::header::CONTENT_TYPE, PROTOBUF).body(Full::new(body))
                 }
             });
             let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), svc).into_owned();

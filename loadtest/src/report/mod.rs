@@ -12,12 +12,13 @@ use std::fmt::Write;
 use std::path::Path;
 
 /// The machine a run was on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Machine {
     pub nproc: usize,
     pub cpu_model: String,
     pub fd_limit: String,
     /// `/proc/loadavg` when the scenario started (other work on the machine skews figures).
+    #[serde(default)]
     pub load_average: String,
 }
 
@@ -33,7 +34,7 @@ impl Machine {
 }
 
 /// One issue-5 target, checked against this run's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct TargetCheck {
     pub target: String,
     /// None when this run did not measure it at the target's scale.
@@ -42,11 +43,16 @@ pub struct TargetCheck {
 }
 
 /// Everything one scenario run produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RunReport {
     pub scenario: Scenario,
     pub started_unix: u64,
+    /// `git rev-parse --short HEAD` of the working tree when the run started.
     pub commit: String,
+    /// The kache binary run (path, modification time, size): the commit may have moved
+    /// since it was built.
+    #[serde(default)]
+    pub kache_binary: String,
     pub command: String,
     pub machine: Machine,
     pub self_contained: bool,
@@ -90,7 +96,7 @@ fn ratio(k: f64, d: f64) -> String {
     }
 }
 
-fn find<'a>(results: &'a [PhaseResult], f: impl Fn(&PhaseResult) -> bool) -> Option<&'a PhaseResult> {
+fn find(results: &[PhaseResult], f: impl Fn(&PhaseResult) -> bool) -> Option<&PhaseResult> {
     results.iter().find(|r| f(r))
 }
 
@@ -184,6 +190,9 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
     let _ = writeln!(md, "- commit `{}`, {} x {} (fd limit {}), load average at start {}, unix time {}", rep.commit, rep.machine.nproc, rep.machine.cpu_model, rep.machine.fd_limit, rep.machine.load_average, rep.started_unix);
     let _ = writeln!(md, "- command: `{}`", rep.command);
     if rep.self_contained {
+        let _ = writeln!(md, "- kache binary: {}", rep.kache_binary);
+    }
+    if rep.self_contained {
         let c = &s.cluster;
         let _ = writeln!(
             md,
@@ -212,7 +221,8 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
         md.push('\n');
     }
     // Pair direct and kache results by workload and concurrency.
-    let mut pairs: BTreeMap<(usize, String, usize), (Option<&PhaseResult>, Option<&PhaseResult>)> = BTreeMap::new();
+    type Pair<'a> = (Option<&'a PhaseResult>, Option<&'a PhaseResult>);
+    let mut pairs: BTreeMap<(usize, String, usize), Pair<'_>> = BTreeMap::new();
     let mut order = Vec::new();
     for r in rep.results.iter().filter(|r| (r.target == "direct" || r.target == "kache") && !r.workload.starts_with("memory")) {
         let key = (r.workload.clone(), r.concurrency);

@@ -6,10 +6,10 @@ use crate::stats::PhaseResult;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-const W: f64 = 900.0;
+const W: f64 = 1100.0;
 const H: f64 = 540.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 330.0;
+const RIGHT: f64 = 450.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 const COLOURS: [&str; 10] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
@@ -72,7 +72,7 @@ pub fn plot(title: &str, results: &[PhaseResult]) -> String {
             }
         }
         let ly = TOP + 10.0 + i as f64 * 16.0;
-        let _ = write!(svg, r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#, W - RIGHT + 12.0, W - RIGHT + 30.0, W - RIGHT + 34.0, ly + 4.0, esc(&name));
+        let _ = write!(svg, r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="3"/><text x="{}" y="{}" font-size="10">{}</text>"#, W - RIGHT + 12.0, W - RIGHT + 30.0, W - RIGHT + 34.0, ly + 4.0, esc(&name));
     }
     svg.push_str("</svg>\n");
     svg
