@@ -316,6 +316,12 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
     if args.insecure_http {
         crate::config::require_loopback(&args.listen).map_err(StartError::Config)?;
     }
+    if let Some(admin) = &args.admin_listen {
+        admin.parse::<SocketAddr>().map_err(|e| StartError::Config(format!("--admin-listen {admin:?}: {e}")))?;
+    }
+    if let Some(path) = args.upstream_kubeconfig.as_deref().filter(|p| !p.is_file()) {
+        return Err(StartError::Config(format!("--upstream-kubeconfig {}: no such file", path.display())));
+    }
     crate::telemetry::install();
     let upstream = Upstream::load(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref()).await.map_err(|e| StartError::Upstream(e.to_string()))?;
     let serving = start_serve_args(upstream, &args, terminated()).await?;

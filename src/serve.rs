@@ -123,6 +123,29 @@ pub async fn discover(upstream: &Upstream) -> Result<Vec<Resource>, InformerErro
     Ok(out)
 }
 
+/// How often the upstream's resources are discovered again, so kinds that appear later
+/// (new CRDs, new API versions) are cached too.
+const REDISCOVERY: Duration = Duration::from_secs(30);
+
+/// Rediscover the upstream's resources every [`REDISCOVERY`] while `serve` lives. Caches of
+/// kinds that disappear stay until their informers fail; requests for them pass through.
+async fn rediscover(serve: std::sync::Weak<Serve>) {
+    loop {
+        tokio::time::sleep(REDISCOVERY).await;
+        let Some(serve) = serve.upgrade() else { return };
+        match discover(&serve.upstream).await {
+            Ok(found) => {
+                let found: Vec<ResourceRef> = found.into_iter().map(Arc::new).collect();
+                if **serve.resources.load() != found {
+                    tracing::info!(resources = found.len(), "upstream resources changed");
+                    serve.resources.store(Arc::new(found));
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "rediscovery failed; keeping the known resources"),
+        }
+    }
+}
+
 impl Serve {
     /// Discover the upstream's resources and start the preloaded informers.
     pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
@@ -143,6 +166,7 @@ impl Serve {
                 None => tracing::warn!(resource = %name, "preload: the upstream has no such listable resource"),
             }
         }
+        tokio::spawn(rediscover(Arc::downgrade(&serve)));
         Ok(serve)
     }
 

@@ -141,7 +141,6 @@ fn demo_flags_are_consistent_and_validated() {
 /// missing `--upstream-kubeconfig` file exits 1 and hides the other errors. Ignored until
 /// `run_serve` validates them first (report to the lead).
 #[test]
-#[ignore = "src/demo.rs validates --admin-listen and the upstream kubeconfig path late; see the ops report"]
 fn flags_checked_late_are_rejected_up_front() {
     let (_dir, kc, _l) = silent_upstream();
     rejected(&["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http", "--admin-listen", "nonsense"], &[], &["--admin-listen"]);
