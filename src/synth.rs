@@ -197,8 +197,9 @@ fn ts(offset: u64) -> String {
     rfc3339(BASE_UNIX.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX / 2)))
 }
 
-/// RFC 3339 UTC timestamp for Unix seconds (proleptic Gregorian, civil-from-days).
-fn rfc3339(secs: i64) -> String {
+/// RFC 3339 UTC timestamp for Unix seconds (proleptic Gregorian, civil-from-days), as
+/// Kubernetes writes timestamps.
+pub fn rfc3339(secs: i64) -> String {
     let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
