@@ -97,6 +97,17 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
             other => panic!("watch: expected events under churn, got {other:?}"),
         }
     }
+    // Keep reading the watch in the background: a client that stops reading under this churn
+    // (16 kB pods, --watcher-lag 16) is itself ended as too slow, which is not this check.
+    let (stop_reading, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = &mut stopped => return w,
+                next = w.next_json(deadline(600)) => if !matches!(next, Next::Item(_)) { return w },
+            }
+        }
+    });
     // A client too slow for the churn is ended (counted), without holding anyone up.
     let slow = tokio::spawn(slow_watcher(k.addr, rv));
     let (read, clean) = tokio::time::timeout(Duration::from_secs(120), slow).await.expect("kache ended the slow watcher within 120 s").expect("join");
@@ -186,7 +197,8 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     assert!(changed >= 10, "only {changed} series changed between the scrapes");
 
     // Closing the watch brings the gauge back down.
-    drop(w);
+    let _ = stop_reading.send(());
+    drop(reader.await.expect("watch reader"));
     let end = deadline(30);
     while k.scrape().await.sum(t::WATCHES_OPEN, &[("resource", "pods")]) != 0.0 {
         assert!(tokio::time::Instant::now() < end, "watches_open did not return to 0 after the client left");
