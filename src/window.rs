@@ -9,7 +9,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
     /// Object created (or entered a selector).
-    Added,
+    Added = 0,
     /// Object changed.
     Modified,
     /// Object deleted (or left a selector).

@@ -46,7 +46,7 @@ pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Optio
     if let Some(n) = opts.rv.filter(|n| *n > 0) {
         reach(&cache, n).await?;
     }
-    let enc = Encoder { res: cache.resource.clone(), fmt };
+    let enc = Encoder::new(cache.resource.clone(), fmt);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
     let index = cache.resource.index.as_deref();
@@ -206,9 +206,18 @@ impl Watcher {
 struct Encoder {
     res: Arc<Resource>,
     fmt: Format,
+    /// `{"type":"<T>","object":{"kind":...,"apiVersion":...,` for ADDED, MODIFIED, DELETED,
+    /// built once per watch instead of once per event.
+    json_heads: [Bytes; 3],
 }
 
 impl Encoder {
+    fn new(res: Arc<Resource>, fmt: Format) -> Encoder {
+        let head = |t: EventType| Bytes::from(format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",", t.as_str(), res.kind, res.api_version()));
+        let json_heads = [head(EventType::Added), head(EventType::Modified), head(EventType::Deleted)];
+        Encoder { res, fmt, json_heads }
+    }
+
     fn content_type(&self) -> &'static str {
         match self.fmt {
             Format::Json => "application/json",
@@ -221,8 +230,8 @@ impl Encoder {
         match self.fmt {
             Format::Json => {
                 let Some(j) = &o.json else { return };
-                let head = format!("{{\"type\":\"{t}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",", self.res.kind, self.res.api_version());
-                out.extend([Bytes::from(head), j.slice(2..), Bytes::from_static(b"}\n")]);
+                let head = self.json_heads[kind as usize].clone();
+                out.extend([head, j.slice(2..), Bytes::from_static(b"}\n")]);
             }
             Format::Protobuf => {
                 let Some(m) = o.pb_message() else { return };
