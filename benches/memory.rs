@@ -1,7 +1,8 @@
 //! Memory held per cached pod: live heap bytes (counted by a wrapping global allocator) and
 //! RSS growth after loading N realistic pods into a cache with both JSON and protobuf
 //! encodings held, against the encoded bytes held. Run with
-//! `cargo bench --bench memory -- [pods]` (default 100,000). Prints one line of figures.
+//! `cargo bench --bench memory -- [pods] [both|json|protobuf]` (default 100,000, both).
+//! Prints one line of figures.
 #![allow(unsafe_code)]
 
 use kache::cache::{KindCache, Limits};
@@ -41,6 +42,7 @@ fn rss_bytes() -> u64 {
 
 fn main() {
     let pods: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(100_000);
+    let held = std::env::args().skip(1).find(|a| matches!(a.as_str(), "both" | "json" | "protobuf")).unwrap_or_else(|| "both".into());
     let r = Arc::new(kache::resource::simulated().into_iter().find(|r| r.plural == "pods").expect("pods"));
     let synth = Synth::new(ClusterSpec { nodes: pods.div_ceil(30), pods, namespaces: 50, seed: 7, pod_bytes: None });
     let cache = KindCache::new(r.clone(), 0, Limits::default());
@@ -48,7 +50,13 @@ fn main() {
     let mut objects = Vec::with_capacity(pods);
     for (i, mut v) in synth.pods().enumerate() {
         v["metadata"]["resourceVersion"] = serde_json::Value::String((i + 1).to_string());
-        objects.push(kache::sim::encode(&r, &v).expect("encode"));
+        let mut o = kache::sim::encode(&r, &v).expect("encode");
+        match held.as_str() {
+            "json" => o.pb = None,
+            "protobuf" => o.json = None,
+            _ => {}
+        }
+        objects.push(o);
     }
     cache.replace(objects, pods as u64);
     let (rss_after, heap_after) = (rss_bytes(), LIVE.load(Ordering::Relaxed));
@@ -57,7 +65,7 @@ fn main() {
     let rss = rss_after.saturating_sub(rss_before) as f64;
     let n = pods as f64;
     println!(
-        "pods={pods} encoded={:.0}B/pod heap={:.0}B/pod ({:.2}x encoded) rss_growth={:.0}B/pod ({:.2}x encoded)",
+        "pods={pods} held={held} encoded={:.0}B/pod heap={:.0}B/pod ({:.2}x encoded) rss_growth={:.0}B/pod ({:.2}x encoded)",
         encoded / n,
         heap / n,
         heap / encoded,

@@ -25,22 +25,24 @@ pub enum ObjectError {
 }
 
 /// A stored object.
+///
+/// Kept small: a cache holds one per object per encoding, and at 100,000 pods every byte of
+/// overhead here is 100 KB of RSS. Namespace and name are parts of the key; labels and field
+/// values are each packed into one allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     /// Store key.
     pub key: Key,
-    /// `metadata.namespace` (empty for cluster-scoped kinds).
-    pub namespace: Box<str>,
-    /// `metadata.name`.
-    pub name: Box<str>,
     /// `metadata.resourceVersion`.
     pub rv: u64,
-    /// Labels sorted by key.
-    pub labels: Box<[(Box<str>, Box<str>)]>,
-    /// Values of the kind's selectable fields (beyond name and namespace), every one of
-    /// them, as the apiserver's field set renders it: unset fields hold their Go zero value
-    /// (`""`, or `false`/`0` for booleans and counts).
-    pub fields: Box<[(Box<str>, Box<str>)]>,
+    /// Labels sorted by key, packed as key, value, key, value, ...
+    labels: Packed,
+    /// The kind's selectable fields (beyond name and namespace), shared by every object of
+    /// the kind.
+    field_names: Arc<[String]>,
+    /// Their values, in `field_names` order, as the apiserver's field set renders them:
+    /// unset fields hold their Go zero value (`""`, or `false`/`0` for booleans and counts).
+    field_values: Packed,
     /// `,` then the compact JSON of the object without `kind` and `apiVersion`: a LIST item
     /// with its separator, so a list is one piece per item.
     pub json: Option<Bytes>,
@@ -50,17 +52,81 @@ pub struct Object {
 
 impl LabelSource for Object {
     fn label(&self, key: &str) -> Option<&str> {
-        self.labels.label(key)
+        let mut it = self.labels.iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            match k.cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Some(v),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
     }
 }
 
 impl FieldSource for Object {
     fn field(&self, name: &str) -> Option<&str> {
         match name {
-            "metadata.name" => Some(&self.name),
-            "metadata.namespace" => Some(&self.namespace),
-            _ => self.fields.iter().find(|(k, _)| &**k == name).map(|(_, v)| &**v),
+            "metadata.name" => Some(self.name()),
+            "metadata.namespace" => Some(self.namespace()),
+            _ => {
+                let i = self.field_names.iter().position(|f| f == name)?;
+                self.field_values.iter().nth(i)
+            }
         }
+    }
+}
+
+/// Strings packed into one allocation, each as its length then its bytes. The length is
+/// written in 6-bit groups, low first, with 0x40 marking that another group follows, so
+/// every length byte is ASCII and the whole stays a `str` that can be sliced without
+/// re-validating.
+#[derive(Clone, PartialEq, Eq, Default)]
+struct Packed(Box<str>);
+
+impl Packed {
+    fn new<'a>(items: impl IntoIterator<Item = &'a str>) -> Packed {
+        let mut out = String::new();
+        for item in items {
+            let mut n = item.len();
+            loop {
+                let group = (n & 0x3f) as u8;
+                n >>= 6;
+                out.push(char::from(if n > 0 { group | 0x40 } else { group }));
+                if n == 0 {
+                    break;
+                }
+            }
+            out.push_str(item);
+        }
+        Packed(out.into_boxed_str())
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        let s = &*self.0;
+        let mut pos = 0;
+        std::iter::from_fn(move || {
+            let bytes = s.as_bytes();
+            let (mut len, mut shift) = (0usize, 0);
+            loop {
+                let b = *bytes.get(pos)?;
+                pos += 1;
+                len |= usize::from(b & 0x3f) << shift;
+                shift += 6;
+                if b & 0x40 == 0 {
+                    break;
+                }
+            }
+            let item = s.get(pos..pos + len)?;
+            pos += len;
+            Some(item)
+        })
+    }
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -82,30 +148,52 @@ impl Object {
         let namespace = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
         let rv_str = meta.get("resourceVersion").and_then(Value::as_str).unwrap_or("");
         let rv = rv_str.parse().map_err(|_| ObjectError::BadResourceVersion(rv_str.to_string()))?;
-        let mut labels: Vec<(Box<str>, Box<str>)> = meta
+        let mut labels: Vec<(&str, &str)> = meta
             .get("labels")
             .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or("").into())).collect())
+            .map(|m| m.iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap_or(""))).collect())
             .unwrap_or_default();
-        labels.sort();
-        let fields = res
+        labels.sort_unstable();
+        let values: Vec<std::borrow::Cow<'_, str>> = res
             .fields
             .iter()
             .map(|f| {
                 let (path, zero) = field_source(f);
-                (f.as_str().into(), field_value(v, path).unwrap_or_else(|| zero.to_string()).into())
+                field_value(v, path).map_or(std::borrow::Cow::Borrowed(zero), std::borrow::Cow::Owned)
             })
             .collect();
         Ok(Object {
             key: key(namespace, name),
-            namespace: namespace.into(),
-            name: name.into(),
             rv,
-            labels: labels.into(),
-            fields,
+            labels: Packed::new(labels.iter().flat_map(|(k, v)| [*k, *v])),
+            field_names: res.fields.clone(),
+            field_values: Packed::new(values.iter().map(|v| &**v)),
             json: json.map(json_piece),
             pb: pb.map(pb_piece),
         })
+    }
+
+    /// An object with only a key and resourceVersion (no labels, fields or encodings).
+    pub fn bare(key: Key, rv: u64) -> Object {
+        Object { key, rv, labels: Packed::default(), field_names: Arc::from([]), field_values: Packed::default(), json: None, pb: None }
+    }
+
+    /// The same object with its selectable fields replaced (tests and synthetic objects).
+    pub fn with_fields<'a>(mut self, fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Object {
+        let (names, values): (Vec<&str>, Vec<&str>) = fields.into_iter().unzip();
+        self.field_names = names.into_iter().map(String::from).collect();
+        self.field_values = Packed::new(values);
+        self
+    }
+
+    /// `metadata.namespace` (empty for cluster-scoped kinds): the key before its `/`.
+    pub fn namespace(&self) -> &str {
+        self.key.split_once('/').map_or("", |(ns, _)| ns)
+    }
+
+    /// `metadata.name`: the key after its `/`, if any.
+    pub fn name(&self) -> &str {
+        self.key.split_once('/').map_or(&*self.key, |(_, n)| n)
     }
 
     /// The object's JSON without `kind`/`apiVersion` (a LIST item).
@@ -141,7 +229,7 @@ impl Object {
     /// Whether the label set and field values equal another object's (so no selector can
     /// tell them apart).
     pub fn same_selectables(&self, other: &Object) -> bool {
-        self.labels == other.labels && self.fields == other.fields
+        self.labels == other.labels && self.field_values == other.field_values
     }
 }
 
@@ -161,8 +249,8 @@ fn field_source(field: &str) -> (&str, &'static str) {
 }
 
 /// The value at a JSON path, rendered as the apiserver's field set renders it.
-fn field_value<'a>(v: &'a Value, path: &str) -> Option<String> {
-    let mut cur: &'a Value = v;
+fn field_value(v: &Value, path: &str) -> Option<String> {
+    let mut cur = v;
     for part in path.split('.') {
         cur = cur.get(part)?;
     }
@@ -269,6 +357,28 @@ mod tests {
         assert_eq!(&moved.pb_message().unwrap()[..], b"\x0a\x07\x32\x0570000");
         assert_eq!(mv["metadata"]["resourceVersion"], "70000");
         assert_eq!(moved.rv, 70000);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn packed_strings_read_back_as_written(items in proptest::collection::vec(".{0,70}|[a-z]{4000,4200}", 0..12)) {
+            let p = Packed::new(items.iter().map(String::as_str));
+            let back: Vec<&str> = p.iter().collect();
+            proptest::prop_assert_eq!(back, items.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn labels_are_found_by_key_and_namespace_and_name_come_from_the_key() {
+        let v = serde_json::json!({"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "3",
+            "labels": {"b": "2", "a": "1", "long": "x".repeat(63), "": "empty-key?"}}});
+        let o = Object::new(&pods(), &v, None, None).unwrap();
+        assert_eq!((o.label("a"), o.label("b"), o.label("c"), o.label("aa")), (Some("1"), Some("2"), None, None));
+        assert_eq!(o.label("long").map(str::len), Some(63));
+        assert_eq!(o.label(""), Some("empty-key?"));
+        assert_eq!((o.namespace(), o.name()), ("ns", "p"));
+        let node = Object::new(&pods(), &serde_json::json!({"metadata": {"name": "n1", "resourceVersion": "1"}}), None, None).unwrap();
+        assert_eq!((node.namespace(), node.name(), node.field("metadata.name")), ("", "n1", Some("n1")));
     }
 
     #[test]

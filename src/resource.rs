@@ -26,7 +26,7 @@ pub struct Resource {
     /// Discovery categories (e.g. `all`).
     pub categories: Vec<String>,
     /// Field-selector fields beyond `metadata.name` and `metadata.namespace`.
-    pub fields: Vec<String>,
+    pub fields: std::sync::Arc<[String]>,
     /// The field with an index for O(result) equality selectors (`spec.nodeName` for pods).
     pub index: Option<String>,
 }

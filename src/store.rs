@@ -58,7 +58,8 @@ impl Snapshot {
         }
         self.bytes += o.encoded_len();
         if let Some(v) = index.map(|f| indexed_value(&o, f)) {
-            self.index.insert((Arc::from(v), o.key.clone()), o.clone());
+            let v = self.index_value(v);
+            self.index.insert((v, o.key.clone()), o.clone());
         }
         self.objects.insert(o.key.clone(), o);
     }
@@ -67,6 +68,16 @@ impl Snapshot {
         self.bytes -= old.encoded_len();
         if let Some(v) = index.map(|f| indexed_value(old, f)) {
             self.index.remove(&(Arc::from(v), old.key.clone()));
+        }
+    }
+
+    /// `value` as an index key part: the `Arc` the index already holds for it if any, so
+    /// the ~30 pods of a node share one copy of its name.
+    fn index_value(&self, value: &str) -> Arc<str> {
+        let v: Arc<str> = Arc::from(value);
+        match self.index.range((Bound::Included((v.clone(), Key::from(""))), Bound::Unbounded)).next() {
+            Some(((held, _), _)) if **held == *value => held.clone(),
+            _ => v,
         }
     }
 
@@ -135,16 +146,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn obj(ns: &str, name: &str, node: &str, rv: u64) -> Object {
-        Object {
-            key: crate::object::key(ns, name),
-            namespace: ns.into(),
-            name: name.into(),
-            rv,
-            labels: Box::new([]),
-            fields: vec![("spec.nodeName".into(), node.into())].into(),
-            json: Some(bytes::Bytes::from(format!(",{{\"n\":\"{name}\"}}"))),
-            pb: None,
-        }
+        let mut o = Object::bare(crate::object::key(ns, name), rv).with_fields([("spec.nodeName", node)]);
+        o.json = Some(bytes::Bytes::from(format!(",{{\"n\":\"{name}\"}}")));
+        o
     }
 
     #[test]
@@ -155,7 +159,7 @@ mod tests {
             10,
             Some("spec.nodeName"),
         );
-        let names: Vec<&str> = s.range(Some("a"), None).map(|o| &*o.name).collect();
+        let names: Vec<&str> = s.range(Some("a"), None).map(|o| o.name()).collect();
         assert_eq!(names, ["w", "x"]);
         let all: Vec<&str> = s.range(None, None).map(|o| &*o.key).collect();
         assert_eq!(all, ["a-b/y", "a/w", "a/x", "ab/z"], "etcd key order");
@@ -167,8 +171,7 @@ mod tests {
 
     #[test]
     fn objects_without_the_indexed_field_are_found_under_the_empty_value() {
-        let mut unscheduled = obj("a", "pending", "", 2);
-        unscheduled.fields = Box::new([]);
+        let unscheduled = obj("a", "pending", "", 2).with_fields([]);
         let s = Snapshot::from_objects(vec![obj("a", "x", "n1", 1), unscheduled], 2, 10, Some("spec.nodeName"));
         let found: Vec<&str> = s.indexed("", None).map(|o| &*o.key).collect();
         assert_eq!(found, ["a/pending"]);

@@ -124,16 +124,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn ev(rv: u64) -> Arc<Event> {
-        let o = Object {
-            key: "k".into(),
-            namespace: "".into(),
-            name: "k".into(),
-            rv,
-            labels: Box::new([]),
-            fields: Box::new([]),
-            json: None,
-            pb: None,
-        };
+        let o = Object::bare("k".into(), rv);
         Arc::new(Event { rv, kind: EventType::Modified, object: Arc::new(o), prev: None, prev_at_rv: None, at: std::time::Instant::now() })
     }
 

@@ -33,5 +33,5 @@ fn candidates<'a>(snap: &'a Snapshot, namespace: Option<&'a str>, opts: &'a Opti
 
 /// Whether an object passes a request's namespace, label and field filters.
 fn selected(o: &Object, namespace: Option<&str>, opts: &Options) -> bool {
-    namespace.is_none_or(|ns| *o.namespace == *ns) && opts.labels.matches(o as &dyn LabelSource) && opts.fields.matches(o as &dyn FieldSource)
+    namespace.is_none_or(|ns| o.namespace() == ns) && opts.labels.matches(o as &dyn LabelSource) && opts.fields.matches(o as &dyn FieldSource)
 }

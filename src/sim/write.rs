@@ -293,7 +293,7 @@ impl Sim {
         let names: Vec<(String, String)> = snap
             .range(ns, None)
             .filter(|o| opts.labels.matches(&***o as &dyn crate::selector::LabelSource) && opts.fields.matches(&***o as &dyn crate::selector::FieldSource))
-            .map(|o| (o.namespace.to_string(), o.name.to_string()))
+            .map(|o| (o.namespace().to_string(), o.name().to_string()))
             .collect();
         for (ns, name) in names {
             let ns = (!ns.is_empty()).then_some(ns);
