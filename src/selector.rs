@@ -856,6 +856,15 @@ impl FieldSelector {
             .all(|t| (fields.field(&t.field).unwrap_or("") == t.value) != t.negated)
     }
 
+    /// [`matches`](Self::matches) for an object known to hold `known.1` in field `known.0`
+    /// (it came from that field's index): equality terms on it are not checked again.
+    pub fn matches_besides<F: FieldSource + ?Sized>(&self, fields: &F, known: Option<(&str, &str)>) -> bool {
+        self.terms
+            .iter()
+            .filter(|t| !(!t.negated && known == Some((t.field.as_str(), t.value.as_str()))))
+            .all(|t| (fields.field(&t.field).unwrap_or("") == t.value) != t.negated)
+    }
+
     /// The field names mentioned, in term order (a name may repeat).
     pub fn fields(&self) -> impl Iterator<Item = &str> {
         self.terms.iter().map(|t| t.field.as_str())
@@ -933,6 +942,17 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
     }
 
     // ----- label selectors: operators and matching -----
+
+    #[test]
+    fn matches_besides_skips_only_the_known_equality() {
+        let f = FieldSelector::parse("spec.nodeName=a,spec.nodeName!=b,status.phase=Running").unwrap();
+        let obj: BTreeMap<String, String> = [("spec.nodeName", "zzz"), ("status.phase", "Running")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(!f.matches(&obj));
+        assert!(f.matches_besides(&obj, Some(("spec.nodeName", "a"))), "the known term is taken as held");
+        assert!(!f.matches_besides(&obj, Some(("spec.nodeName", "c"))), "another value is still checked");
+        let both = FieldSelector::parse("spec.nodeName=a,spec.nodeName=b").unwrap();
+        assert!(!both.matches_besides(&obj, Some(("spec.nodeName", "a"))), "a second equality on the field is still checked");
+    }
 
     #[test]
     fn empty_and_whitespace_match_everything() {

@@ -322,7 +322,7 @@ impl Serve {
             return None;
         }
         if let (Some(security), Some(caller)) = (&self.settings.security, caller) {
-            let attributes = Attributes::of(req.method(), req.uri().path(), req.uri().query());
+            let attributes = Attributes::of_resource(req.method(), req.uri().path(), p.clone(), req.uri().query());
             if let Err(status) = security.authorize(caller, &attributes).await {
                 return Some(status.into_response(protobuf));
             }

@@ -16,7 +16,7 @@ pub mod ttl;
 
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 
-use crate::route::{classify, Target};
+use crate::route::{classify, ResourcePath, Target};
 use crate::status::Status;
 use http::Method;
 use serde::{Deserialize, Serialize};
@@ -101,12 +101,8 @@ pub struct Attributes {
     pub path: String,
 }
 
-fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
-}
-
-fn is_true(v: Option<String>) -> bool {
-    matches!(v.as_deref(), Some("true" | "1" | "True" | "TRUE" | "t" | "T"))
+fn is_true(v: Option<&str>) -> bool {
+    matches!(v, Some("true" | "1" | "True" | "TRUE" | "t" | "T"))
 }
 
 /// The value a field selector requires `metadata.name` to equal exactly, if it does.
@@ -121,24 +117,43 @@ fn exact_name(selector: &str) -> Option<String> {
 impl Attributes {
     /// The attributes of a request, as the apiserver's RequestInfo computes them.
     pub fn of(method: &Method, path: &str, query: Option<&str>) -> Attributes {
-        let Some(Target::Resource(p)) = classify(path) else {
-            let verb = match *method {
-                Method::GET | Method::HEAD => "get".to_string(),
-                ref m => m.as_str().to_ascii_lowercase(),
-            };
-            return Attributes { verb, resource: None, path: path.to_string() };
+        match classify(path) {
+            Some(Target::Resource(p)) => Attributes::of_resource(method, path, p, query),
+            _ => Attributes::non_resource(method, path),
+        }
+    }
+
+    fn non_resource(method: &Method, path: &str) -> Attributes {
+        let verb = match *method {
+            Method::GET | Method::HEAD => "get".to_string(),
+            ref m => m.as_str().to_ascii_lowercase(),
         };
+        Attributes { verb, resource: None, path: path.to_string() }
+    }
+
+    /// [`of`](Self::of) for a request whose path was classified as `p`.
+    pub fn of_resource(method: &Method, path: &str, p: ResourcePath, query: Option<&str>) -> Attributes {
+        let (mut watch, mut field_selector, mut label_selector) = (None, None, None);
+        for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let slot = match &*k {
+                "watch" => &mut watch,
+                "fieldSelector" => &mut field_selector,
+                "labelSelector" => &mut label_selector,
+                _ => continue,
+            };
+            slot.get_or_insert_with(|| v.into_owned());
+        }
         let named = p.name.is_some();
         let verb = match *method {
             Method::GET | Method::HEAD if named => "get",
-            Method::GET | Method::HEAD if is_true(query_param(query, "watch")) => "watch",
+            Method::GET | Method::HEAD if is_true(watch.as_deref()) => "watch",
             Method::GET | Method::HEAD => "list",
             Method::POST => "create",
             Method::PUT => "update",
             Method::PATCH => "patch",
             Method::DELETE if named => "delete",
             Method::DELETE => "deletecollection",
-            ref m => return Attributes { verb: m.as_str().to_ascii_lowercase(), resource: None, path: path.to_string() },
+            _ => return Attributes::non_resource(method, path),
         };
         // The namespace of a Namespace object is itself (RequestInfo's special case).
         let namespace = match (&p.namespace, p.group.is_empty() && p.plural == "namespaces") {
@@ -147,13 +162,14 @@ impl Attributes {
             (None, false) => String::new(),
         };
         let selectors = matches!(verb, "list" | "watch" | "deletecollection");
-        let selector = |name: &str| if selectors { query_param(query, name).unwrap_or_default() } else { String::new() };
+        let selector = |s: Option<String>| if selectors { s.unwrap_or_default() } else { String::new() };
+        let (field_selector, label_selector) = (selector(field_selector), selector(label_selector));
         // A list or watch of one object by `metadata.name=` is judged as on that name.
-        let by_name = (!named && selectors).then(|| exact_name(&selector("fieldSelector"))).flatten();
+        let by_name = (!named && selectors).then(|| exact_name(&field_selector)).flatten();
         let r = ResourceAttributes {
             namespace,
-            field_selector: selector("fieldSelector"),
-            label_selector: selector("labelSelector"),
+            field_selector,
+            label_selector,
             group: p.group,
             version: p.version,
             resource: p.plural,

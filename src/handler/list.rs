@@ -3,7 +3,7 @@
 //! stored item bytes into a JSON or protobuf list.
 
 use super::{candidates, get::content_type, RV_WAIT};
-use crate::body::{respond, Body, Pieces};
+use crate::body::{full, respond, Body, Pieces, FRAME};
 use crate::cache::KindCache;
 use crate::object::Object;
 use crate::query::{Format, ListMode, Options};
@@ -11,7 +11,7 @@ use crate::status::Status;
 use crate::store::Snapshot;
 use crate::token::Continue;
 use crate::wire;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::sync::Arc;
 
@@ -30,19 +30,39 @@ pub struct Page {
     pub remaining: Option<u64>,
 }
 
+/// A page as selected from a snapshot, borrowing its objects.
+struct Selected<'s> {
+    rv: u64,
+    items: Vec<&'s Arc<Object>>,
+    cont: Option<String>,
+    remaining: Option<u64>,
+}
+
+impl Selected<'_> {
+    fn owned(self) -> Page {
+        Page { rv: self.rv, items: self.items.into_iter().cloned().collect(), cont: self.cont, remaining: self.remaining }
+    }
+}
+
 /// Answer a LIST (in `namespace`, or across all).
 pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format) -> Result<Response<Body>, Status> {
-    let page = page(cache, namespace, opts).await?;
-    encode(cache, page, fmt)
+    let (rv, snap) = snapshot(cache, opts).await?;
+    let page = collect(&snap, rv, namespace, opts, cache.resource.index.as_deref());
+    encode(cache, &page, fmt)
 }
 
 /// The page a LIST with `opts` returns: the snapshot its resourceVersion parameters ask for
 /// (waiting for the cache, or 410/504), filtered and cut by `limit`/`continue`. Every view of
-/// a LIST (encodings, the simulator's Table) goes through here.
+/// a LIST (encodings, the simulator's Table) is cut the same way.
 pub async fn page(cache: &KindCache, namespace: Option<&str>, opts: &Options) -> Result<Page, Status> {
+    let (rv, snap) = snapshot(cache, opts).await?;
+    Ok(collect(&snap, rv, namespace, opts, cache.resource.index.as_deref()).owned())
+}
+
+/// Check the field selector, then pick the snapshot the request reads.
+async fn snapshot(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>), Status> {
     opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
-    let (rv, snap) = pick(cache, opts).await?;
-    Ok(collect(&snap, rv, namespace, opts, cache.resource.index.as_deref()))
+    pick(cache, opts).await
 }
 
 /// Wait until the cache reaches `rv`, or fail with the apiserver's 504.
@@ -81,7 +101,7 @@ async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>),
     }
 }
 
-fn collect(snap: &Snapshot, rv: u64, namespace: Option<&str>, opts: &Options, index: Option<&str>) -> Page {
+fn collect<'s>(snap: &'s Snapshot, rv: u64, namespace: Option<&'s str>, opts: &'s Options, index: Option<&'s str>) -> Selected<'s> {
     let after = opts.cont.as_ref().map(|c| match namespace {
         Some(ns) => format!("{ns}/{}", c.after),
         None => c.after.clone(),
@@ -93,8 +113,8 @@ fn collect(snap: &Snapshot, rv: u64, namespace: Option<&str>, opts: &Options, in
         _ => usize::try_from(opts.limit).unwrap_or(usize::MAX),
     };
     let mut matching = candidates(snap, namespace, opts, index, after);
-    let items: Vec<Arc<Object>> = matching.by_ref().take(limit).cloned().collect();
-    let mut page = Page { rv, items, cont: None, remaining: None };
+    let items: Vec<&Arc<Object>> = matching.by_ref().take(limit).collect();
+    let mut page = Selected { rv, items, cont: None, remaining: None };
     if items_cut(&mut matching) {
         let last = page.items.last().map(|o| relative(&o.key, namespace)).unwrap_or_default();
         page.cont = Some(Continue { rv: i64::try_from(rv).unwrap_or(i64::MAX), after: last }.encode());
@@ -118,11 +138,18 @@ fn relative(key: &str, namespace: Option<&str>) -> String {
     }
 }
 
-fn encode(cache: &KindCache, page: Page, fmt: Format) -> Result<Response<Body>, Status> {
+/// Stitch a page's stored item bytes between a list head and tail. A body that fits in one
+/// [`FRAME`] is copied into one buffer (no per-item reference counting, one write); a larger
+/// one is sent as shared pieces.
+fn encode<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Response<Body>, Status> {
     let r = &cache.resource;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
-    let mut pieces = Vec::with_capacity(page.items.len() + 3);
-    match fmt {
+    let stored = |o: &'s Object| stored(o, fmt);
+    let mut items_len = 0;
+    for o in &page.items {
+        items_len += stored(o).ok_or_else(missing)?.len();
+    }
+    let (head, tail): (Vec<u8>, &'static [u8]) = match fmt {
         Format::Json => {
             let mut head = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"", r.list_kind(), r.api_version(), page.rv);
             if let Some(c) = &page.cont {
@@ -132,26 +159,41 @@ fn encode(cache: &KindCache, page: Page, fmt: Format) -> Result<Response<Body>, 
                 head.push_str(&format!(",\"remainingItemCount\":{n}"));
             }
             head.push_str("},\"items\":[");
-            pieces.push(Bytes::from(head));
-            for (i, o) in page.items.iter().enumerate() {
-                let j = o.json.as_ref().ok_or_else(missing)?;
-                pieces.push(if i == 0 { j.slice(1..) } else { j.clone() });
-            }
-            pieces.push(Bytes::from_static(b"]}\n"));
+            (head.into_bytes(), b"]}\n")
         }
         Format::Protobuf => {
             let meta = wire::list_meta(page.rv, page.cont.as_deref(), page.remaining);
-            let mut items_len = 0;
-            for o in &page.items {
-                items_len += o.pb.as_ref().ok_or_else(missing)?.len();
-            }
             let raw_len = wire::len_field_size(1, meta.len()) + items_len;
             let mut head = wire::envelope_prefix(&r.api_version(), &r.list_kind(), raw_len);
             wire::put_bytes(&mut head, 1, &meta);
-            pieces.push(Bytes::from(head));
-            pieces.extend(page.items.iter().filter_map(|o| o.pb.clone()));
-            pieces.push(Bytes::from_static(wire::UNKNOWN_SUFFIX));
+            (head, wire::UNKNOWN_SUFFIX)
         }
+    };
+    // Stored JSON items start with their `,` separator; the first item is sent without it.
+    let skip = |i: usize| usize::from(i == 0 && fmt == Format::Json);
+    let total = head.len() + items_len + tail.len();
+    let body = if total <= FRAME {
+        let mut buf = BytesMut::with_capacity(total);
+        buf.extend_from_slice(&head);
+        for (i, o) in page.items.iter().enumerate() {
+            buf.extend_from_slice(stored(o).map_or(&[][..], |b| &b[skip(i)..]));
+        }
+        buf.extend_from_slice(tail);
+        full(buf.freeze())
+    } else {
+        let mut pieces = Vec::with_capacity(page.items.len() + 2);
+        pieces.push(Bytes::from(head));
+        pieces.extend(page.items.iter().enumerate().filter_map(|(i, o)| stored(o).map(|b| b.slice(skip(i)..))));
+        pieces.push(Bytes::from_static(tail));
+        Pieces::new(pieces).boxed()
+    };
+    Ok(respond(StatusCode::OK, content_type(fmt), body))
+}
+
+/// An object's stored bytes in `fmt`, if held.
+fn stored(o: &Object, fmt: Format) -> Option<&Bytes> {
+    match fmt {
+        Format::Json => o.json.as_ref(),
+        Format::Protobuf => o.pb.as_ref(),
     }
-    Ok(respond(StatusCode::OK, content_type(fmt), Pieces::new(pieces).boxed()))
 }

@@ -23,15 +23,22 @@ pub const RV_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// The objects a request selects from `snap`, in key order, after `after`: through the
 /// index when the field selector pins the indexed field (O(result)), else the namespace's
 /// key range.
-fn candidates<'a>(snap: &'a Snapshot, namespace: Option<&'a str>, opts: &'a Options, index: Option<&str>, after: Option<&str>) -> impl Iterator<Item = &'a Arc<Object>> + 'a {
-    let source: Box<dyn Iterator<Item = &'a Arc<Object>> + 'a> = match index.and_then(|f| opts.fields.exact(f)) {
-        Some(v) => Box::new(snap.indexed(v, after)),
+fn candidates<'a>(snap: &'a Snapshot, namespace: Option<&'a str>, opts: &'a Options, index: Option<&'a str>, after: Option<&str>) -> impl Iterator<Item = &'a Arc<Object>> + 'a {
+    let pinned = index.and_then(|f| Some((f, opts.fields.exact(f)?)));
+    let source: Box<dyn Iterator<Item = &'a Arc<Object>> + 'a> = match pinned {
+        Some((_, v)) => Box::new(snap.indexed(v, after)),
         None => Box::new(snap.range(namespace, after)),
     };
-    source.filter(move |o| selected(o, namespace, opts))
+    // Objects from the index hold the pinned value: that term is not checked again.
+    source.filter(move |o| selected_besides(o, namespace, opts, pinned))
 }
 
 /// Whether an object passes a request's namespace, label and field filters.
 fn selected(o: &Object, namespace: Option<&str>, opts: &Options) -> bool {
-    namespace.is_none_or(|ns| o.namespace() == ns) && opts.labels.matches(o as &dyn LabelSource) && opts.fields.matches(o as &dyn FieldSource)
+    selected_besides(o, namespace, opts, None)
+}
+
+/// [`selected`] for an object known to hold `pinned.1` in field `pinned.0`.
+fn selected_besides(o: &Object, namespace: Option<&str>, opts: &Options, pinned: Option<(&str, &str)>) -> bool {
+    namespace.is_none_or(|ns| o.namespace() == ns) && opts.labels.matches(o as &dyn LabelSource) && opts.fields.matches_besides(o as &dyn FieldSource, pinned)
 }
