@@ -861,7 +861,7 @@ impl FieldSelector {
     pub fn matches_besides<F: FieldSource + ?Sized>(&self, fields: &F, known: Option<(&str, &str)>) -> bool {
         self.terms
             .iter()
-            .filter(|t| !(!t.negated && known == Some((t.field.as_str(), t.value.as_str()))))
+            .filter(|t| t.negated || known != Some((t.field.as_str(), t.value.as_str())))
             .all(|t| (fields.field(&t.field).unwrap_or("") == t.value) != t.negated)
     }
 
