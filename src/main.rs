@@ -6,6 +6,11 @@ use clap::Parser;
 use kache::config::{Cli, Command};
 use std::process::ExitCode;
 
+/// jemalloc rather than glibc's malloc: the request path allocates and frees per request
+/// from several threads, where glibc spent ~10% of kache's CPU (BENCHMARKS.md).
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

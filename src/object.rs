@@ -27,22 +27,21 @@ pub enum ObjectError {
 /// A stored object.
 ///
 /// Kept small: a cache holds one per object per encoding, and at 100,000 pods every byte of
-/// overhead here is 100 KB of RSS. Namespace and name are parts of the key; labels and field
-/// values are each packed into one allocation.
+/// overhead here is 100 KB of RSS. Namespace and name are parts of the key; field values and
+/// labels are packed into one allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     /// Store key.
     pub key: Key,
     /// `metadata.resourceVersion`.
     pub rv: u64,
-    /// Labels sorted by key, packed as key, value, key, value, ...
-    labels: Packed,
     /// The kind's selectable fields (beyond name and namespace), shared by every object of
     /// the kind.
     field_names: Arc<[String]>,
-    /// Their values, in `field_names` order, as the apiserver's field set renders them:
-    /// unset fields hold their Go zero value (`""`, or `false`/`0` for booleans and counts).
-    field_values: Packed,
+    /// The values of `field_names`, in order, as the apiserver's field set renders them
+    /// (unset fields hold their Go zero value: `""`, or `false`/`0` for booleans and counts),
+    /// then the labels sorted by key as key, value, key, value, ...
+    selectables: Packed,
     /// `,` then the compact JSON of the object without `kind` and `apiVersion`: a LIST item
     /// with its separator, so a list is one piece per item.
     pub json: Option<Bytes>,
@@ -52,7 +51,7 @@ pub struct Object {
 
 impl LabelSource for Object {
     fn label(&self, key: &str) -> Option<&str> {
-        let mut it = self.labels.iter();
+        let mut it = self.selectables.iter().skip(self.field_names.len());
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
             match k.cmp(key) {
                 std::cmp::Ordering::Less => {}
@@ -71,7 +70,7 @@ impl FieldSource for Object {
             "metadata.namespace" => Some(self.namespace()),
             _ => {
                 let i = self.field_names.iter().position(|f| f == name)?;
-                self.field_values.iter().nth(i)
+                self.selectables.iter().nth(i)
             }
         }
     }
@@ -165,9 +164,8 @@ impl Object {
         Ok(Object {
             key: key(namespace, name),
             rv,
-            labels: Packed::new(labels.iter().flat_map(|(k, v)| [*k, *v])),
             field_names: res.fields.clone(),
-            field_values: Packed::new(values.iter().map(|v| &**v)),
+            selectables: Packed::new(values.iter().map(|v| &**v).chain(labels.iter().flat_map(|(k, v)| [*k, *v]))),
             json: json.map(json_piece),
             pb: pb.map(pb_piece),
         })
@@ -175,14 +173,15 @@ impl Object {
 
     /// An object with only a key and resourceVersion (no labels, fields or encodings).
     pub fn bare(key: Key, rv: u64) -> Object {
-        Object { key, rv, labels: Packed::default(), field_names: Arc::from([]), field_values: Packed::default(), json: None, pb: None }
+        Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None }
     }
 
     /// The same object with its selectable fields replaced (tests and synthetic objects).
     pub fn with_fields<'a>(mut self, fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Object {
         let (names, values): (Vec<&str>, Vec<&str>) = fields.into_iter().unzip();
+        let labels: Vec<&str> = self.selectables.iter().skip(self.field_names.len()).collect();
+        self.selectables = Packed::new(values.into_iter().chain(labels));
         self.field_names = names.into_iter().map(String::from).collect();
-        self.field_values = Packed::new(values);
         self
     }
 
@@ -229,7 +228,7 @@ impl Object {
     /// Whether the label set and field values equal another object's (so no selector can
     /// tell them apart).
     pub fn same_selectables(&self, other: &Object) -> bool {
-        self.labels == other.labels && self.field_values == other.field_values
+        self.selectables == other.selectables
     }
 }
 
@@ -377,6 +376,9 @@ mod tests {
         assert_eq!(o.label("long").map(str::len), Some(63));
         assert_eq!(o.label(""), Some("empty-key?"));
         assert_eq!((o.namespace(), o.name()), ("ns", "p"));
+        let moved = o.clone().with_fields([("spec.nodeName", "n9")]);
+        assert_eq!((moved.field("spec.nodeName"), moved.label("b"), moved.field("status.phase")), (Some("n9"), Some("2"), None));
+        assert!(!moved.same_selectables(&o));
         let node = Object::new(&pods(), &serde_json::json!({"metadata": {"name": "n1", "resourceVersion": "1"}}), None, None).unwrap();
         assert_eq!((node.namespace(), node.name(), node.field("metadata.name")), ("", "n1", Some("n1")));
     }
