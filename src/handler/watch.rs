@@ -12,7 +12,7 @@ use crate::resource::Resource;
 use crate::status::Status;
 use crate::window::{Event, EventType};
 use crate::wire;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,8 +37,14 @@ impl Default for WatchSettings {
     }
 }
 
-/// Frames in flight to one client before its watcher stops reading the broadcast.
+/// Chunks in flight to one client before its watcher stops reading the broadcast.
 const CLIENT_BUFFER: usize = 256;
+
+/// Watch frames are joined into chunks of up to this many bytes before they are queued for
+/// the client: one channel message and one write per chunk instead of three per event
+/// (a WatchList of 30,000 pods was 90,000 of each). Small enough that a client's queue of
+/// [`CLIENT_BUFFER`] chunks stays a few MB.
+const CHUNK: usize = 32 * 1024;
 
 /// Answer a WATCH. Returns at once with a streaming body.
 pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Options, fmt: Format, settings: WatchSettings) -> Result<Response<Body>, Status> {
@@ -132,21 +138,30 @@ struct Watcher {
 }
 
 impl Watcher {
-    /// Hand frames to the client's connection; false when the client is gone or has
-    /// accepted nothing for the stall timeout (then it is ended as a slow watcher).
+    /// Hand frames to the client's connection, joined into chunks of up to [`CHUNK`] bytes;
+    /// false when the client is gone or has accepted nothing for the stall timeout (then it
+    /// is ended as a slow watcher).
     async fn send(&self, pieces: Vec<Bytes>) -> bool {
+        let mut chunk = BytesMut::new();
         for p in pieces {
-            match tokio::time::timeout(self.settings.stall_timeout, self.tx.send(p)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return false,
-                Err(_) => {
-                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
-                    tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
-                    return false;
-                }
+            if !chunk.is_empty() && chunk.len() + p.len() > CHUNK && !self.queue(std::mem::take(&mut chunk).freeze()).await {
+                return false;
+            }
+            chunk.extend_from_slice(&p);
+        }
+        chunk.is_empty() || self.queue(chunk.freeze()).await
+    }
+
+    async fn queue(&self, chunk: Bytes) -> bool {
+        match tokio::time::timeout(self.settings.stall_timeout, self.tx.send(chunk)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
+                false
             }
         }
-        true
     }
 
     async fn run(mut self, initial: Vec<Bytes>, mut rx: broadcast::Receiver<Message>, snap_rv: u64, end: Instant) {
