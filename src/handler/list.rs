@@ -144,10 +144,10 @@ fn relative(key: &str, namespace: Option<&str>) -> String {
 fn encode<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Response<Body>, Status> {
     let r = &cache.resource;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
-    let stored = |o: &'s Object| stored(o, fmt);
+    let bytes_of = |o: &'s Object| stored(o, fmt);
     let mut items_len = 0;
     for o in &page.items {
-        items_len += stored(o).ok_or_else(missing)?.len();
+        items_len += bytes_of(o).ok_or_else(missing)?.len();
     }
     let (head, tail): (Vec<u8>, &'static [u8]) = match fmt {
         Format::Json => {
@@ -176,14 +176,14 @@ fn encode<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Res
         let mut buf = BytesMut::with_capacity(total);
         buf.extend_from_slice(&head);
         for (i, o) in page.items.iter().enumerate() {
-            buf.extend_from_slice(stored(o).map_or(&[][..], |b| &b[skip(i)..]));
+            buf.extend_from_slice(bytes_of(o).map_or(&[][..], |b| &b[skip(i)..]));
         }
         buf.extend_from_slice(tail);
         full(buf.freeze())
     } else {
         let mut pieces = Vec::with_capacity(page.items.len() + 2);
         pieces.push(Bytes::from(head));
-        pieces.extend(page.items.iter().enumerate().filter_map(|(i, o)| stored(o).map(|b| b.slice(skip(i)..))));
+        pieces.extend(page.items.iter().enumerate().filter_map(|(i, o)| bytes_of(o).map(|b| b.slice(skip(i)..))));
         pieces.push(Bytes::from_static(tail));
         Pieces::new(pieces).boxed()
     };
