@@ -172,12 +172,14 @@ impl Object {
     }
 
     /// An object with only a key and resourceVersion (no labels, fields or encodings).
-    pub fn bare(key: Key, rv: u64) -> Object {
+    #[cfg(test)]
+    pub(crate) fn bare(key: Key, rv: u64) -> Object {
         Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None }
     }
 
-    /// The same object with its selectable fields replaced (tests and synthetic objects).
-    pub fn with_fields<'a>(mut self, fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Object {
+    /// The same object with its selectable fields replaced (tests).
+    #[cfg(test)]
+    pub(crate) fn with_fields<'a>(mut self, fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Object {
         let (names, values): (Vec<&str>, Vec<&str>) = fields.into_iter().unzip();
         let labels: Vec<&str> = self.selectables.iter().skip(self.field_names.len()).collect();
         self.selectables = Packed::new(values.into_iter().chain(labels));

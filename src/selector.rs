@@ -28,7 +28,9 @@ impl LabelSource for BTreeMap<String, String> {
     }
 }
 
-/// Labels as a slice of `(key, value)` pairs sorted by key (looked up by binary search).
+/// Labels as a slice of `(key, value)` pairs sorted by key (looked up by binary search; the
+/// tests' second label representation).
+#[cfg(test)]
 impl LabelSource for [(Box<str>, Box<str>)] {
     fn label(&self, key: &str) -> Option<&str> {
         let i = self.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
@@ -851,9 +853,7 @@ impl FieldSelector {
 
     /// True when every term matches; a field the object lacks compares as "".
     pub fn matches<F: FieldSource + ?Sized>(&self, fields: &F) -> bool {
-        self.terms
-            .iter()
-            .all(|t| (fields.field(&t.field).unwrap_or("") == t.value) != t.negated)
+        self.matches_besides(fields, None)
     }
 
     /// [`matches`](Self::matches) for an object known to hold `known.1` in field `known.0`
