@@ -17,26 +17,22 @@ use std::sync::Arc;
 
 const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
-/// One page of a LIST.
+/// One page of a LIST: owned items (`Arc<Object>`), or items borrowed from the snapshot
+/// while a response is stitched.
 #[derive(Debug)]
-pub struct Page {
+pub struct Page<I = Arc<Object>> {
     /// The RV the page is consistent at.
     pub rv: u64,
     /// The page's items, in key order.
-    pub items: Vec<Arc<Object>>,
+    pub items: Vec<I>,
     /// The continue token, when `limit` cut the list.
     pub cont: Option<String>,
     /// Items after this page (unfiltered lists only).
     pub remaining: Option<u64>,
 }
 
-/// A page as selected from a snapshot, borrowing its objects.
-struct Selected<'s> {
-    rv: u64,
-    items: Vec<&'s Arc<Object>>,
-    cont: Option<String>,
-    remaining: Option<u64>,
-}
+/// A page borrowing its objects from a snapshot.
+type Selected<'s> = Page<&'s Arc<Object>>;
 
 impl Selected<'_> {
     fn owned(self) -> Page {
