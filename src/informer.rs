@@ -260,7 +260,7 @@ impl Feed {
                 let Some(nl) = buf.iter().position(|b| *b == b'\n') else { return Ok(None) };
                 let line = buf.split_to(nl + 1).freeze();
                 let ev: EventJson<'_> = serde_json::from_slice(&line).map_err(|e| InformerError::Decode(e.to_string()))?;
-                Ok(Some(RawEvent { kind: ev.kind.to_string(), object: Bytes::copy_from_slice(ev.object.get().as_bytes()) }))
+                Ok(Some(RawEvent { kind: ev.kind.to_string(), object: line.slice_ref(ev.object.get().as_bytes()) }))
             }
             Format::Protobuf => {
                 if buf.len() < 4 {
@@ -414,7 +414,7 @@ fn pb_list(r: &Resource, raw: &[u8], out: &mut Vec<Object>) -> Result<(u64, Stri
 }
 
 /// (type, bare object) of a protobuf WatchEvent.
-fn pb_event(frame: &[u8]) -> Option<RawEvent> {
+fn pb_event(frame: &Bytes) -> Option<RawEvent> {
     let (mut pos, mut kind, mut object) = (0, String::new(), Bytes::new());
     while pos < frame.len() {
         let (field, _, range) = wire::next_field(frame, &mut pos)?;
@@ -427,7 +427,7 @@ fn pb_event(frame: &[u8]) -> Option<RawEvent> {
                     let (f, _, r) = wire::next_field(ext, &mut p)?;
                     if f == 1 {
                         let (_, _, bare) = wire::open_envelope(&ext[r])?;
-                        object = Bytes::copy_from_slice(bare);
+                        object = frame.slice_ref(bare);
                     }
                 }
             }

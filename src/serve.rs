@@ -250,7 +250,7 @@ impl Serve {
     /// Whether the cache has caught up with the upstream's current RV (a consistent read).
     async fn fresh(&self, feed: &Feed) -> bool {
         match feed.upstream_rv().await {
-            Ok(rv) => feed.cache.progress() >= rv || feed.cache.wait_for(rv, self.settings.consistent_wait).await,
+            Ok(rv) => self.reached(feed, rv).await,
             Err(e) => {
                 tracing::debug!(error = %e, "consistency probe failed; passing through");
                 false

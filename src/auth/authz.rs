@@ -87,11 +87,10 @@ pub fn review_spec(id: &Identity, a: &Attributes) -> Value {
 /// Everything a review sends, each part written as its length and its bytes (so no two
 /// reviews share a key): cheaper to build per request than the review's JSON.
 fn cache_key(id: &Identity, a: &Attributes) -> String {
+    use std::fmt::Write as _;
     let mut key = String::with_capacity(160);
     let mut put = |s: &str| {
-        key.push_str(&s.len().to_string());
-        key.push(':');
-        key.push_str(s);
+        let _ = write!(key, "{}:{s}", s.len());
     };
     put(&id.username);
     put(&id.uid);

@@ -47,8 +47,6 @@ pub struct Caller {
     pub identity: Identity,
     /// The client's bearer token, when that is how it authenticated.
     pub token: Option<String>,
-    /// Whether the client sent impersonation headers (and was allowed them).
-    pub impersonating: bool,
 }
 
 /// How a passed-through request is to be sent.
@@ -82,12 +80,12 @@ impl Security {
         let identity = self.authn.authenticate(cert, headers).await?;
         let token = if cert.is_none() { bearer(headers).map(str::to_string) } else { None };
         let Some(wanted) = impersonate::requested(headers)? else {
-            return Ok(Caller { identity, token, impersonating: false });
+            return Ok(Caller { identity, token });
         };
         for check in wanted.checks() {
             self.authz.authorize(&identity, &check).await?;
         }
-        Ok(Caller { identity: wanted.identity(), token, impersonating: true })
+        Ok(Caller { identity: wanted.identity(), token })
     }
 
     /// 403 unless the caller may do `a`.

@@ -224,13 +224,16 @@ struct Encoder {
     /// `{"type":"<T>","object":{"kind":...,"apiVersion":...,` for ADDED, MODIFIED, DELETED,
     /// built once per watch instead of once per event.
     json_heads: [Bytes; 3],
+    /// `res.api_version()`, built once per watch.
+    api_version: String,
 }
 
 impl Encoder {
     fn new(res: Arc<Resource>, fmt: Format) -> Encoder {
-        let head = |t: EventType| Bytes::from(format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",", t.as_str(), res.kind, res.api_version()));
+        let api_version = res.api_version();
+        let head = |t: EventType| Bytes::from(format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{api_version}\",", t.as_str(), res.kind));
         let json_heads = [head(EventType::Added), head(EventType::Modified), head(EventType::Deleted)];
-        Encoder { res, fmt, json_heads }
+        Encoder { res, fmt, json_heads, api_version }
     }
 
     fn content_type(&self) -> &'static str {
@@ -250,7 +253,7 @@ impl Encoder {
             }
             Format::Protobuf => {
                 let Some(m) = o.pb_message() else { return };
-                let prefix = wire::watch_frame_prefix(t, &self.res.api_version(), &self.res.kind, m.len());
+                let prefix = wire::watch_frame_prefix(t, &self.api_version, &self.res.kind, m.len());
                 out.extend([Bytes::from(prefix), m, Bytes::from_static(wire::UNKNOWN_SUFFIX)]);
             }
         }
@@ -265,12 +268,12 @@ impl Encoder {
                 out.push(Bytes::from(format!(
                     "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{ann}}}{tail}}}}}\n",
                     self.res.kind,
-                    self.res.api_version()
+                    self.api_version
                 )));
             }
             Format::Protobuf => {
                 let msg = bookmark_pb(rv, initial_end, pod);
-                out.push(wire::watch_frame("BOOKMARK", &self.res.api_version(), &self.res.kind, &msg));
+                out.push(wire::watch_frame("BOOKMARK", &self.api_version, &self.res.kind, &msg));
             }
         }
     }

@@ -143,8 +143,7 @@ pub fn parse_time(s: &str) -> Option<i64> {
 
 /// Now as RFC 3339 UTC seconds.
 pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    crate::synth::rfc3339(secs)
+    crate::synth::rfc3339(unix_now())
 }
 
 fn unix_now() -> i64 {

@@ -58,8 +58,7 @@ fn from_protobuf(body: &[u8], ct: &str) -> Result<Value, Status> {
 }
 
 fn now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    crate::synth::rfc3339(secs)
+    super::rbac::now_rfc3339()
 }
 
 /// Put `kind`, `apiVersion`, `metadata` first, as the apiserver writes objects.
@@ -290,9 +289,7 @@ impl Sim {
         let opts = Options::parse(query)?;
         opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
         let snap = cache.snapshot();
-        let names: Vec<(String, String)> = snap
-            .range(ns, None)
-            .filter(|o| opts.labels.matches(&***o as &dyn crate::selector::LabelSource) && opts.fields.matches(&***o as &dyn crate::selector::FieldSource))
+        let names: Vec<(String, String)> = crate::handler::candidates(&snap, ns, &opts, cache.resource.index.as_deref(), None)
             .map(|o| (o.namespace().to_string(), o.name().to_string()))
             .collect();
         for (ns, name) in names {
