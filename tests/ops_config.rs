@@ -127,9 +127,9 @@ fn bad_sim_and_demo_flags_exit_2() {
 /// `kache demo` flattens both the cluster's and the cache's settings, and two pairs of their
 /// fields share a clap id (`window_events`: `--window-events` / `--cache-window-events`, and
 /// `bookmark_interval_seconds`: `--bookmark-interval-seconds` /
-/// `--watch-bookmark-interval-seconds`). A debug build of `kache demo` panics at start on
-/// clap's debug assertion; a release build silently gives both flags of a pair one value.
-/// Ignored until src/config.rs gives the cache's fields their own ids (report to the lead).
+/// `--watch-bookmark-interval-seconds`). A debug build of `kache demo` panicked at start on
+/// clap's debug assertion; a release build silently gave both flags of a pair one value.
+/// Regression test for src/config.rs giving the cache's fields their own ids.
 #[test]
 fn demo_flags_are_consistent_and_validated() {
     kache::config::Cli::command().debug_assert();
@@ -138,8 +138,8 @@ fn demo_flags_are_consistent_and_validated() {
 
 /// Flags that are checked only after kache has reached the upstream (or never): a bad
 /// `--admin-listen` is found when binding after discovery (exit 1, "cannot listen"), a
-/// missing `--upstream-kubeconfig` file exits 1 and hides the other errors. Ignored until
-/// `run_serve` validates them first (report to the lead).
+/// missing `--upstream-kubeconfig` file exited 1 and hid the other errors. Regression test
+/// for `run_serve` validating them first.
 #[test]
 fn flags_checked_late_are_rejected_up_front() {
     let (_dir, kc, _l) = silent_upstream();

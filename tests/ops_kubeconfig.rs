@@ -45,10 +45,6 @@ fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
         .arg("--request-timeout=30s")
         .args(args)
         .env_remove("KUBECONFIG")
-        // HTTP/1.1 to kache: kache's pass-through forwards an HTTP/2 request's version to a
-        // plain-HTTP (HTTP/1.1-only) upstream such as this simulator and answers 503
-        // (hyper "UserUnsupportedVersion"; reported to the lead, src/proxy.rs).
-        .env("DISABLE_HTTP2", "1")
         .stdin(Stdio::null())
         .output()
         .expect("run kubectl")
