@@ -3,9 +3,8 @@
 //! cap the client gets 429 with `Retry-After`, as from the apiserver's max-in-flight filter.
 //! Watches are long-running and, as in the apiserver, not counted.
 
-use crate::body::{Body, BoxError};
+use crate::body::{Body, BoxError, Chunk};
 use crate::status::Status;
-use bytes::Bytes;
 use dashmap::DashMap;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -104,10 +103,10 @@ impl Guarded {
 }
 
 impl http_body::Body for Guarded {
-    type Data = Bytes;
+    type Data = Chunk;
     type Error = BoxError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
         Pin::new(&mut self.inner).poll_frame(cx)
     }
 

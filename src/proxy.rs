@@ -2,11 +2,10 @@
 //! kache's credentials or the client's own) and streams back (bodies are never buffered whole), including connection upgrades for
 //! exec/attach/port-forward. An unreachable upstream is a 503 `Status`.
 
-use crate::body::{self, Body, BoxError};
+use crate::body::{self, Body};
 use crate::status::Status;
 use crate::upstream::Upstream;
 use http::{header, HeaderMap, Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
@@ -54,7 +53,7 @@ pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>, creds: Cre
     // The client's HTTP version says nothing about the upstream's: let the upstream client
     // negotiate its own (HTTP/2 over TLS when offered, HTTP/1.1 otherwise).
     parts.version = http::Version::default();
-    let out = Request::from_parts(parts, incoming.map_err(BoxError::from).boxed_unsync());
+    let out = Request::from_parts(parts, body::streamed(incoming));
     let sent = match (creds, upgrade) {
         (Credentials::Client, _) => upstream.send_as_client(out, upgrade).await,
         (Credentials::Kache, true) => upstream.send_upgrade(out).await,
@@ -84,5 +83,5 @@ pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>, creds: Cre
     }
     let (mut parts, incoming) = resp.into_parts();
     clean(&mut parts.headers, false);
-    Response::from_parts(parts, incoming.map_err(BoxError::from).boxed_unsync())
+    Response::from_parts(parts, body::streamed(incoming))
 }

@@ -3,7 +3,7 @@
 //! stored item bytes into a JSON or protobuf list.
 
 use super::{candidates, get::content_type, RV_WAIT};
-use crate::body::{full, respond, Body, Pieces, FRAME};
+use crate::body::{respond, Body, Pieces};
 use crate::cache::KindCache;
 use crate::object::Object;
 use crate::query::{Format, ListMode, Options};
@@ -11,7 +11,7 @@ use crate::status::Status;
 use crate::store::Snapshot;
 use crate::token::Continue;
 use crate::wire;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{Response, StatusCode};
 use std::sync::Arc;
 
@@ -134,9 +134,8 @@ fn relative(key: &str, namespace: Option<&str>) -> String {
     }
 }
 
-/// Stitch a page's stored item bytes between a list head and tail. A body that fits in one
-/// [`FRAME`] is copied into one buffer (no per-item reference counting, one write); a larger
-/// one is sent as shared pieces.
+/// Stitch a page's stored item bytes between a list head and tail: shared pieces, written
+/// to the socket without being copied together.
 fn encode<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Response<Body>, Status> {
     let r = &cache.resource;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
@@ -167,22 +166,11 @@ fn encode<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Res
     };
     // Stored JSON items start with their `,` separator; the first item is sent without it.
     let skip = |i: usize| usize::from(i == 0 && fmt == Format::Json);
-    let total = head.len() + items_len + tail.len();
-    let body = if total <= FRAME {
-        let mut buf = BytesMut::with_capacity(total);
-        buf.extend_from_slice(&head);
-        for (i, o) in page.items.iter().enumerate() {
-            buf.extend_from_slice(bytes_of(o).map_or(&[][..], |b| &b[skip(i)..]));
-        }
-        buf.extend_from_slice(tail);
-        full(buf.freeze())
-    } else {
-        let mut pieces = Vec::with_capacity(page.items.len() + 2);
-        pieces.push(Bytes::from(head));
-        pieces.extend(page.items.iter().enumerate().filter_map(|(i, o)| bytes_of(o).map(|b| b.slice(skip(i)..))));
-        pieces.push(Bytes::from_static(tail));
-        Pieces::new(pieces).boxed()
-    };
+    let mut pieces = Vec::with_capacity(page.items.len() + 2);
+    pieces.push(Bytes::from(head));
+    pieces.extend(page.items.iter().enumerate().filter_map(|(i, o)| bytes_of(o).map(|b| b.slice(skip(i)..))));
+    pieces.push(Bytes::from_static(tail));
+    let body = Pieces::new(pieces).boxed();
     Ok(respond(StatusCode::OK, content_type(fmt), body))
 }
 

@@ -12,7 +12,7 @@ use crate::handler::{self, WatchSettings};
 use crate::query::{Format, Options};
 use crate::route::ResourcePath;
 use crate::status::Status;
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -183,7 +183,7 @@ fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
             };
             let Some(Ok(frame)) = frame else { return };
             let Ok(data) = frame.into_data() else { continue };
-            buf.extend_from_slice(&data);
+            buf.put(data);
             while let Some(i) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=i).collect();
                 let out = match serde_json::from_slice::<Value>(&line) {
