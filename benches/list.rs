@@ -31,7 +31,7 @@ async fn list_bytes(cache: &KindCache, ns: Option<&str>, query: &str, fmt: Forma
     let mut n = 0u64;
     while let Some(Ok(frame)) = body.frame().await {
         if let Ok(data) = frame.into_data() {
-            n += data.len() as u64;
+            n += bytes::Buf::remaining(&data) as u64;
         }
     }
     n
