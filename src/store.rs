@@ -16,8 +16,9 @@ pub struct Snapshot {
     pub rv: u64,
     /// Objects by key.
     pub objects: OrdMap<Key, Arc<Object>>,
-    /// Objects by (indexed field value, key).
-    pub index: OrdMap<(Arc<str>, Key), Arc<Object>>,
+    /// Objects by indexed field value, then key: a LIST of one node's pods finds its small
+    /// map with one lookup and walks only it.
+    pub index: OrdMap<Arc<str>, OrdMap<Key, Arc<Object>>>,
     /// Recent events, up to `rv`.
     pub window: Window,
     /// Bytes of encodings held.
@@ -58,8 +59,14 @@ impl Snapshot {
         }
         self.bytes += o.encoded_len();
         if let Some(v) = index.map(|f| indexed_value(&o, f)) {
-            let v = self.index_value(v);
-            self.index.insert((v, o.key.clone()), o.clone());
+            match self.index.get_mut(v) {
+                Some(objects) => {
+                    objects.insert(o.key.clone(), o.clone());
+                }
+                None => {
+                    self.index.insert(Arc::from(v), OrdMap::unit(o.key.clone(), o.clone()));
+                }
+            }
         }
         self.objects.insert(o.key.clone(), o);
     }
@@ -67,17 +74,13 @@ impl Snapshot {
     fn unindex(&mut self, old: &Object, index: Option<&str>) {
         self.bytes -= old.encoded_len();
         if let Some(v) = index.map(|f| indexed_value(old, f)) {
-            self.index.remove(&(Arc::from(v), old.key.clone()));
-        }
-    }
-
-    /// `value` as an index key part: the `Arc` the index already holds for it if any, so
-    /// the ~30 pods of a node share one copy of its name.
-    fn index_value(&self, value: &str) -> Arc<str> {
-        let v: Arc<str> = Arc::from(value);
-        match self.index.range((Bound::Included((v.clone(), Key::from(""))), Bound::Unbounded)).next() {
-            Some(((held, _), _)) if **held == *value => held.clone(),
-            _ => v,
+            let emptied = self.index.get_mut(v).is_some_and(|objects| {
+                objects.remove(&old.key);
+                objects.is_empty()
+            });
+            if emptied {
+                self.index.remove(v);
+            }
         }
     }
 
@@ -116,12 +119,8 @@ impl Snapshot {
 
     /// Objects whose indexed field equals `value`, in key order, optionally after a key.
     pub fn indexed<'a>(&'a self, value: &str, after: Option<&str>) -> impl Iterator<Item = &'a Arc<Object>> + 'a {
-        let v: Arc<str> = Arc::from(value);
-        let lo = match after {
-            Some(k) => Bound::Excluded((v.clone(), Key::from(k))),
-            None => Bound::Included((v.clone(), Key::from(""))),
-        };
-        self.index.range((lo, Bound::Unbounded)).take_while(move |((iv, _), _)| *iv == v).map(|(_, o)| o)
+        let lo = after.map_or(Bound::Unbounded, |k| Bound::Excluded(k.to_string()));
+        self.index.get(value).into_iter().flat_map(move |objects| objects.range::<_, str>((as_str(&lo), Bound::Unbounded)).map(|(_, o)| o))
     }
 }
 
@@ -213,6 +212,8 @@ mod tests {
             }
             let bytes: usize = s.objects.values().map(|o| o.encoded_len()).sum();
             prop_assert_eq!(s.bytes, bytes);
+            prop_assert!(s.index.values().all(|objects| !objects.is_empty()), "no empty index entries are kept");
+            prop_assert_eq!(s.index.values().map(|objects| objects.len()).sum::<usize>(), s.objects.len());
         }
     }
 }
