@@ -110,7 +110,7 @@ fn wait_file(path: &Path, child: &mut Child, what: &str, limit: Duration) -> any
 
 /// Start `kache sim` and `kache serve` in front of it; return the two targets once kache's
 /// preloaded caches have synced.
-pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, dir: &Path, log: &Path) -> anyhow::Result<(Vec<Target>, Observed, Started)> {
+pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, dir: &Path, log: &Path, kache_cpu: Option<&str>) -> anyhow::Result<(Vec<Target>, Observed, Started)> {
     std::fs::create_dir_all(dir)?;
     if !kache_bin.exists() {
         bail!("{} not found: build it with `cargo build --release` or pass --kache-bin", kache_bin.display());
@@ -140,7 +140,7 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
     let (addr, admin) = (dir.join("kache.addr"), dir.join("kache-admin.addr"));
     let _ = std::fs::remove_file(&addr);
     let _ = std::fs::remove_file(&admin);
-    let mut cmd = Command::new(kache_bin);
+    let mut cmd = on_cpu(kache_bin, kache_cpu);
     if kache.anonymous && supports(kache_bin, "--allow-anonymous") {
         // The harness's clients carry no credentials, as against the open simulator.
         cmd.arg("serve").arg("--allow-anonymous");
@@ -170,6 +170,19 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
         Target { name: "kache".into(), authority: kache_addr, token: None },
     ];
     Ok((targets, observed, started))
+}
+
+/// A command running `program`, on `cpu` only (through `taskset`, which keeps the PID) when
+/// given.
+pub fn on_cpu(program: &Path, cpu: Option<&str>) -> Command {
+    match cpu {
+        Some(cpu) => {
+            let mut cmd = Command::new("taskset");
+            cmd.args(["-c", cpu]).arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    }
 }
 
 /// Whether `kache serve --help` lists `flag`.

@@ -90,6 +90,30 @@ struct RunArgs {
     /// Run only against this target (`direct` or `kache`).
     #[arg(long)]
     only: Option<String>,
+    /// Give the server under test (kache, or the trivial reference server) CPU 1 and keep
+    /// this load generator and the simulator on CPU 0, as if they ran on separate machines
+    /// (Linux, through `taskset`). Without it every process shares every CPU.
+    #[arg(long)]
+    split_cores: bool,
+}
+
+/// Set in the environment of a run that has already moved itself to CPU 0.
+const SPLIT_ENV: &str = "KACHE_LOADTEST_SPLIT_CORES";
+
+/// For `--split-cores`: run this command again on CPU 0 (before any runtime thread exists,
+/// so the runtime sizes itself to the one CPU and every thread stays there).
+fn split_cores() -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        return anyhow::anyhow!("--split-cores needs two CPUs; this process may use {cpus}");
+    }
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return e.into(),
+    };
+    let err = std::process::Command::new("taskset").args(["-c", phases::LOADGEN_CPU]).arg(exe).args(std::env::args_os().skip(1)).env(SPLIT_ENV, "1").exec();
+    anyhow::Error::from(err).context("running again under `taskset` for --split-cores")
 }
 
 fn default_scenarios() -> PathBuf {
@@ -156,6 +180,9 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Run(args) => {
+            if args.split_cores && std::env::var_os(SPLIT_ENV).is_none() {
+                return Err(split_cores());
+            }
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 // On SIGINT or SIGTERM, return so the servers started are stopped (on drop).
@@ -186,20 +213,24 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
     let work_dir = args.work_dir.join(&s.name);
     std::fs::create_dir_all(&work_dir)?;
     let log = work_dir.join("servers.log");
+    let server_cpu = args.split_cores.then_some(phases::SERVER_CPU);
+    if server_cpu.is_some() && s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. })) {
+        bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
+    }
     let (targets, observed, _started) = match (&args.direct_kubeconfig, &args.kache_kubeconfig) {
         (Some(d), Some(k)) => {
             let t = vec![env::target_from_kubeconfig("direct", d)?, env::target_from_kubeconfig("kache", k)?];
             (t, env::Observed { kache_pid: args.kache_pid, upstream_pid: args.upstream_pid, kache_admin: args.kache_admin.clone() }, None)
         }
         _ => {
-            let (t, o, started) = env::start(&args.kache_bin, &s.cluster, &s.kache, &work_dir, &log).await?;
+            let (t, o, started) = env::start(&args.kache_bin, &s.cluster, &s.kache, &work_dir, &log, server_cpu).await?;
             (t, o, Some(started))
         }
     };
     let upstream = targets[0].clone();
     let names = phases::names(&upstream).await.context("reading node and pod names from the upstream")?;
     eprintln!("cluster: {} nodes, {} apps, {} pods sampled", names.nodes.len(), names.apps.len(), names.pods.len());
-    let ctx = phases::Ctx { upstream, observed, names, self_exe: std::env::current_exe()?, work_dir };
+    let ctx = phases::Ctx { upstream, observed, names, self_exe: std::env::current_exe()?, work_dir, server_cpu };
     let mut results = Vec::new();
     for phase in &s.phases {
         let runs: Vec<&env::Target> = if phase.is_reference() { vec![&targets[1]] } else { targets.iter().filter(|t| args.only.as_ref().is_none_or(|o| *o == t.name)).collect() };
@@ -222,6 +253,10 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
         kache_binary: binary_identity(&args.kache_bin),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine,
+        placement: match server_cpu {
+            Some(cpu) => format!("split cores: the server under test (kache, or the trivial reference server) on CPU {cpu}; the load generator and the simulator on CPU {}", phases::LOADGEN_CPU),
+            None => "shared: every process may run on every CPU".into(),
+        },
         self_contained: args.direct_kubeconfig.is_none(),
         results,
     };

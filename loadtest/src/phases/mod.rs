@@ -37,7 +37,14 @@ pub struct Ctx {
     pub self_exe: PathBuf,
     /// Where helper files go.
     pub work_dir: PathBuf,
+    /// The CPU servers started for a phase run on (`--split-cores`), if any.
+    pub server_cpu: Option<&'static str>,
 }
+
+/// The CPU the load generator and the simulator keep under `--split-cores`.
+pub const LOADGEN_CPU: &str = "0";
+/// The CPU the server under test gets under `--split-cores`.
+pub const SERVER_CPU: &str = "1";
 
 impl Ctx {
     /// Start sampling kache, the upstream and this process.

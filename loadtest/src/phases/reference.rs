@@ -84,7 +84,7 @@ pub async fn trivial(ctx: &Ctx, sample: Sample, concurrency: usize, seconds: f64
     let size = sample_bytes(ctx, sample).await?;
     let addr_file = ctx.work_dir.join("trivial.addr");
     let _ = std::fs::remove_file(&addr_file);
-    let mut child = std::process::Command::new(&ctx.self_exe)
+    let mut child = crate::env::on_cpu(&ctx.self_exe, ctx.server_cpu)
         .args(["trivial-server", "--body-bytes", &size.to_string(), "--addr-file"])
         .arg(&addr_file)
         .stdout(std::process::Stdio::null())

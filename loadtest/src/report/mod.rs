@@ -55,6 +55,9 @@ pub struct RunReport {
     pub kache_binary: String,
     pub command: String,
     pub machine: Machine,
+    /// Which CPUs the processes ran on (`--split-cores`), in words.
+    #[serde(default)]
+    pub placement: String,
     pub self_contained: bool,
     pub results: Vec<PhaseResult>,
     pub targets: Vec<TargetCheck>,
@@ -189,6 +192,9 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
     let _ = writeln!(md, "# Load test `{}` v{}\n\n{}\n", s.name, s.version, s.description.trim());
     let _ = writeln!(md, "- commit `{}`, {} x {} (fd limit {}), load average at start {}, unix time {}", rep.commit, rep.machine.nproc, rep.machine.cpu_model, rep.machine.fd_limit, rep.machine.load_average, rep.started_unix);
     let _ = writeln!(md, "- command: `{}`", rep.command);
+    if !rep.placement.is_empty() {
+        let _ = writeln!(md, "- placement: {}", rep.placement);
+    }
     if rep.self_contained {
         let _ = writeln!(md, "- kache binary: {}", rep.kache_binary);
     }
