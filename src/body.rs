@@ -7,6 +7,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Error type of streamed bodies.
@@ -19,30 +20,71 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(Chunk::One(bytes.into())).map_err(|never| match never {}).boxed_unsync()
 }
 
+/// An empty body.
+pub fn empty() -> Body {
+    full(Bytes::new())
+}
+
 /// A body streamed from hyper (the upstream's response, a client's request), as a [`Body`].
 pub fn streamed(incoming: hyper::body::Incoming) -> Body {
     incoming.map_frame(|f| f.map_data(Chunk::One)).map_err(BoxError::from).boxed_unsync()
 }
 
-/// One DATA frame of a [`Body`]: one buffer, or several shared buffers sent back to back.
+/// A response's pieces, borrowed from the store: a head kache wrote, stored object bytes,
+/// and a static tail, sent in that order.
+#[derive(yoke::Yokeable)]
+pub struct Stitch<'a> {
+    /// Written for this response (a list's metadata, an object's envelope).
+    pub head: Vec<u8>,
+    /// Stored bytes, borrowed from the owner the body holds.
+    pub items: Vec<&'a [u8]>,
+    /// The constant end (`]}` and a newline, protobuf's empty trailer).
+    pub tail: &'static [u8],
+}
+
+impl Stitch<'_> {
+    /// Pieces in all: head, items, tail.
+    fn count(&self) -> usize {
+        self.items.len() + 2
+    }
+
+    /// Piece `i` of [`Stitch::count`].
+    fn piece(&self, i: usize) -> &[u8] {
+        match i {
+            0 => &self.head,
+            i if i <= self.items.len() => self.items[i - 1],
+            _ => self.tail,
+        }
+    }
+
+    /// Length in bytes.
+    fn len(&self) -> usize {
+        (0..self.count()).map(|i| self.piece(i).len()).sum()
+    }
+}
+
+/// A [`Stitch`] with the owner of the bytes it borrows (a store snapshot, or one object):
+/// one reference count keeps every item alive, instead of one per item.
+pub type Stitched = yoke::Yoke<Stitch<'static>, yoke::erased::ErasedArcCart>;
+
+/// One DATA frame of a [`Body`]: one buffer, or a run of a [`Stitched`] body's pieces.
 ///
-/// Several pieces go out in one vectored write (hyper and h2 hand `chunks_vectored` to
+/// A run of pieces goes out in one vectored write (hyper and h2 hand `chunks_vectored` to
 /// `writev`), so the stored object bytes of a LIST go from the store to the socket without
 /// being copied together first.
-#[derive(Debug)]
 pub enum Chunk {
     /// One buffer.
     One(Bytes),
-    /// Pieces in order, from `pieces[at]` on (none of them empty).
-    Many { pieces: Vec<Bytes>, at: usize, remaining: usize },
+    /// Pieces `at..end` of `all`, the first from byte `off` on; `remaining` bytes in all.
+    Pieces { all: Arc<Stitched>, at: usize, end: usize, off: usize, remaining: usize },
 }
 
-impl Chunk {
-    /// A chunk of `pieces` in order (empty pieces are left out).
-    pub fn many(mut pieces: Vec<Bytes>) -> Chunk {
-        pieces.retain(|p| !p.is_empty());
-        let remaining = pieces.iter().map(Bytes::len).sum();
-        Chunk::Many { pieces, at: 0, remaining }
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Chunk::One(b) => f.debug_tuple("One").field(&b.len()).finish(),
+            Chunk::Pieces { at, end, remaining, .. } => f.debug_struct("Pieces").field("at", at).field("end", end).field("remaining", remaining).finish(),
+        }
     }
 }
 
@@ -56,31 +98,36 @@ impl Buf for Chunk {
     fn remaining(&self) -> usize {
         match self {
             Chunk::One(b) => b.len(),
-            Chunk::Many { remaining, .. } => *remaining,
+            Chunk::Pieces { remaining, .. } => *remaining,
         }
     }
 
     fn chunk(&self) -> &[u8] {
         match self {
             Chunk::One(b) => b,
-            Chunk::Many { pieces, at, .. } => pieces.get(*at).map_or(&[], |p| p),
+            Chunk::Pieces { all, at, end, off, .. } => {
+                let stitch = all.get();
+                (*at..*end).map(|i| stitch.piece(i)).enumerate().map(|(k, p)| if k == 0 { &p[*off..] } else { p }).find(|p| !p.is_empty()).unwrap_or(&[])
+            }
         }
     }
 
     fn advance(&mut self, mut cnt: usize) {
         match self {
             Chunk::One(b) => b.advance(cnt),
-            Chunk::Many { pieces, at, remaining } => {
+            Chunk::Pieces { all, at, end, off, remaining } => {
                 assert!(cnt <= *remaining, "advance past the end of a chunk");
                 *remaining -= cnt;
-                while cnt > 0 {
-                    let p = &mut pieces[*at];
-                    if cnt < p.len() {
-                        p.advance(cnt);
+                let stitch = all.get();
+                while cnt > 0 && *at < *end {
+                    let left = stitch.piece(*at).len() - *off;
+                    if cnt < left {
+                        *off += cnt;
                         return;
                     }
-                    cnt -= p.len();
+                    cnt -= left;
                     *at += 1;
+                    *off = 0;
                 }
             }
         }
@@ -89,9 +136,11 @@ impl Buf for Chunk {
     fn chunks_vectored<'a>(&'a self, dst: &mut [std::io::IoSlice<'a>]) -> usize {
         match self {
             Chunk::One(b) => b.chunks_vectored(dst),
-            Chunk::Many { pieces, at, .. } => {
+            Chunk::Pieces { all, at, end, off, .. } => {
+                let stitch = all.get();
+                let pieces = (*at..*end).map(|i| stitch.piece(i)).enumerate().map(|(k, p)| if k == 0 { &p[*off..] } else { p });
                 let mut n = 0;
-                for (slot, p) in dst.iter_mut().zip(&pieces[*at..]) {
+                for (slot, p) in dst.iter_mut().zip(pieces.filter(|p| !p.is_empty())) {
                     *slot = std::io::IoSlice::new(p);
                     n += 1;
                 }
@@ -103,12 +152,7 @@ impl Buf for Chunk {
     fn copy_to_bytes(&mut self, len: usize) -> Bytes {
         match self {
             Chunk::One(b) => b.copy_to_bytes(len),
-            Chunk::Many { pieces, at, .. } if pieces.get(*at).is_some_and(|p| p.len() >= len) => {
-                let out = pieces[*at].slice(..len);
-                self.advance(len);
-                out
-            }
-            Chunk::Many { .. } => {
+            Chunk::Pieces { .. } => {
                 let mut out = bytes::BytesMut::with_capacity(len);
                 out.put((&mut *self).take(len));
                 out.freeze()
@@ -117,77 +161,64 @@ impl Buf for Chunk {
     }
 }
 
-/// An empty body.
-pub fn empty() -> Body {
-    full(Bytes::new())
-}
-
-/// The most bytes a [`Pieces`] frame gathers (a single piece may be larger).
+/// The most bytes a frame of a stitched body gathers (a single piece may be larger).
 pub const FRAME: usize = 256 * 1024;
 
-/// The most pieces a [`Pieces`] frame gathers: hyper writes at most 64 buffers per
-/// `writev`, one of them the response head.
+/// The most pieces a frame of a stitched body gathers: hyper writes at most 64 buffers
+/// per `writev`, one of them the response head.
 pub const FRAME_PIECES: usize = 60;
 
-/// A body of pieces sent in order, in frames of up to [`FRAME`] bytes and [`FRAME_PIECES`]
-/// pieces (a piece larger than that is a frame of its own); its exact length is known, so
-/// HTTP/1.1 sends `Content-Length` and HTTP/2 a single DATA sequence without re-buffering.
-///
-/// Frames are [`Chunk::Many`]: the pieces are shared, not copied, and each frame is one
-/// vectored write. Measured on a `spec.nodeName` LIST of 30 pods at concurrency 64 against
-/// copying the pieces into one buffer: see BENCHMARKS.md.
-pub struct Pieces {
-    pieces: std::vec::IntoIter<Bytes>,
+/// A body of the pieces `build` borrows from `owner`; `build` may refuse with an error.
+/// Its exact length is known, so HTTP/1.1 sends `Content-Length` and HTTP/2 a single DATA
+/// sequence without re-buffering.
+pub fn try_stitched<C, E>(owner: Arc<C>, build: impl for<'a> FnOnce(&'a C) -> Result<Stitch<'a>, E>) -> Result<Body, E>
+where
+    C: Send + Sync + 'static,
+{
+    let all = yoke::Yoke::<Stitch<'static>, Arc<C>>::try_attach_to_cart(owner, build)?.erase_arc_cart();
+    let remaining = all.get().len() as u64;
+    Ok(UnsyncBoxBody::new(StitchedBody { all: Arc::new(all), next: 0, remaining }))
+}
+
+/// A [`Stitched`] body, sent in frames of up to [`FRAME`] bytes and [`FRAME_PIECES`]
+/// pieces (a larger piece is a frame of its own); each frame is one vectored write.
+struct StitchedBody {
+    all: Arc<Stitched>,
+    next: usize,
     remaining: u64,
 }
 
-impl Pieces {
-    /// A body of `pieces`.
-    pub fn new(pieces: Vec<Bytes>) -> Self {
-        let remaining = pieces.iter().map(|p| p.len() as u64).sum();
-        Pieces { pieces: pieces.into_iter(), remaining }
-    }
-
-    /// Total length in bytes.
-    pub fn len(&self) -> u64 {
-        self.remaining
-    }
-
-    /// Whether the body is empty.
-    pub fn is_empty(&self) -> bool {
-        self.remaining == 0
-    }
-
-    /// Box it as a [`Body`].
-    pub fn boxed(self) -> Body {
-        UnsyncBoxBody::new(self)
-    }
-}
-
-impl http_body::Body for Pieces {
+impl http_body::Body for StitchedBody {
     type Data = Chunk;
     type Error = BoxError;
 
     fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
-        let mut frame = Vec::new();
-        let mut size = 0;
-        while let Some(p) = self.pieces.as_slice().first() {
-            if !frame.is_empty() && (size + p.len() > FRAME || frame.len() == FRAME_PIECES) {
-                break;
-            }
-            size += p.len();
-            frame.extend(self.pieces.next());
+        let this = &mut *self;
+        let stitch = this.all.get();
+        let count = stitch.count();
+        // Empty pieces are skipped, so no frame is empty.
+        while this.next < count && stitch.piece(this.next).is_empty() {
+            this.next += 1;
         }
-        if frame.is_empty() {
+        if this.next == count {
             return Poll::Ready(None);
         }
-        self.remaining -= size as u64;
-        let chunk = if frame.len() == 1 { Chunk::One(frame.remove(0)) } else { Chunk::many(frame) };
-        Poll::Ready(Some(Ok(Frame::data(chunk))))
+        let at = this.next;
+        let mut size = 0;
+        while this.next < count {
+            let len = stitch.piece(this.next).len();
+            if this.next > at && (size + len > FRAME || this.next - at == FRAME_PIECES) {
+                break;
+            }
+            size += len;
+            this.next += 1;
+        }
+        this.remaining -= size as u64;
+        Poll::Ready(Some(Ok(Frame::data(Chunk::Pieces { all: this.all.clone(), at, end: this.next, off: 0, remaining: size }))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.pieces.as_slice().is_empty()
+        self.remaining == 0
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -230,12 +261,22 @@ mod tests {
     use http_body::Body as _;
     use proptest::prelude::*;
 
+    /// A body of a head of `head` bytes, items of `sizes` bytes borrowed from an owner, and
+    /// `tail`; the bytes it must send.
+    fn stitched_body(head: usize, sizes: &[usize], tail: &'static [u8]) -> (Body, Vec<u8>) {
+        let owner: Arc<Vec<Vec<u8>>> = Arc::new(sizes.iter().enumerate().map(|(i, n)| vec![i as u8 + 1; *n]).collect());
+        let head = vec![0xee; head];
+        let mut want = head.clone();
+        owner.iter().for_each(|p| want.extend_from_slice(p));
+        want.extend_from_slice(tail);
+        let body = try_stitched(owner, |o| Ok::<_, ()>(Stitch { head, items: o.iter().map(Vec::as_slice).collect(), tail })).unwrap();
+        (body, want)
+    }
+
     proptest! {
         #[test]
-        fn pieces_send_every_byte_in_order_in_bounded_frames(sizes in proptest::collection::vec(0usize..(FRAME + 100), 0..12)) {
-            let pieces: Vec<Bytes> = sizes.iter().enumerate().map(|(i, n)| Bytes::from(vec![i as u8; *n])).collect();
-            let want: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
-            let mut body = Pieces::new(pieces);
+        fn stitched_bodies_send_every_byte_in_order_in_bounded_frames(head in 0usize..300, sizes in proptest::collection::vec(prop_oneof![0usize..64, 0usize..(FRAME + 100)], 0..150), full_tail in any::<bool>()) {
+            let (mut body, want) = stitched_body(head, &sizes, if full_tail { b"]}\n" } else { b"" });
             prop_assert_eq!(body.size_hint().exact(), Some(want.len() as u64));
             let mut got = Vec::new();
             let waker = futures_util::task::noop_waker();
@@ -243,8 +284,9 @@ mod tests {
             while let Poll::Ready(Some(frame)) = Pin::new(&mut body).poll_frame(&mut cx) {
                 let mut data = frame.unwrap().into_data().unwrap();
                 let n = data.remaining();
+                prop_assert!(n > 0, "no empty frames");
                 prop_assert!(n <= FRAME || sizes.contains(&n), "a frame over FRAME is one piece as it was");
-                let mut iov = [std::io::IoSlice::new(&[]); FRAME_PIECES];
+                let mut iov = [std::io::IoSlice::new(&[]); 64];
                 let used = data.chunks_vectored(&mut iov);
                 prop_assert!(used <= FRAME_PIECES);
                 prop_assert_eq!(iov[..used].iter().map(|s| s.len()).sum::<usize>(), n, "one vectored write carries the whole frame");
@@ -252,6 +294,7 @@ mod tests {
                 let mut step = 1;
                 while data.has_remaining() {
                     let k = data.chunk().len().min(step);
+                    prop_assert!(k > 0);
                     got.extend_from_slice(&data.chunk()[..k]);
                     data.advance(k);
                     step = step * 3 + 1;
@@ -263,10 +306,12 @@ mod tests {
         }
 
         #[test]
-        fn chunk_reads_back_every_byte_through_copy_to_bytes(sizes in proptest::collection::vec(0usize..64, 0..10), takes in proptest::collection::vec(0usize..80, 0..10)) {
-            let pieces: Vec<Bytes> = sizes.iter().enumerate().map(|(i, n)| Bytes::from(vec![i as u8; *n])).collect();
-            let want: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
-            let mut c = Chunk::many(pieces);
+        fn chunks_read_back_every_byte_through_copy_to_bytes(head in 0usize..40, sizes in proptest::collection::vec(0usize..64, 0..10), takes in proptest::collection::vec(0usize..80, 0..10)) {
+            let (mut body, want) = stitched_body(head, &sizes, b"]}\n");
+            let waker = futures_util::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            let Poll::Ready(Some(frame)) = Pin::new(&mut body).poll_frame(&mut cx) else { panic!("one frame") };
+            let mut c = frame.unwrap().into_data().unwrap();
             let mut got = Vec::new();
             for t in takes {
                 let t = t.min(c.remaining());

@@ -205,9 +205,15 @@ impl Object {
     /// The bare protobuf message of the object.
     pub fn pb_message(&self) -> Option<Bytes> {
         let p = self.pb.as_ref()?;
+        Some(p.slice_ref(self.pb_message_ref()?))
+    }
+
+    /// [`Object::pb_message`], borrowed.
+    pub fn pb_message_ref(&self) -> Option<&[u8]> {
+        let p = self.pb.as_ref()?;
         let mut pos = 1;
         crate::wire::get_varint(p, &mut pos)?;
-        Some(p.slice(pos..))
+        p.get(pos..)
     }
 
     /// Size of the encodings held, in bytes.

@@ -1,12 +1,11 @@
 //! GET of one object from the current snapshot.
 
-use crate::body::{respond, Body, Pieces};
+use crate::body::{respond, try_stitched, Body, Stitch};
 use crate::cache::KindCache;
 use crate::object;
 use crate::query::Format;
 use crate::status::Status;
 use crate::wire;
-use bytes::Bytes;
 use http::{Response, StatusCode};
 
 /// Answer a GET of `name` (in `namespace` for namespaced kinds).
@@ -16,22 +15,23 @@ pub fn get(cache: &KindCache, namespace: Option<&str>, name: &str, fmt: Format) 
     let key = object::key(namespace.unwrap_or(""), name);
     let o = snap.get(&key).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
-    let pieces = match fmt {
+    let body = try_stitched(o.clone(), |o| match fmt {
         Format::Json => {
             let j = o.json.as_ref().ok_or_else(missing)?;
+            // The stored item is `,{...}`: the type meta goes in front of its fields.
             let mut head = Vec::with_capacity(48);
             object::with_type_meta(&mut head, &r.api_version(), &r.kind, b"{}");
             head.pop();
             head.push(b',');
-            vec![Bytes::from(head), j.slice(2..), Bytes::from_static(b"\n")]
+            Ok(Stitch { head, items: vec![&j[2..]], tail: b"\n" })
         }
         Format::Protobuf => {
-            let m = o.pb_message().ok_or_else(missing)?;
-            let prefix = wire::envelope_prefix(&r.api_version(), &r.kind, m.len());
-            vec![Bytes::from(prefix), m, Bytes::from_static(wire::UNKNOWN_SUFFIX)]
+            let m = o.pb_message_ref().ok_or_else(missing)?;
+            let head = wire::envelope_prefix(&r.api_version(), &r.kind, m.len());
+            Ok(Stitch { head, items: vec![m], tail: wire::UNKNOWN_SUFFIX })
         }
-    };
-    Ok(respond(StatusCode::OK, content_type(fmt), Pieces::new(pieces).boxed()))
+    })?;
+    Ok(respond(StatusCode::OK, content_type(fmt), body))
 }
 
 /// Content-Type of a non-watch response.

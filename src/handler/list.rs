@@ -3,7 +3,7 @@
 //! stored item bytes into a JSON or protobuf list.
 
 use super::{candidates, get::content_type, RV_WAIT};
-use crate::body::{respond, Body, Pieces};
+use crate::body::{respond, try_stitched, Body, Stitch};
 use crate::cache::KindCache;
 use crate::object::Object;
 use crate::query::{Format, ListMode, Options};
@@ -43,8 +43,10 @@ impl Selected<'_> {
 /// Answer a LIST (in `namespace`, or across all).
 pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format) -> Result<Response<Body>, Status> {
     let (rv, snap) = snapshot(cache, opts).await?;
-    let page = collect(&snap, rv, namespace, opts, cache.resource.index.as_deref());
-    encode(cache, &page, fmt)
+    let index = cache.resource.index.as_deref();
+    // The body holds the snapshot and borrows the items' stored bytes from it.
+    let body = try_stitched(snap, |snap| stitch(cache, &collect(snap, rv, namespace, opts, index), fmt))?;
+    Ok(respond(StatusCode::OK, content_type(fmt), body))
 }
 
 /// The page a LIST with `opts` returns: the snapshot its resourceVersion parameters ask for
@@ -97,7 +99,7 @@ async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>),
     }
 }
 
-fn collect<'s>(snap: &'s Snapshot, rv: u64, namespace: Option<&'s str>, opts: &'s Options, index: Option<&'s str>) -> Selected<'s> {
+fn collect<'s>(snap: &'s Snapshot, rv: u64, namespace: Option<&str>, opts: &Options, index: Option<&str>) -> Selected<'s> {
     let after = opts.cont.as_ref().map(|c| match namespace {
         Some(ns) => format!("{ns}/{}", c.after),
         None => c.after.clone(),
@@ -134,16 +136,15 @@ fn relative(key: &str, namespace: Option<&str>) -> String {
     }
 }
 
-/// Stitch a page's stored item bytes between a list head and tail: shared pieces, written
-/// to the socket without being copied together.
-fn encode<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Response<Body>, Status> {
+/// A page's stored item bytes between a list head and tail, written to the socket without
+/// being copied together.
+fn stitch<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Stitch<'s>, Status> {
     let r = &cache.resource;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
-    let bytes_of = |o: &'s Object| stored(o, fmt);
-    let mut items_len = 0;
-    for o in &page.items {
-        items_len += bytes_of(o).ok_or_else(missing)?.len();
-    }
+    // Stored JSON items start with their `,` separator; the first item is sent without it.
+    let skip = |i: usize| usize::from(i == 0 && fmt == Format::Json);
+    let items = page.items.iter().enumerate().map(|(i, o)| stored(o, fmt).map(|b| &b[skip(i)..]).ok_or_else(missing)).collect::<Result<Vec<&'s [u8]>, Status>>()?;
+    let items_len = items.iter().map(|b| b.len()).sum::<usize>() + usize::from(fmt == Format::Json && !items.is_empty());
     let (head, tail): (Vec<u8>, &'static [u8]) = match fmt {
         Format::Json => {
             let mut head = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"", r.list_kind(), r.api_version(), page.rv);
@@ -164,14 +165,7 @@ fn encode<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Res
             (head, wire::UNKNOWN_SUFFIX)
         }
     };
-    // Stored JSON items start with their `,` separator; the first item is sent without it.
-    let skip = |i: usize| usize::from(i == 0 && fmt == Format::Json);
-    let mut pieces = Vec::with_capacity(page.items.len() + 2);
-    pieces.push(Bytes::from(head));
-    pieces.extend(page.items.iter().enumerate().filter_map(|(i, o)| bytes_of(o).map(|b| b.slice(skip(i)..))));
-    pieces.push(Bytes::from_static(tail));
-    let body = Pieces::new(pieces).boxed();
-    Ok(respond(StatusCode::OK, content_type(fmt), body))
+    Ok(Stitch { head, items, tail })
 }
 
 /// An object's stored bytes in `fmt`, if held.
