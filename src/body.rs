@@ -236,8 +236,10 @@ pub fn channel(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
 
 /// A random (v4) UUID for the `Audit-Id` header, from the thread's RNG: `Uuid::new_v4` asks
 /// the kernel for randomness on every call, a syscall per response.
-fn audit_id() -> String {
-    uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
+fn audit_id() -> Option<HeaderValue> {
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+    HeaderValue::from_bytes(id.hyphenated().encode_lower(&mut buf).as_bytes()).ok()
 }
 
 /// A response with the headers the apiserver puts on every response.
@@ -245,7 +247,7 @@ pub fn respond(code: StatusCode, content_type: &str, body: Body) -> Response<Bod
     let mut resp = Response::new(body);
     *resp.status_mut() = code;
     let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&audit_id()) {
+    if let Some(v) = audit_id() {
         h.insert("audit-id", v);
     }
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));

@@ -303,12 +303,12 @@ impl Serve {
 
     /// Answer from cache, or `None` to pass the request through. A request kache would
     /// answer is authorized first (before its options are judged, as in the apiserver).
-    async fn cached(&self, req: &Request<Incoming>, caller: Option<&Caller>) -> Option<Response<Body>> {
+    async fn cached(&self, req: &Request<Incoming>, p: Option<&ResourcePath>, caller: Option<&Caller>) -> Option<Response<Body>> {
         if req.method() != Method::GET {
             return None;
         }
-        let Some(Target::Resource(p)) = classify(req.uri().path()) else { return None };
-        let r = self.resource(&p).filter(|_| p.subresource.is_none())?;
+        let p = p?;
+        let r = self.resource(p).filter(|_| p.subresource.is_none())?;
         let scoped = if r.namespaced { p.namespace.is_some() || p.name.is_none() } else { p.namespace.is_none() };
         if !scoped {
             return None;
@@ -399,13 +399,17 @@ fn wants_protobuf(req: &Request<Incoming>) -> bool {
 impl Handler for Serve {
     async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
         let started = std::time::Instant::now();
-        let named = matches!(classify(req.uri().path()), Some(Target::Resource(ResourcePath { name: Some(_), .. })));
+        let path = match classify(req.uri().path()) {
+            Some(Target::Resource(p)) => Some(p),
+            _ => None,
+        };
+        let named = path.as_ref().is_some_and(|p| p.name.is_some());
         let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = wants_protobuf(&req);
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), "kache"),
-            Ok(caller) => match self.cached(&req, caller.as_ref()).await {
+            Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Some(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (resp, "cache")

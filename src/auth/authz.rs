@@ -37,7 +37,7 @@ pub struct Decision {
 pub struct Authorizer {
     upstream: Upstream,
     settings: AuthzSettings,
-    cache: TtlCache<String, Decision>,
+    cache: TtlCache<Vec<u8>, Decision>,
     reviews: AtomicU64,
 }
 
@@ -86,30 +86,30 @@ pub fn review_spec(id: &Identity, a: &Attributes) -> Value {
 
 /// Everything a review sends, each part written as its length and its bytes (so no two
 /// reviews share a key): cheaper to build per request than the review's JSON.
-fn cache_key(id: &Identity, a: &Attributes) -> String {
-    use std::fmt::Write as _;
-    let mut key = String::with_capacity(160);
-    let mut put = |s: &str| {
-        let _ = write!(key, "{}:{s}", s.len());
+fn cache_key(id: &Identity, a: &Attributes) -> Vec<u8> {
+    let mut key = Vec::with_capacity(160);
+    let mut put = |s: &[u8]| {
+        key.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        key.extend_from_slice(s);
     };
-    put(&id.username);
-    put(&id.uid);
-    put(&id.groups.len().to_string());
-    id.groups.iter().for_each(|g| put(g));
-    put(&id.extra.len().to_string());
+    put(id.username.as_bytes());
+    put(id.uid.as_bytes());
+    put(&(id.groups.len() as u64).to_le_bytes());
+    id.groups.iter().for_each(|g| put(g.as_bytes()));
+    put(&(id.extra.len() as u64).to_le_bytes());
     for (k, vs) in &id.extra {
-        put(k);
-        put(&vs.len().to_string());
-        vs.iter().for_each(|v| put(v));
+        put(k.as_bytes());
+        put(&(vs.len() as u64).to_le_bytes());
+        vs.iter().for_each(|v| put(v.as_bytes()));
     }
-    put(&a.verb);
+    put(a.verb.as_bytes());
     match &a.resource {
         Some(r) => {
             for part in [&r.namespace, &r.group, &r.version, &r.resource, &r.subresource, &r.name, &r.field_selector, &r.label_selector] {
-                put(part);
+                put(part.as_bytes());
             }
         }
-        None => put(&a.path),
+        None => put(a.path.as_bytes()),
     }
     key
 }
