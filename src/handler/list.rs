@@ -111,7 +111,9 @@ fn collect<'s>(snap: &'s Snapshot, rv: u64, namespace: Option<&str>, opts: &Opti
         _ => usize::try_from(opts.limit).unwrap_or(usize::MAX),
     };
     let mut matching = candidates(snap, namespace, opts, index, after);
-    let items: Vec<&Arc<Object>> = matching.by_ref().take(limit).collect();
+    // Room for a node's pods without regrowing; larger lists grow from there.
+    let mut items = Vec::with_capacity(limit.min(64));
+    items.extend(matching.by_ref().take(limit));
     let mut page = Selected { rv, items, cont: None, remaining: None };
     if items_cut(&mut matching) {
         let last = page.items.last().map(|o| relative(&o.key, namespace)).unwrap_or_default();
