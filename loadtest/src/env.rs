@@ -110,7 +110,7 @@ fn wait_file(path: &Path, child: &mut Child, what: &str, limit: Duration) -> any
 
 /// Start `kache sim` and `kache serve` in front of it; return the two targets once kache's
 /// preloaded caches have synced.
-pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, dir: &Path, log: &Path, kache_cpu: Option<&str>) -> anyhow::Result<(Vec<Target>, Observed, Started)> {
+pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, dir: &Path, log: &Path, server_cpu: Option<&str>) -> anyhow::Result<(Vec<Target>, Observed, Started)> {
     std::fs::create_dir_all(dir)?;
     if !kache_bin.exists() {
         bail!("{} not found: build it with `cargo build --release` or pass --kache-bin", kache_bin.display());
@@ -119,7 +119,7 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
     let logf = || -> anyhow::Result<Stdio> { Ok(std::fs::OpenOptions::new().create(true).append(true).open(log)?.into()) };
     let sim_addr = dir.join("sim.addr");
     let _ = std::fs::remove_file(&sim_addr);
-    let mut cmd = Command::new(kache_bin);
+    let mut cmd = on_cpu(kache_bin, server_cpu);
     cmd.args(["sim", "--listen", "127.0.0.1:0", "--log-level", "warn"])
         .arg("--addr-file").arg(&sim_addr)
         .args(["--nodes", &cluster.nodes.to_string(), "--pods", &cluster.pods.to_string()])
@@ -140,7 +140,7 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
     let (addr, admin) = (dir.join("kache.addr"), dir.join("kache-admin.addr"));
     let _ = std::fs::remove_file(&addr);
     let _ = std::fs::remove_file(&admin);
-    let mut cmd = on_cpu(kache_bin, kache_cpu);
+    let mut cmd = on_cpu(kache_bin, server_cpu);
     if kache.anonymous && supports(kache_bin, "--allow-anonymous") {
         // The harness's clients carry no credentials, as against the open simulator.
         cmd.arg("serve").arg("--allow-anonymous");

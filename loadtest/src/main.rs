@@ -90,9 +90,9 @@ struct RunArgs {
     /// Run only against this target (`direct` or `kache`).
     #[arg(long)]
     only: Option<String>,
-    /// Give the server under test (kache, or the trivial reference server) CPU 1 and keep
-    /// this load generator and the simulator on CPU 0, as if they ran on separate machines
-    /// (Linux, through `taskset`). Without it every process shares every CPU.
+    /// Run the servers (the simulator, kache, the trivial reference server) on CPU 1 and
+    /// this load generator on CPU 0, as if they ran on separate machines (Linux, through
+    /// `taskset`). Without it every process shares every CPU.
     #[arg(long)]
     split_cores: bool,
 }
@@ -180,7 +180,14 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Run(args) => {
-            if args.split_cores && std::env::var_os(SPLIT_ENV).is_none() {
+            // Placement is fixed before the runtime starts: every scenario of a run shares it.
+            let scenarios = args.scenarios.iter().map(|s| scenario::load(&resolve(&args.scenarios_dir, s))).collect::<anyhow::Result<Vec<_>>>()?;
+            let split: Vec<bool> = scenarios.iter().map(|s| s.placement.split_cores).collect();
+            if !args.split_cores && split.contains(&true) && split.contains(&false) {
+                bail!("scenarios with [placement] split_cores and without it cannot run in one invocation");
+            }
+            let split = args.split_cores || split.contains(&true);
+            if split && std::env::var_os(SPLIT_ENV).is_none() {
                 return Err(split_cores());
             }
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -213,7 +220,7 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
     let work_dir = args.work_dir.join(&s.name);
     std::fs::create_dir_all(&work_dir)?;
     let log = work_dir.join("servers.log");
-    let server_cpu = args.split_cores.then_some(phases::SERVER_CPU);
+    let server_cpu = (args.split_cores || s.placement.split_cores).then_some(phases::SERVER_CPU);
     if server_cpu.is_some() && s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. })) {
         bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
     }
@@ -254,7 +261,7 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine,
         placement: match server_cpu {
-            Some(cpu) => format!("split cores: the server under test (kache, or the trivial reference server) on CPU {cpu}; the load generator and the simulator on CPU {}", phases::LOADGEN_CPU),
+            Some(cpu) => format!("split cores: the servers (simulator, kache, trivial reference server) on CPU {cpu}; the load generator on CPU {}", phases::LOADGEN_CPU),
             None => "shared: every process may run on every CPU".into(),
         },
         self_contained: args.direct_kubeconfig.is_none(),

@@ -22,9 +22,21 @@ pub struct Scenario {
     /// kache's settings (self-contained runs only).
     #[serde(default)]
     pub kache: KacheSettings,
+    /// Which CPUs the processes run on.
+    #[serde(default)]
+    pub placement: Placement,
     /// Phases, run in order; each against `direct` and then `kache`.
     #[serde(rename = "phase")]
     pub phases: Vec<Phase>,
+}
+
+/// Which CPUs the processes run on.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Placement {
+    /// The servers (simulator, kache, trivial reference server) on one CPU, the load
+    /// generator on the other (as `kache-loadtest run --split-cores`).
+    pub split_cores: bool,
 }
 
 /// `kache sim` flags.

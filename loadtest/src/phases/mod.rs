@@ -41,9 +41,9 @@ pub struct Ctx {
     pub server_cpu: Option<&'static str>,
 }
 
-/// The CPU the load generator and the simulator keep under `--split-cores`.
+/// The CPU the load generator keeps under `--split-cores`.
 pub const LOADGEN_CPU: &str = "0";
-/// The CPU the server under test gets under `--split-cores`.
+/// The CPU the servers (simulator, kache, trivial server) get under `--split-cores`.
 pub const SERVER_CPU: &str = "1";
 
 impl Ctx {
