@@ -273,6 +273,8 @@ async fn launch(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> Result<Serving, StartError> {
+    // Before anything is counted: series handles bind to the recorder present when made.
+    crate::telemetry::install();
     let serve = Serve::start(upstream, settings).await.map_err(|e| StartError::Upstream(e.to_string()))?;
     let (listener, addr) = server::bind(listen, addr_file).await?;
     let ending = serve.clone();

@@ -64,6 +64,7 @@ pub struct Serve {
     feeds: DashMap<FeedKey, Arc<Feed>>,
     settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
+    metrics: telemetry::RequestMetrics,
     inflight: Inflight,
 }
 
@@ -152,7 +153,7 @@ impl Serve {
         let resources: Vec<ResourceRef> = discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
-        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings, hits: Default::default(), inflight });
+        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings, hits: Default::default(), metrics: Default::default(), inflight });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
             match found {
@@ -420,12 +421,8 @@ impl Handler for Serve {
                 },
             },
         };
-        let code = resp.status().as_u16().to_string();
-        metrics::counter!(telemetry::REQUESTS, "verb" => verb, "source" => source, "code" => code).increment(1);
-        metrics::histogram!(telemetry::REQUEST_SECONDS, "verb" => verb, "source" => source).record(started.elapsed().as_secs_f64());
-        if let (Some(n), "cache") = (http_body::Body::size_hint(resp.body()).exact(), source) {
-            metrics::counter!(telemetry::RESPONSE_BYTES, "verb" => verb).increment(n);
-        }
+        let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| source == "cache");
+        self.metrics.record(verb, source, resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }
 }
