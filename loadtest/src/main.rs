@@ -31,6 +31,7 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 enum Cmd {
     /// Run scenarios (names from the scenarios directory, or paths to files).
     Run(RunArgs),
