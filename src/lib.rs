@@ -8,7 +8,7 @@
 //! - `route`: classify a request path and query into a cached read or something else.
 //! - `query`: parse and validate list/watch options (resourceVersion modes, limit, selectors).
 //! - `handler`: cached GET, LIST and WATCH answered from one snapshot with pre-encoded bytes.
-//! - `body`: response bodies stitched from shared `Bytes`.
+//! - `body`: response bodies: stored bytes borrowed from a snapshot and written with `writev`.
 //! - `status`: the one place that turns errors into Kubernetes `Status` responses.
 //! - `cache`: one `KindCache` per resource: snapshot, progress, fan-out to watchers.
 //! - `store`: immutable snapshots (persistent ordered maps) and the spec.nodeName index.
@@ -35,6 +35,7 @@ pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod cache;
+pub mod civil;
 pub mod config;
 pub mod demo;
 pub mod handler;

@@ -54,12 +54,18 @@ pub enum ListMode {
     Continue,
 }
 
-fn parse_bool(name: &str, v: &str) -> Result<bool, Status> {
+/// A boolean query parameter's value, spelled as Go's `strconv.ParseBool` accepts (and
+/// empty as false); `None` for anything else.
+pub(crate) fn boolean(v: &str) -> Option<bool> {
     match v {
-        "true" | "1" | "True" | "TRUE" | "t" | "T" => Ok(true),
-        "false" | "0" | "False" | "FALSE" | "f" | "F" | "" => Ok(false),
-        _ => Err(Status::bad_request(format!("invalid value for {name}: {v:?}: must be true or false"))),
+        "true" | "1" | "True" | "TRUE" | "t" | "T" => Some(true),
+        "false" | "0" | "False" | "FALSE" | "f" | "F" | "" => Some(false),
+        _ => None,
     }
+}
+
+fn parse_bool(name: &str, v: &str) -> Result<bool, Status> {
+    boolean(v).ok_or_else(|| Status::bad_request(format!("invalid value for {name}: {v:?}: must be true or false")))
 }
 
 fn parse_u64(name: &str, v: &str) -> Result<u64, Status> {

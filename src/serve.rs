@@ -393,10 +393,6 @@ impl Serve {
     }
 }
 
-fn wants_protobuf(req: &Request<Incoming>) -> bool {
-    req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.starts_with(crate::wire::PROTOBUF))
-}
-
 impl Handler for Serve {
     async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
         let started = std::time::Instant::now();
@@ -407,7 +403,7 @@ impl Handler for Serve {
         let named = path.as_ref().is_some_and(|p| p.name.is_some());
         let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
         let verb = telemetry::verb(req.method(), named, watch);
-        let protobuf = wants_protobuf(&req);
+        let protobuf = crate::status::wants_protobuf(req.headers());
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), "kache"),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {

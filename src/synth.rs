@@ -23,6 +23,7 @@
 //! Pods are about 4.5 KB of compact JSON (two containers with probes, projected token,
 //! five conditions, two container statuses) unless [`ClusterSpec::pod_bytes`] pads them.
 
+use crate::civil::rfc3339;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
@@ -195,23 +196,6 @@ impl Prng {
 /// RFC 3339 UTC timestamp (seconds) `offset` seconds after 2026-11-01T10:00:00Z.
 fn ts(offset: u64) -> String {
     rfc3339(BASE_UNIX.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX / 2)))
-}
-
-/// RFC 3339 UTC timestamp for Unix seconds (proleptic Gregorian, civil-from-days), as
-/// Kubernetes writes timestamps.
-pub fn rfc3339(secs: i64) -> String {
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (h, mi, s) = (sod / 3600, sod % 3600 / 60, sod % 60);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
 /// Standard padded base64, as Secret `data` carries it.

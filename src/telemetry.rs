@@ -69,20 +69,18 @@ impl RequestMetrics {
     /// when known.
     pub fn record(&self, verb: &'static str, source: &'static str, code: u16, seconds: f64, bytes: Option<u64>) {
         let key = (verb, source, code);
-        if !self.0.contains_key(&key) {
-            let series = RequestSeries {
+        let series = match self.0.get(&key) {
+            Some(series) => series,
+            None => self.0.entry(key).or_insert_with(|| RequestSeries {
                 requests: metrics::counter!(REQUESTS, "verb" => verb, "source" => source, "code" => code.to_string()),
                 seconds: metrics::histogram!(REQUEST_SECONDS, "verb" => verb, "source" => source),
                 bytes: OnceLock::new(),
-            };
-            self.0.entry(key).or_insert(series);
-        }
-        if let Some(series) = self.0.get(&key) {
-            series.requests.increment(1);
-            series.seconds.record(seconds);
-            if let Some(n) = bytes {
-                series.bytes.get_or_init(|| metrics::counter!(RESPONSE_BYTES, "verb" => verb)).increment(n);
-            }
+            }).downgrade(),
+        };
+        series.requests.increment(1);
+        series.seconds.record(seconds);
+        if let Some(n) = bytes {
+            series.bytes.get_or_init(|| metrics::counter!(RESPONSE_BYTES, "verb" => verb)).increment(n);
         }
     }
 }

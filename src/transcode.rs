@@ -33,6 +33,7 @@
 #[rustfmt::skip]
 mod schema;
 
+use crate::civil::{civil_from_days, days_from_civil};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Number, Value};
@@ -1141,38 +1142,6 @@ fn decode_special(special: Special, bytes: &[u8]) -> Result<Value, TranscodeErro
 
 // ---------------------------------------------------------------------------------------
 // Time and duration formats (no date crate: civil-from-days arithmetic).
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// (year, month, day) of days since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
-}
 
 fn digits(s: &[u8]) -> Option<i64> {
     if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {

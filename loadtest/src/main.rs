@@ -98,23 +98,39 @@ struct RunArgs {
     split_cores: bool,
 }
 
-/// Set in the environment of a run that has already moved itself to CPU 0.
-const SPLIT_ENV: &str = "KACHE_LOADTEST_SPLIT_CORES";
+/// The CPUs this process may run on, as `/proc/self/status` lists them (`0-1`, `0`, ...).
+fn allowed_cpus() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(|v| v.trim().to_string()).unwrap_or_default()
+}
 
-/// For `--split-cores`: run this command again on CPU 0 (before any runtime thread exists,
-/// so the runtime sizes itself to the one CPU and every thread stays there).
-fn split_cores() -> anyhow::Error {
+/// Whether the CPU list `list` (`0-3,6`) holds `cpu`.
+fn holds(list: &str, cpu: &str) -> bool {
+    let Ok(cpu) = cpu.parse::<u32>() else { return false };
+    list.split(',').any(|r| match r.split_once('-') {
+        Some((a, b)) => a.parse::<u32>().is_ok_and(|a| a <= cpu) && b.parse::<u32>().is_ok_and(|b| cpu <= b),
+        None => r.parse::<u32>() == Ok(cpu),
+    })
+}
+
+/// For `--split-cores`: run this command again on the load generator's CPU (before any
+/// runtime thread exists, so the runtime sizes itself to the one CPU and every thread
+/// stays there). `None` when this process already runs there alone.
+fn split_cores() -> Option<anyhow::Error> {
     use std::os::unix::process::CommandExt;
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 {
-        return anyhow::anyhow!("--split-cores needs two CPUs; this process may use {cpus}");
+    let allowed = allowed_cpus();
+    if allowed == phases::LOADGEN_CPU {
+        return None;
+    }
+    if !holds(&allowed, phases::LOADGEN_CPU) || !holds(&allowed, phases::SERVER_CPU) {
+        return Some(anyhow::anyhow!("--split-cores needs CPUs {} and {}; this process may use {allowed:?}", phases::LOADGEN_CPU, phases::SERVER_CPU));
     }
     let exe = match std::env::current_exe() {
         Ok(e) => e,
-        Err(e) => return e.into(),
+        Err(e) => return Some(e.into()),
     };
-    let err = std::process::Command::new("taskset").args(["-c", phases::LOADGEN_CPU]).arg(exe).args(std::env::args_os().skip(1)).env(SPLIT_ENV, "1").exec();
-    anyhow::Error::from(err).context("running again under `taskset` for --split-cores")
+    let err = std::process::Command::new("taskset").args(["-c", phases::LOADGEN_CPU]).arg(exe).args(std::env::args_os().skip(1)).exec();
+    Some(anyhow::Error::from(err).context("running again under `taskset` for --split-cores"))
 }
 
 fn default_scenarios() -> PathBuf {
@@ -188,8 +204,16 @@ fn main() -> anyhow::Result<()> {
                 bail!("scenarios with [placement] split_cores and without it cannot run in one invocation");
             }
             let split = args.split_cores || split.contains(&true);
-            if split && std::env::var_os(SPLIT_ENV).is_none() {
-                return Err(split_cores());
+            if split {
+                if args.direct_kubeconfig.is_some() {
+                    bail!("--split-cores places the servers this run starts; it cannot place external endpoints");
+                }
+                if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. }))) {
+                    bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
+                }
+                if let Some(e) = split_cores() {
+                    return Err(e);
+                }
             }
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
@@ -222,9 +246,6 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
     std::fs::create_dir_all(&work_dir)?;
     let log = work_dir.join("servers.log");
     let server_cpu = (args.split_cores || s.placement.split_cores).then_some(phases::SERVER_CPU);
-    if server_cpu.is_some() && s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. })) {
-        bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
-    }
     let (targets, observed, _started) = match (&args.direct_kubeconfig, &args.kache_kubeconfig) {
         (Some(d), Some(k)) => {
             let t = vec![env::target_from_kubeconfig("direct", d)?, env::target_from_kubeconfig("kache", k)?];
@@ -262,7 +283,10 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine,
         placement: match server_cpu {
-            Some(cpu) => format!("split cores: the servers (simulator, kache, trivial reference server) on CPU {cpu}; the load generator on CPU {}", phases::LOADGEN_CPU),
+            Some(cpu) => {
+                let siblings = std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")).unwrap_or_default();
+                format!("split cores: the servers (simulator, kache, trivial reference server) on CPU {cpu}; the load generator on CPU {} (CPU {cpu}'s hardware thread siblings: {})", phases::LOADGEN_CPU, siblings.trim())
+            }
             None => "shared: every process may run on every CPU".into(),
         },
         self_contained: args.direct_kubeconfig.is_none(),
@@ -275,4 +299,17 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
         eprintln!("  target: {} -> {:?}: {}", t.target, t.met, t.figure);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds;
+
+    #[test]
+    fn cpu_lists_are_read_like_the_kernel_writes_them() {
+        assert!(holds("0-1", "0") && holds("0-1", "1"));
+        assert!(holds("0,2-3", "3") && !holds("0,2-3", "1"));
+        assert!(holds("1", "1") && !holds("1", "0"));
+        assert!(!holds("", "0") && !holds("0-1", "x"));
+    }
 }

@@ -102,7 +102,7 @@ pub struct Attributes {
 }
 
 fn is_true(v: Option<&str>) -> bool {
-    matches!(v, Some("true" | "1" | "True" | "TRUE" | "t" | "T"))
+    v.and_then(crate::query::boolean) == Some(true)
 }
 
 /// The value a field selector requires `metadata.name` to equal exactly, if it does.

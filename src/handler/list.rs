@@ -146,7 +146,6 @@ fn stitch<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Sti
     // Stored JSON items start with their `,` separator; the first item is sent without it.
     let skip = |i: usize| usize::from(i == 0 && fmt == Format::Json);
     let items = page.items.iter().enumerate().map(|(i, o)| stored(o, fmt).map(|b| &b[skip(i)..]).ok_or_else(missing)).collect::<Result<Vec<&'s [u8]>, Status>>()?;
-    let items_len = items.iter().map(|b| b.len()).sum::<usize>() + usize::from(fmt == Format::Json && !items.is_empty());
     let (head, tail): (Vec<u8>, &'static [u8]) = match fmt {
         Format::Json => {
             let mut head = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"", r.list_kind(), r.api_version(), page.rv);
@@ -161,7 +160,7 @@ fn stitch<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Sti
         }
         Format::Protobuf => {
             let meta = wire::list_meta(page.rv, page.cont.as_deref(), page.remaining);
-            let raw_len = wire::len_field_size(1, meta.len()) + items_len;
+            let raw_len = wire::len_field_size(1, meta.len()) + items.iter().map(|b| b.len()).sum::<usize>();
             let mut head = wire::envelope_prefix(&r.api_version(), &r.list_kind(), raw_len);
             wire::put_bytes(&mut head, 1, &meta);
             (head, wire::UNKNOWN_SUFFIX)

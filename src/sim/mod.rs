@@ -267,13 +267,19 @@ struct Refusal {
 #[derive(Debug, Clone)]
 struct Impersonator(Option<String>);
 
+/// A request's body, up to `limit` bytes; a larger or broken one is the apiserver's 413.
+async fn read_body(req: Request<Incoming>, limit: usize) -> Result<bytes::Bytes, Status> {
+    use http_body_util::{BodyExt, Limited};
+    Ok(Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+        .map_err(|e| Status::failure(413, "RequestEntityTooLarge", format!("request body rejected: {e}")))?
+        .to_bytes())
+}
+
 impl Handler for Sim {
     async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
-        let protobuf = req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.starts_with(crate::wire::PROTOBUF));
+        let protobuf = crate::status::wants_protobuf(req.headers());
         let Some(auth) = self.auth.clone() else {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
         };

@@ -7,6 +7,7 @@
 
 use crate::auth::tls::CertIdentity;
 use crate::auth::{authn, Attributes, Identity, AUTHENTICATED, MASTERS, UNAUTHENTICATED};
+use crate::civil::parse_rfc3339;
 use crate::status::Status;
 use http::HeaderMap;
 use serde::Deserialize;
@@ -120,30 +121,9 @@ fn parse_file<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> 
     parsed.map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Seconds since the epoch of an RFC 3339 UTC time (`2024-01-02T03:04:05Z`).
-pub fn parse_time(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, m, d, hh, mm, ss) = (n(0..4)?, n(5..7)?, n(8..10)?, n(11..13)?, n(14..16)?, n(17..19)?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
-        return None;
-    }
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
-}
-
 /// Now as RFC 3339 UTC seconds.
 pub fn now_rfc3339() -> String {
-    crate::synth::rfc3339(unix_now())
+    crate::civil::rfc3339(unix_now())
 }
 
 fn unix_now() -> i64 {
@@ -230,7 +210,7 @@ impl SimAuth {
             if token.is_empty() || user.username.is_empty() {
                 return Err("users file: every token needs a non-empty token and username".into());
             }
-            if let Some(t) = user.expires_at.as_deref().filter(|t| parse_time(t).is_none()) {
+            if let Some(t) = user.expires_at.as_deref().filter(|t| parse_rfc3339(t).is_none()) {
                 return Err(format!("users file: expiresAt {t:?} of {:?} is not an RFC 3339 UTC time like 2024-01-02T03:04:05Z", user.username));
             }
         }
@@ -240,7 +220,7 @@ impl SimAuth {
     /// The user of a token, unless it is unknown or expired (what TokenReview answers).
     pub fn token_user(&self, token: &str) -> Option<Identity> {
         let u = self.tokens.get(token)?;
-        if u.expires_at.as_deref().and_then(parse_time).is_some_and(|t| t <= unix_now()) {
+        if u.expires_at.as_deref().and_then(parse_rfc3339).is_some_and(|t| t <= unix_now()) {
             return None;
         }
         let mut groups = u.groups.clone();
@@ -341,10 +321,10 @@ mod tests {
 
     #[test]
     fn times_parse_and_print() {
-        assert_eq!(parse_time("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_time("2026-11-22T02:06:27Z"), Some(1_795_313_187));
-        assert_eq!(parse_time("2026-11-22 02:06:27"), None);
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339("2026-11-22T02:06:27Z"), Some(1_795_313_187));
+        assert_eq!(parse_rfc3339("2026-11-22 02:06:27"), None);
         let now = now_rfc3339();
-        assert!((parse_time(&now).unwrap() - unix_now()).abs() <= 1);
+        assert!((parse_rfc3339(&now).unwrap() - unix_now()).abs() <= 1);
     }
 }

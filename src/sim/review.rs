@@ -8,7 +8,6 @@ use crate::auth::{Attributes, Identity, ResourceAttributes};
 use crate::body::{self, Body};
 use crate::status::Status;
 use http::{header, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 
@@ -28,11 +27,7 @@ fn manager(req: &Request<Incoming>) -> String {
 }
 
 async fn read(req: Request<Incoming>) -> Result<Value, Status> {
-    let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-        .map_err(|e| Status::failure(413, "RequestEntityTooLarge", format!("request body rejected: {e}")))?
-        .to_bytes();
+    let bytes = super::read_body(req, MAX_BODY_BYTES).await?;
     serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))
 }
 

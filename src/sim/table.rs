@@ -79,13 +79,7 @@ fn chrono_like_seconds(ts: &str) -> Option<i64> {
     let n = |r: std::ops::Range<usize>| ts.get(r)?.parse::<i64>().ok();
     let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
     let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
-    let (y2, m2) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doy = (153 * m2 + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+    Some(crate::civil::days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss)
 }
 
 /// `<none>` for an empty or missing string, as kubectl's printers write it.

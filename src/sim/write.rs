@@ -12,7 +12,6 @@ use crate::route::ResourcePath;
 use crate::status::{Details, Status};
 use crate::window::EventType;
 use http::{header, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use crate::transcode::{pb_to_json, MessageType};
 use crate::wire::PROTOBUF;
@@ -30,11 +29,7 @@ async fn read_json(req: Request<Incoming>) -> Result<(Value, String), Status> {
     ) {
         return Err(Status::unsupported_media_type(&ct));
     }
-    let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-        .map_err(|e| Status::failure(413, "RequestEntityTooLarge", format!("request body rejected: {e}")))?
-        .to_bytes();
+    let bytes = super::read_body(req, MAX_BODY_BYTES).await?;
     if media == PROTOBUF {
         return Ok((from_protobuf(&bytes, &ct)?, "application/json".into()));
     }
@@ -106,11 +101,7 @@ pub(super) async fn delete_is_dry_run(req: Request<Incoming>) -> Result<bool, St
     if dry_run(req.uri().query()) {
         return Ok(true);
     }
-    let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-        .map_err(|e| Status::failure(413, "RequestEntityTooLarge", format!("request body rejected: {e}")))?
-        .to_bytes();
+    let bytes = super::read_body(req, MAX_BODY_BYTES).await?;
     if bytes.is_empty() {
         return Ok(false);
     }

@@ -29,7 +29,9 @@ impl Machine {
         let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
         let fd_limit = limits.lines().find(|l| l.starts_with("Max open files")).map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join("/")).unwrap_or_default();
         let load_average = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ");
-        Machine { nproc: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), cpu_model, fd_limit, load_average }
+        // The machine's CPUs, not this process's (a --split-cores run is held to one).
+        let nproc = cpu.lines().filter(|l| l.starts_with("processor")).count().max(1);
+        Machine { nproc, cpu_model, fd_limit, load_average }
     }
 }
 
