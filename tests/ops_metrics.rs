@@ -14,7 +14,7 @@
 mod common;
 mod ops_support;
 
-use common::{cluster, deadline, list_rv, start, Next};
+use common::{cluster, deadline, eventually, list_rv, start, Next};
 use ops_support::{telemetry_metrics, KacheBin, Proxy, Scrape};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -114,15 +114,16 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     assert!(read > 0 && clean, "the slow watcher got events and a properly terminated stream ({read} bytes, clean end: {clean})");
     // The upstream drops every watch (as an apiserver restart would): informers resume.
     sim.sim.disconnect_watchers();
-    let end = deadline(60);
-    let s2 = loop {
-        let s = k.scrape().await;
+    let kr = &k;
+    let s2 = eventually(60, 200, || async move {
+        let s = kr.scrape().await;
         if s.sum(kache::telemetry::WATCH_RESTARTS, &[]) > 0.0 && s.sum(kache::telemetry::WATCHES_OPEN, &[("resource", "pods")]) >= 1.0 {
-            break s;
+            Ok(s)
+        } else {
+            Err(format!("no upstream watch restart counted:\n{}", kr.admin_get("/metrics").await.1))
         }
-        assert!(tokio::time::Instant::now() < end, "no upstream watch restart counted within 60 s:\n{}", k.admin_get("/metrics").await.1);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    })
+    .await;
 
     // Every declared family is on the page (except the ones src/ does not record yet).
     let declared = telemetry_metrics();
@@ -199,11 +200,12 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     // Closing the watch brings the gauge back down.
     let _ = stop_reading.send(());
     drop(reader.await.expect("watch reader"));
-    let end = deadline(30);
-    while k.scrape().await.sum(t::WATCHES_OPEN, &[("resource", "pods")]) != 0.0 {
-        assert!(tokio::time::Instant::now() < end, "watches_open did not return to 0 after the client left");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let kr = &k;
+    eventually(30, 100, || async move {
+        let open = kr.scrape().await.sum(t::WATCHES_OPEN, &[("resource", "pods")]);
+        if open == 0.0 { Ok(()) } else { Err(format!("watches_open is {open} after the client left")) }
+    })
+    .await;
 }
 
 /// The preloaded caches of the default `--preload` in both encodings (protobuf where the kind

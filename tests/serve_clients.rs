@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{cluster, deadline, keys_rvs, list_rv, start, Api, Kubectl, Next, TestSim, PROTOBUF};
+use common::{cluster, deadline, eventually, keys_rvs, list_rv, start, Api, Kubectl, Next, TestSim, PROTOBUF};
 use k8s_openapi::api::core::v1::Pod;
 use kache::config::CacheArgs;
 use kache::demo::{plain_upstream, start_serve, Serving};
@@ -235,15 +235,13 @@ async fn a_relist_after_410_ends_watches_and_old_resume_points_get_410() {
     }
     // After the relist kache holds the new state; the old RV is too old for its window.
     let want = sim.get_ok("/api/v1/configmaps?resourceVersion=0").await;
-    let end = deadline(60);
-    loop {
-        let now = k.api.get_ok("/api/v1/configmaps?resourceVersion=0").await;
-        if keys_rvs(now["items"].as_array().unwrap()) == keys_rvs(want["items"].as_array().unwrap()) {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < end, "kache did not converge after the relist");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (kr, want) = (&k, &want);
+    eventually(60, 50, || async move {
+        let now = kr.api.get_ok("/api/v1/configmaps?resourceVersion=0").await;
+        let (got, want) = (keys_rvs(now["items"].as_array().unwrap()), keys_rvs(want["items"].as_array().unwrap()));
+        if got == want { Ok(()) } else { Err(format!("kache did not converge after the relist: {} vs {} objects", got.len(), want.len())) }
+    })
+    .await;
     let mut old = k.api.watch(&format!("/api/v1/configmaps?watch=1&resourceVersion={before}"), "application/json").await;
     let evs = old.json_until_end(deadline(30)).await;
     assert_eq!(evs.len(), 1, "{evs:?}");
@@ -281,19 +279,16 @@ async fn kube_rs_reflector_converges_to_the_simulator_through_kache() {
     let want = |items: &[Value]| -> BTreeMap<String, String> { keys_rvs(items).into_iter().collect() };
     let (_, now) = sim.all_pods().await;
     let expected = want(&now);
-    let end = deadline(60);
-    loop {
+    let (reader, expected) = (&reader, &expected);
+    eventually(60, 100, || async move {
         let got: BTreeMap<String, String> = reader
             .state()
             .iter()
             .map(|p| (format!("{}/{}", p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()), p.metadata.resource_version.clone().unwrap_or_default()))
             .collect();
-        if got == expected {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < end, "reflector store did not converge: {} vs {} objects", got.len(), expected.len());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if got == *expected { Ok(()) } else { Err(format!("reflector store did not converge: {} vs {} objects", got.len(), expected.len())) }
+    })
+    .await;
     drain.abort();
 }
 
@@ -429,11 +424,13 @@ async fn an_unreachable_upstream_is_a_503_status() {
     let up = sim.addr;
     drop(sim);
     // Wait until the simulator's port refuses connections.
-    let end = deadline(30);
-    while tokio::net::TcpStream::connect(up).await.is_ok() {
-        assert!(tokio::time::Instant::now() < end, "simulator did not stop");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(30, 50, || async move {
+        match tokio::net::TcpStream::connect(up).await {
+            Ok(_) => Err("the simulator's port still accepts connections".to_string()),
+            Err(_) => Ok(()),
+        }
+    })
+    .await;
     let r = k.api.post("/api/v1/namespaces/default/configmaps", &json!({"metadata": {"name": "x"}})).await;
     assert_eq!(r.status, 503, "{}", r.text());
     let s = r.json();

@@ -40,15 +40,12 @@ async fn binary_sim_writes_its_address_and_churns() {
     assert!((2900..=3100).contains(&n), "{n} pods");
     // Churn moves the resourceVersion: poll until it does.
     let rv0 = list_rv(&pods);
-    let end = deadline(60);
-    loop {
+    let b = &b;
+    eventually(60, 100, || async move {
         let rv = list_rv(&b.api.get_ok("/api/v1/pods?limit=1").await);
-        if rv > rv0 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < end, "no churn within 60 s; stderr: {}", b.stderr());
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        if rv > rv0 { Ok(()) } else { Err(format!("no churn; stderr: {}", b.stderr())) }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -303,6 +303,23 @@ pub fn deadline(secs: u64) -> Instant {
     Instant::now() + Duration::from_secs(secs)
 }
 
+/// Poll `check` every `every_ms` until it gives `Ok(value)`; fail with the last `Err`'s
+/// message if `secs` pass first. For conditions the test cannot wait on directly.
+pub async fn eventually<T, F, Fut>(secs: u64, every_ms: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let end = deadline(secs);
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(why) => assert!(Instant::now() < end, "not within {secs} s: {why}"),
+        }
+        tokio::time::sleep(Duration::from_millis(every_ms)).await;
+    }
+}
+
 /// `metadata.resourceVersion` of a list or object, as a number.
 pub fn list_rv(v: &Value) -> u64 {
     v["metadata"]["resourceVersion"].as_str().expect("metadata.resourceVersion").parse().expect("numeric RV")

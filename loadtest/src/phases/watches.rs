@@ -104,6 +104,7 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
     let gate = Arc::new(Semaphore::new(setup.max(1)));
     let started = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::with_capacity(clients);
+    let mut setup_incomplete = false;
     {
         let _bar = Bar::start(&format!("{label} setup"), 30.0, shared.counters.clone());
         for spec in specs {
@@ -126,6 +127,11 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
         };
         while !ready(&shared) && Instant::now() < setup_deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if !ready(&shared) {
+            // Measured anyway, but said: the steady phase runs with fewer watchers than asked.
+            shared.errors.add(format!("setup not done after 600 s: {} of {clients} watches open", shared.opened.load(Relaxed)));
+            setup_incomplete = true;
         }
     }
     let setup_secs = start.elapsed().as_secs_f64();
@@ -160,6 +166,9 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
     r.watches_ended_early = shared.ended_early.load(Relaxed);
     r.error_samples = shared.errors.take();
     r.extra.insert("setup_seconds".into(), setup_secs);
+    if setup_incomplete {
+        r.extra.insert("setup_incomplete".into(), 1.0);
+    }
     r.extra.insert("steady_seconds".into(), steady_elapsed.as_secs_f64());
     r.extra.insert("steady_events_per_sec".into(), steady_events as f64 / steady_elapsed.as_secs_f64().max(1e-9));
     if let Some(p) = patches {
