@@ -8,7 +8,6 @@ use crate::resource::ResourceRef;
 use crate::store::Snapshot;
 use crate::window::{Event, EventType};
 use arc_swap::ArcSwap;
-use crate::selector::FieldSource;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -142,9 +141,11 @@ impl KindCache {
         if rings.is_empty() {
             return;
         }
-        let now = ev.object.field(field);
-        let before = ev.prev.as_ref().and_then(|p| p.field(field));
-        for value in [now, before.filter(|b| Some(*b) != now)].into_iter().flatten() {
+        // The values the store indexes them under, so a watch finds the events of exactly the
+        // objects a LIST of the same value finds.
+        let now = crate::store::indexed_value(&ev.object, field);
+        let before = ev.prev.as_ref().map(|p| crate::store::indexed_value(p, field));
+        for value in [Some(now), before.filter(|b| *b != now)].into_iter().flatten() {
             if let Some(tx) = rings.get(value) {
                 let _ = tx.send(Message::Event(ev.clone()));
             }
@@ -281,6 +282,16 @@ mod tests {
         drop(a);
         c.advance(6, true);
         assert_eq!(c.watchers(), 1, "rings without watchers are dropped");
+    }
+
+    #[tokio::test]
+    async fn objects_without_the_indexed_field_reach_the_empty_value_watchers() {
+        // As the store indexes them: `spec.nodeName=` LISTs and watches see the same objects.
+        let c = KindCache::new(res(), 1, Limits::default());
+        let mut unscheduled = c.subscribe_indexed("");
+        c.apply(EventType::Added, Object::bare(crate::object::key("ns", "pending"), 2).with_fields([]));
+        assert!(matches!(unscheduled.try_recv(), Ok(Message::Event(e)) if e.rv == 2));
+        assert_eq!(c.snapshot().indexed("", None).count(), 1);
     }
 
     #[tokio::test]

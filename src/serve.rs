@@ -7,7 +7,6 @@
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
-use crate::auth::security::Send as SendAs;
 use crate::auth::{impersonate, Attributes, Caller, Security};
 use crate::body::Body;
 use crate::limit::{Guarded, Inflight, InflightLimits};
@@ -290,10 +289,7 @@ impl Serve {
     /// Make a pass-through request carry the caller's identity; which credentials to send.
     fn outbound(&self, req: &mut Request<Incoming>, caller: Option<&Caller>) -> Result<Credentials, Status> {
         match (&self.settings.security, caller) {
-            (Some(security), Some(caller)) => Ok(match security.outbound(caller, req.headers_mut())? {
-                SendAs::AsKache => Credentials::Kache,
-                SendAs::AsClient => Credentials::Client,
-            }),
+            (Some(security), Some(caller)) => security.outbound(caller, req.headers_mut()),
             // No security: the request acts with kache's own rights, never anyone else's.
             _ => {
                 impersonate::strip(req.headers_mut());

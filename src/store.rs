@@ -126,7 +126,7 @@ impl Snapshot {
 
 /// The value an object is indexed under: an unset field is `""`, as selectors compare it, so
 /// `spec.nodeName=` (unscheduled pods, the scheduler's query) is answered from the index too.
-fn indexed_value<'a>(o: &'a Object, field: &str) -> &'a str {
+pub(crate) fn indexed_value<'a>(o: &'a Object, field: &str) -> &'a str {
     crate::selector::FieldSource::field(o, field).unwrap_or("")
 }
 

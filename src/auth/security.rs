@@ -7,6 +7,7 @@ use super::authn::{bearer, AuthnSettings, Authenticator};
 use super::authz::{AuthzSettings, Authorizer};
 use super::tls::CertIdentity;
 use super::{impersonate, Attributes, Identity};
+use crate::proxy::Credentials;
 use crate::status::Status;
 use crate::upstream::Upstream;
 use http::HeaderMap;
@@ -49,15 +50,6 @@ pub struct Caller {
     pub token: Option<String>,
 }
 
-/// How a passed-through request is to be sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Send {
-    /// With kache's credentials (the headers say whom it acts for, if anyone).
-    AsKache,
-    /// With the client's own `Authorization` header and no credentials of kache's.
-    AsClient,
-}
-
 impl std::fmt::Debug for Security {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Security").field("passthrough", &self.passthrough).finish_non_exhaustive()
@@ -95,13 +87,13 @@ impl Security {
 
     /// Rewrite a pass-through request's headers to carry the caller's identity; says which
     /// credentials to send it with.
-    pub fn outbound(&self, caller: &Caller, headers: &mut HeaderMap) -> Result<Send, Status> {
+    pub fn outbound(&self, caller: &Caller, headers: &mut HeaderMap) -> Result<Credentials, Status> {
         if self.passthrough == Passthrough::Forward && caller.token.is_some() {
             // The upstream judges the client's own token and any impersonation it asks for.
-            return Ok(Send::AsClient);
+            return Ok(Credentials::Client);
         }
         headers.remove(http::header::AUTHORIZATION);
         impersonate::write(headers, &caller.identity)?;
-        Ok(Send::AsKache)
+        Ok(Credentials::Kache)
     }
 }
