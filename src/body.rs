@@ -109,6 +109,11 @@ impl std::fmt::Debug for Chunk {
     }
 }
 
+/// The unsent, non-empty slices of pieces `at..end` of `stitch`, the first from byte `off`.
+fn unsent<'a>(stitch: &'a Stitch<'_>, at: usize, end: usize, off: usize) -> impl Iterator<Item = &'a [u8]> {
+    (at..end).map(move |i| if i == at { &stitch.piece(i)[off..] } else { stitch.piece(i) }).filter(|p| !p.is_empty())
+}
+
 impl Buf for Chunk {
     fn remaining(&self) -> usize {
         match self {
@@ -120,10 +125,7 @@ impl Buf for Chunk {
     fn chunk(&self) -> &[u8] {
         match self {
             Chunk::One(b) => b,
-            Chunk::Pieces { all, at, end, off, .. } => {
-                let stitch = all.get();
-                (*at..*end).map(|i| stitch.piece(i)).enumerate().map(|(k, p)| if k == 0 { &p[*off..] } else { p }).find(|p| !p.is_empty()).unwrap_or(&[])
-            }
+            Chunk::Pieces { all, at, end, off, .. } => unsent(all.get(), *at, *end, *off).next().unwrap_or(&[]),
         }
     }
 
@@ -152,10 +154,8 @@ impl Buf for Chunk {
         match self {
             Chunk::One(b) => b.chunks_vectored(dst),
             Chunk::Pieces { all, at, end, off, .. } => {
-                let stitch = all.get();
-                let pieces = (*at..*end).map(|i| stitch.piece(i)).enumerate().map(|(k, p)| if k == 0 { &p[*off..] } else { p });
                 let mut n = 0;
-                for (slot, p) in dst.iter_mut().zip(pieces.filter(|p| !p.is_empty())) {
+                for (slot, p) in dst.iter_mut().zip(unsent(all.get(), *at, *end, *off)) {
                     *slot = std::io::IoSlice::new(p);
                     n += 1;
                 }

@@ -25,6 +25,11 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// The current Unix time in seconds.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
 /// Unix seconds as RFC 3339 UTC seconds (`2026-11-01T10:00:00Z`), as Kubernetes writes
 /// timestamps.
 pub fn rfc3339(secs: i64) -> String {

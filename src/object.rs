@@ -228,7 +228,7 @@ impl Object {
         Object {
             rv,
             json: self.json.as_ref().and_then(|j| json_with_rv(j, self.rv, rv)).map(Bytes::from),
-            pb: self.pb_message().and_then(|p| crate::wire::with_resource_version(&p, rv)).map(|m| pb_piece(&m)),
+            pb: self.pb_message_ref().and_then(|p| crate::wire::with_resource_version(p, rv)).map(|m| pb_piece(&m)),
             ..self.clone()
         }
     }

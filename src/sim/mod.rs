@@ -330,7 +330,7 @@ fn object_response(r: &Resource, o: &Object, code: StatusCode, fmt: Format) -> R
             out.push(b'\n');
             out
         }
-        Format::Protobuf => crate::wire::envelope(&r.api_version(), &r.kind, &o.pb_message().unwrap_or_default()),
+        Format::Protobuf => crate::wire::envelope(&r.api_version(), &r.kind, o.pb_message_ref().unwrap_or_default()),
     };
     let ct = if fmt == Format::Json { "application/json" } else { crate::wire::PROTOBUF };
     body::respond(code, ct, body::full(body))

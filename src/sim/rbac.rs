@@ -7,7 +7,7 @@
 
 use crate::auth::tls::CertIdentity;
 use crate::auth::{authn, Attributes, Identity, AUTHENTICATED, MASTERS, UNAUTHENTICATED};
-use crate::civil::parse_rfc3339;
+use crate::civil::{parse_rfc3339, unix_now};
 use crate::status::Status;
 use http::HeaderMap;
 use serde::Deserialize;
@@ -126,9 +126,6 @@ pub fn now_rfc3339() -> String {
     crate::civil::rfc3339(unix_now())
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
-}
 
 fn has(list: &[String], v: &str) -> bool {
     list.iter().any(|x| x == "*" || x == v)

@@ -51,8 +51,8 @@ impl Columns {
 }
 
 fn age(created: &str) -> String {
-    let parsed = chrono_like_seconds(created);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let parsed = crate::civil::parse_rfc3339(created);
+    let now = crate::civil::unix_now();
     match parsed {
         Some(t) if now >= t => {
             let s = now - t;
@@ -68,18 +68,6 @@ fn age(created: &str) -> String {
         }
         _ => "<unknown>".into(),
     }
-}
-
-/// Seconds since the epoch of an RFC 3339 UTC timestamp (`2026-11-01T10:00:00Z`).
-fn chrono_like_seconds(ts: &str) -> Option<i64> {
-    let b = ts.as_bytes();
-    if b.len() < 20 {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| ts.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
-    let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
-    Some(crate::civil::days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss)
 }
 
 /// `<none>` for an empty or missing string, as kubectl's printers write it.

@@ -52,10 +52,6 @@ fn from_protobuf(body: &[u8], ct: &str) -> Result<Value, Status> {
     Ok(v)
 }
 
-fn now() -> String {
-    super::rbac::now_rfc3339()
-}
-
 /// Put `kind`, `apiVersion`, `metadata` first, as the apiserver writes objects.
 fn ordered(r: &crate::resource::Resource, v: Value) -> Value {
     let Value::Object(mut m) = v else { return v };
@@ -168,7 +164,7 @@ impl Sim {
         };
         meta.insert("name".into(), Value::String(name.clone()));
         meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
-        meta.insert("creationTimestamp".into(), Value::String(now()));
+        meta.insert("creationTimestamp".into(), Value::String(super::rbac::now_rfc3339()));
         if v.get("spec").is_some() {
             v["metadata"]["generation"] = Value::from(1);
         }
