@@ -116,11 +116,13 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     sim.sim.disconnect_watchers();
     let kr = &k;
     let s2 = eventually(60, 200, || async move {
-        let s = kr.scrape().await;
+        let (code, text) = kr.admin_get("/metrics").await;
+        assert_eq!(code, 200, "/metrics: {text}");
+        let s = Scrape::parse(&text);
         if s.sum(kache::telemetry::WATCH_RESTARTS, &[]) > 0.0 && s.sum(kache::telemetry::WATCHES_OPEN, &[("resource", "pods")]) >= 1.0 {
             Ok(s)
         } else {
-            Err(format!("no upstream watch restart counted:\n{}", kr.admin_get("/metrics").await.1))
+            Err(format!("no upstream watch restart counted:\n{text}"))
         }
     })
     .await;

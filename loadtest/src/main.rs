@@ -115,22 +115,24 @@ fn holds(list: &str, cpu: &str) -> bool {
 
 /// For `--split-cores`: run this command again on the load generator's CPU (before any
 /// runtime thread exists, so the runtime sizes itself to the one CPU and every thread
-/// stays there). `None` when this process already runs there alone.
-fn split_cores() -> Option<anyhow::Error> {
+/// stays there). Returns only when this process already runs there alone.
+fn split_cores() -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let allowed = allowed_cpus();
     if allowed == phases::LOADGEN_CPU {
-        return None;
+        return Ok(());
     }
     if !holds(&allowed, phases::LOADGEN_CPU) || !holds(&allowed, phases::SERVER_CPU) {
-        return Some(anyhow::anyhow!("--split-cores needs CPUs {} and {}; this process may use {allowed:?}", phases::LOADGEN_CPU, phases::SERVER_CPU));
+        bail!("--split-cores needs CPUs {} and {}; this process may use {allowed:?}", phases::LOADGEN_CPU, phases::SERVER_CPU);
     }
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return Some(e.into()),
-    };
-    let err = std::process::Command::new("taskset").args(["-c", phases::LOADGEN_CPU]).arg(exe).args(std::env::args_os().skip(1)).exec();
-    Some(anyhow::Error::from(err).context("running again under `taskset` for --split-cores"))
+    let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let err = std::process::Command::new("taskset")
+        .args(["-c", phases::LOADGEN_CPU])
+        .arg(std::env::current_exe()?)
+        .args(std::env::args_os().skip(1))
+        .env(report::NPROC_ENV, nproc.to_string())
+        .exec();
+    Err(anyhow::Error::from(err).context("running again under `taskset` for --split-cores"))
 }
 
 fn default_scenarios() -> PathBuf {
@@ -211,16 +213,15 @@ fn main() -> anyhow::Result<()> {
                 if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. }))) {
                     bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
                 }
-                if let Some(e) = split_cores() {
-                    return Err(e);
-                }
+                split_cores()?;
             }
+            let server_cpu = split.then_some(phases::SERVER_CPU);
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async move {
                 // On SIGINT or SIGTERM, return so the servers started are stopped (on drop).
                 let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
                 tokio::select! {
-                    r = run_all(&args) => r,
+                    r = run_all(&args, scenarios, server_cpu) => r,
                     _ = tokio::signal::ctrl_c() => bail!("interrupted"),
                     _ = term.recv() => bail!("terminated"),
                 }
@@ -229,23 +230,21 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-async fn run_all(args: &RunArgs) -> anyhow::Result<()> {
-    let files: Vec<PathBuf> = args.scenarios.iter().map(|s| resolve(&args.scenarios_dir, s)).collect();
-    let scenarios = files.iter().map(|f| scenario::load(f)).collect::<anyhow::Result<Vec<_>>>()?;
+/// Run `scenarios` in order, the servers on `server_cpu` if given.
+async fn run_all(args: &RunArgs, scenarios: Vec<scenario::Scenario>, server_cpu: Option<&'static str>) -> anyhow::Result<()> {
     for s in scenarios {
-        run_one(args, s).await?;
+        run_one(args, s, server_cpu).await?;
     }
     Ok(())
 }
 
-async fn run_one(args: &RunArgs, s: scenario::Scenario) -> anyhow::Result<()> {
+async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'static str>) -> anyhow::Result<()> {
     let machine = report::Machine::detect();
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     eprintln!("== scenario {} v{}", s.name, s.version);
     let work_dir = args.work_dir.join(&s.name);
     std::fs::create_dir_all(&work_dir)?;
     let log = work_dir.join("servers.log");
-    let server_cpu = (args.split_cores || s.placement.split_cores).then_some(phases::SERVER_CPU);
     let (targets, observed, _started) = match (&args.direct_kubeconfig, &args.kache_kubeconfig) {
         (Some(d), Some(k)) => {
             let t = vec![env::target_from_kubeconfig("direct", d)?, env::target_from_kubeconfig("kache", k)?];

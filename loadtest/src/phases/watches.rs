@@ -48,6 +48,9 @@ struct Client {
     protocol: Protocol,
 }
 
+/// How long all clients have to LIST and start watching.
+const SETUP_LIMIT_SECS: u64 = 600;
+
 /// Run a kubelets or informers phase against `target`.
 pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<PhaseResult> {
     let (clients, encoding, watch_seconds, protocol, setup, patch_rate, workload) = match phase {
@@ -119,7 +122,7 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
                 }
             }));
         }
-        let setup_deadline = Instant::now() + Duration::from_secs(600);
+        let setup_deadline = Instant::now() + Duration::from_secs(SETUP_LIMIT_SECS);
         // Every client watching and holding its initial state (a WatchList's arrives on the watch).
         let ready = |s: &Shared| {
             let errors = s.counters.errors.load(Relaxed);
@@ -130,7 +133,7 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
         }
         if !ready(&shared) {
             // Measured anyway, but said: the steady phase runs with fewer watchers than asked.
-            shared.errors.add(format!("setup not done after 600 s: {} of {clients} watches open", shared.opened.load(Relaxed)));
+            shared.errors.add(format!("setup not done after {SETUP_LIMIT_SECS} s: {} of {clients} watches open", shared.opened.load(Relaxed)));
             setup_incomplete = true;
         }
     }

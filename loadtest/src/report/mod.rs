@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
+/// Set by `--split-cores` for the run it starts again on one CPU: the CPUs it had before.
+pub const NPROC_ENV: &str = "KACHE_LOADTEST_NPROC";
+
 /// The machine a run was on.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Machine {
@@ -29,8 +32,8 @@ impl Machine {
         let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
         let fd_limit = limits.lines().find(|l| l.starts_with("Max open files")).map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join("/")).unwrap_or_default();
         let load_average = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ");
-        // The machine's CPUs, not this process's (a --split-cores run is held to one).
-        let nproc = cpu.lines().filter(|l| l.starts_with("processor")).count().max(1);
+        // The CPUs the run had: a --split-cores run holds itself to one after counting them.
+        let nproc = std::env::var(NPROC_ENV).ok().and_then(|n| n.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Machine { nproc, cpu_model, fd_limit, load_average }
     }
 }
