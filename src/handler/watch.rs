@@ -142,12 +142,14 @@ impl Watcher {
     /// false when the client is gone or has accepted nothing for the stall timeout (then it
     /// is ended as a slow watcher).
     async fn send(&self, pieces: Vec<Bytes>) -> bool {
-        let mut chunk = BytesMut::new();
-        for p in pieces {
-            if !chunk.is_empty() && chunk.len() + p.len() > CHUNK && !self.queue(std::mem::take(&mut chunk).freeze()).await {
+        // Sized once, so a chunk is not regrown on its way to CHUNK bytes.
+        let room = pieces.iter().map(Bytes::len).sum::<usize>().min(CHUNK);
+        let mut chunk = BytesMut::with_capacity(room);
+        for p in &pieces {
+            if !chunk.is_empty() && chunk.len() + p.len() > CHUNK && !self.queue(std::mem::replace(&mut chunk, BytesMut::with_capacity(room)).freeze()).await {
                 return false;
             }
-            chunk.extend_from_slice(&p);
+            chunk.extend_from_slice(p);
         }
         chunk.is_empty() || self.queue(chunk.freeze()).await
     }
