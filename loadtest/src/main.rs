@@ -7,6 +7,7 @@
 //! `client` (hyper client), `wire` (list RVs, watch frames, change stamps), `phases` (the
 //! load drivers), `stats` and `procs` (figures), `progress` (bars), `report` (output).
 
+mod bare;
 mod client;
 mod env;
 mod phases;

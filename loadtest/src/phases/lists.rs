@@ -4,6 +4,7 @@
 //! QPS scenarios, and (with another path) against the trivial reference server.
 
 use super::Ctx;
+use crate::bare::Bare;
 use crate::client::{encode, Http, JSON, PROTOBUF};
 use crate::env::Target;
 use crate::progress::Bar;
@@ -78,6 +79,36 @@ pub async fn run(ctx: &Ctx, target: &Target, spec: &ListSpec) -> anyhow::Result<
     Ok(r)
 }
 
+/// One worker's connection: the bare HTTP/1.1 client (see [`crate::bare`]) or, for HTTP/2,
+/// hyper's.
+enum Conn {
+    Bare(Bare),
+    Hyper(Http),
+}
+
+impl Conn {
+    fn new(protocol: Protocol, target: &Target, accept: &'static str) -> Conn {
+        match protocol {
+            Protocol::Http1 => Conn::Bare(Bare::new(&target.authority, accept, target.token.as_deref())),
+            Protocol::Http2 => Conn::Hyper(Http::new(protocol)),
+        }
+    }
+
+    /// GET `pq`, failing on a non-200 status; the body's size.
+    async fn get(&mut self, target: &Target, pq: &str, accept: &'static str) -> anyhow::Result<u64> {
+        match self {
+            Conn::Bare(b) => {
+                let a = b.get(pq).await?;
+                if a.status != 200 {
+                    anyhow::bail!("status {} ({} body bytes)", a.status, a.body_bytes);
+                }
+                Ok(a.body_bytes)
+            }
+            Conn::Hyper(h) => Ok(h.get_drain(&target.authority, pq, accept, target.token.as_deref(), 0).await?.bytes),
+        }
+    }
+}
+
 /// `concurrency` workers GET `paths` in turn (after one unmeasured warm-up request each).
 #[allow(clippy::too_many_arguments)]
 pub async fn closed_loop(procs: Vec<(String, u32)>, target: &Target, label: &str, paths: &[String], accept: &'static str, concurrency: usize, seconds: f64, max_requests: u64, protocol: Protocol) -> anyhow::Result<PhaseResult> {
@@ -87,18 +118,18 @@ pub async fn closed_loop(procs: Vec<(String, u32)>, target: &Target, label: &str
     let errors = Arc::new(ErrorSamples::default());
     let tickets = Arc::new(AtomicU64::new(0));
     // Warm up: every worker opens its connection and makes one request.
-    let mut clients = Vec::new();
+    let mut conns = Vec::new();
     for i in 0..concurrency {
-        let http = Http::new(protocol);
-        let _ = tokio::time::timeout(Duration::from_secs(60), http.get_drain(&target.authority, &paths[i % paths.len()], accept, target.token.as_deref(), 0)).await;
-        clients.push(http);
+        let mut conn = Conn::new(protocol, target, accept);
+        let _ = tokio::time::timeout(Duration::from_secs(60), conn.get(target, &paths[i % paths.len()], accept)).await;
+        conns.push(conn);
     }
     let bar = Bar::start(label, seconds, counters.clone());
     let sampler = crate::procs::Sampler::start(procs);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let mut tasks = Vec::new();
-    for http in clients {
+    for mut conn in conns {
         let (paths, counters, hist, errors, tickets, target) = (paths.clone(), counters.clone(), hist.clone(), errors.clone(), tickets.clone(), target.clone());
         tasks.push(tokio::spawn(async move {
             loop {
@@ -108,12 +139,12 @@ pub async fn closed_loop(procs: Vec<(String, u32)>, target: &Target, label: &str
                 }
                 let t0 = Instant::now();
                 let left = deadline.saturating_duration_since(t0) + Duration::from_secs(30);
-                let res = tokio::time::timeout(left, http.get_drain(&target.authority, &paths[n as usize % paths.len()], accept, target.token.as_deref(), 0)).await;
+                let res = tokio::time::timeout(left, conn.get(&target, &paths[n as usize % paths.len()], accept)).await;
                 match res {
-                    Ok(Ok(d)) => {
+                    Ok(Ok(bytes)) => {
                         hist.record(t0.elapsed());
                         counters.requests.fetch_add(1, Relaxed);
-                        counters.bytes.fetch_add(d.bytes, Relaxed);
+                        counters.bytes.fetch_add(bytes, Relaxed);
                     }
                     Ok(Err(e)) => {
                         counters.errors.fetch_add(1, Relaxed);
