@@ -11,14 +11,16 @@ use std::time::{Duration, Instant};
 /// A map from `K` to `V` whose entries expire, holding at most `capacity` entries.
 #[derive(Debug)]
 pub struct TtlCache<K, V> {
-    entries: Mutex<HashMap<K, (Instant, V)>>,
+    /// aHash with a per-process random key: keys come from clients (selectors, paths), so
+    /// the hasher must resist chosen collisions, and SipHash cost ~1% of a cached LIST.
+    entries: Mutex<HashMap<K, (Instant, V), ahash::RandomState>>,
     capacity: usize,
 }
 
 impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     /// An empty cache of at most `capacity` entries (at least 1).
     pub fn new(capacity: usize) -> Self {
-        TtlCache { entries: Mutex::new(HashMap::new()), capacity: capacity.max(1) }
+        TtlCache { entries: Mutex::new(HashMap::default()), capacity: capacity.max(1) }
     }
 
     /// The value for `key` if it has not expired.
