@@ -2,8 +2,6 @@
 //! messages whose items are bare object bytes, and length-prefixed watch frames. Everything
 //! here writes small headers around object bytes that are never copied or re-encoded.
 
-use bytes::Bytes;
-
 /// The 4-byte magic that starts every non-watch protobuf body.
 pub const MAGIC: &[u8; 4] = b"k8s\0";
 /// `runtime.Unknown` fields 3 and 4 (contentEncoding, contentType), always written empty.
@@ -118,11 +116,11 @@ pub fn watch_frame_prefix(event_type: &str, api_version: &str, kind: &str, obj_l
 }
 
 /// A complete watch frame around already-enveloped-less raw bytes (small objects).
-pub fn watch_frame(event_type: &str, api_version: &str, kind: &str, raw: &[u8]) -> Bytes {
+pub fn watch_frame(event_type: &str, api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     let mut out = watch_frame_prefix(event_type, api_version, kind, raw.len());
     out.extend_from_slice(raw);
     out.extend_from_slice(UNKNOWN_SUFFIX);
-    Bytes::from(out)
+    out
 }
 
 /// Read a varint at `*pos`, advancing it.

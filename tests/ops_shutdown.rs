@@ -13,7 +13,7 @@ mod common;
 mod ops_support;
 
 use bytes::Bytes;
-use common::{cluster, deadline, list_rv, start, Api, Next, TestSim};
+use common::{cluster, deadline, eventually, list_rv, start, Api, Next, TestSim};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -58,11 +58,15 @@ struct ListItems<'a> {
 /// Wait (deadline 60 s) until `/metrics` shows an open cached watch on pods, so the watch
 /// under test is kache's own (pass-through watches are the upstream's to end).
 async fn cached_watch_open(k: &KacheBin) {
-    let end = deadline(60);
-    while k.scrape().await.sum(kache::telemetry::WATCHES_OPEN, &[("resource", "pods")]) < 1.0 {
-        assert!(Instant::now() < end, "the watch is not served from kache's cache");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(60, 100, || async {
+        let open = k.scrape().await.sum(kache::telemetry::WATCHES_OPEN, &[("resource", "pods")]);
+        if open >= 1.0 {
+            Ok(())
+        } else {
+            Err("the watch is not served from kache's cache".to_string())
+        }
+    })
+    .await;
 }
 
 async fn big_sim(pods: &str) -> TestSim {
@@ -108,11 +112,13 @@ async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace
     // The watch ends cleanly (json_until_end panics on a body error or a torn line).
     w.json_until_end(deadline(GRACE)).await;
     // kache stops accepting while the LIST still streams (we have not read it) ...
-    let end = deadline(GRACE);
-    while tokio::net::TcpStream::connect(k.addr).await.is_ok() {
-        assert!(Instant::now() < end, "kache still accepts connections after SIGTERM");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(GRACE, 50, || async {
+        match tokio::net::TcpStream::connect(k.addr).await {
+            Ok(_) => Err("kache still accepts connections after SIGTERM".to_string()),
+            Err(_) => Ok(()),
+        }
+    })
+    .await;
     assert!(k.child.0.try_wait().expect("try_wait").is_none(), "kache exited with a LIST in flight:\n{}", k.stderr());
 
     // ... which completes: read the rest in 4 MB steps with a pause between them.

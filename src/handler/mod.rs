@@ -23,9 +23,9 @@ pub const RV_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// The objects a request selects from `snap`, in key order, after `after`: through the
 /// index when the field selector pins the indexed field (O(result)), else the namespace's
 /// key range.
-pub(crate) fn candidates<'s: 'q, 'q>(snap: &'s Snapshot, namespace: Option<&'q str>, opts: &'q Options, index: Option<&'q str>, after: Option<&str>) -> impl Iterator<Item = &'s Arc<Object>> + 'q {
+pub(crate) fn candidates<'s: 'q, 'q>(snap: &'s Snapshot, namespace: Option<&'q str>, opts: &'q Options, index: Option<&'q str>, after: Option<&str>) -> impl Iterator<Item = &'s Arc<Object>> + Send + 'q {
     let pinned = index.and_then(|f| Some((f, opts.fields.exact(f)?)));
-    let source: Box<dyn Iterator<Item = &'s Arc<Object>> + 'q> = match pinned {
+    let source: Box<dyn Iterator<Item = &'s Arc<Object>> + Send + 'q> = match pinned {
         Some((_, v)) => Box::new(snap.indexed(v, after)),
         None => Box::new(snap.range(namespace, after)),
     };

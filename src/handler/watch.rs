@@ -10,10 +10,12 @@ use crate::object::Object;
 use crate::query::{Format, Options};
 use crate::resource::Resource;
 use crate::status::Status;
+use crate::store::Snapshot;
 use crate::window::{Event, EventType};
 use crate::wire;
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -37,12 +39,13 @@ impl Default for WatchSettings {
     }
 }
 
-/// Chunks in flight to one client before its watcher stops reading the broadcast.
-const CLIENT_BUFFER: usize = 256;
+/// Chunks in flight to one client before its watcher stops reading the broadcast: 4 MB of
+/// [`CHUNK`]-sized chunks (an event larger than a chunk is a chunk of its own).
+const CLIENT_BUFFER: usize = 128;
 
 /// Watch frames are joined into chunks of up to this many bytes before they are queued for
-/// the client: one channel message and one write per chunk instead of three per event
-/// (a WatchList of 30,000 pods was 90,000 of each). Small enough that a client's queue of
+/// the client: one channel message and one write per chunk instead of one per event (a
+/// WatchList of 30,000 pods would be 30,000 of each). Small enough that a client's queue of
 /// [`CLIENT_BUFFER`] chunks stays a few MB.
 const CHUNK: usize = 32 * 1024;
 
@@ -55,49 +58,34 @@ pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Optio
     let enc = Encoder::new(cache.resource.clone(), fmt);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
-    let index = cache.resource.index.as_deref();
-    let rx_events = match index.and_then(|f| opts.fields.exact(f)) {
+    // Subscribe before reading the snapshot: every event after it is then received (events
+    // the snapshot already holds are skipped by RV).
+    let rx_events = match cache.resource.index.as_deref().and_then(|f| opts.fields.exact(f)) {
         Some(value) => cache.subscribe_indexed(value),
         None => cache.subscribe(),
     };
     let (start_rv, snap) = cache.current();
-    let mut initial: Vec<Bytes> = Vec::new();
-    let initial_state = match (opts.rv, opts.send_initial_events) {
-        (_, Some(send)) => send,
-        (None | Some(0), None) => true,
-        (Some(_), None) => false,
+    let backlog = match (opts.rv, opts.send_initial_events) {
+        (_, Some(true)) | (None | Some(0), None) => Backlog::State { end_bookmark: opts.send_initial_events == Some(true) && opts.bookmarks, rv: start_rv },
+        (Some(from), _) => Backlog::Since(from),
+        (None, Some(false)) => Backlog::Nothing,
     };
-    let ns = namespace.as_deref();
-    if initial_state {
-        for o in candidates(&snap, ns, &opts, index, None) {
-            enc.event(&mut initial, EventType::Added, o);
-        }
-        if opts.send_initial_events == Some(true) && opts.bookmarks {
-            enc.bookmark(&mut initial, start_rv, true);
-        }
-    } else if let Some(from) = opts.rv {
-        match snap.window.since(from) {
-            Ok(events) => {
-                for ev in events {
-                    transition(&enc, &mut initial, ev, ns, &opts);
-                }
-            }
-            Err(too_old) => {
-                enc.error(&mut initial, &Status::too_old(from, too_old.oldest));
-                tokio::spawn(async move {
-                    for b in initial {
-                        let _ = tx.send(b).await;
-                    }
-                });
-                return Ok(resp);
-            }
-        }
-    }
     // `timeoutSeconds=0` means "no timeout given": the apiserver then picks its default too.
     let timeout = opts.timeout_seconds.filter(|s| *s > 0).map_or_else(default_timeout, Duration::from_secs);
     let w = Watcher { enc, opts, namespace, settings, tx, last_rv: start_rv.max(snap.rv) };
-    tokio::spawn(w.run(initial, rx_events, snap.rv, Instant::now() + timeout));
+    tokio::spawn(w.run(snap, backlog, rx_events, Instant::now() + timeout));
     Ok(resp)
+}
+
+/// What a watch sends before following the broadcast.
+enum Backlog {
+    /// The current state as ADDED events, then (WatchList) the initial-events-end bookmark
+    /// at `rv`.
+    State { end_bookmark: bool, rv: u64 },
+    /// The window's events after this RV (or a 410 ERROR event when it is too old).
+    Since(u64),
+    /// Nothing (`sendInitialEvents=false` without a resourceVersion).
+    Nothing,
 }
 
 /// The apiserver's default watch length: random between 30 and 60 minutes.
@@ -105,25 +93,22 @@ fn default_timeout() -> Duration {
     Duration::from_secs(1800 + rand::random::<u64>() % 1800)
 }
 
-/// Send what a filtered watcher sees of one event.
-fn transition(enc: &Encoder, out: &mut Vec<Bytes>, ev: &Event, ns: Option<&str>, opts: &Options) {
+/// What a filtered watcher sees of one event: the event to send and the object it carries.
+fn transition<'e>(ev: &'e Event, ns: Option<&str>, opts: &Options) -> Option<(EventType, &'e Object)> {
     let now = selected(&ev.object, ns, opts);
     match ev.kind {
-        EventType::Added if now => enc.event(out, EventType::Added, &ev.object),
-        EventType::Deleted if now => enc.event(out, EventType::Deleted, &ev.object),
+        EventType::Added if now => Some((EventType::Added, &ev.object)),
+        EventType::Deleted if now => Some((EventType::Deleted, &ev.object)),
         EventType::Modified => {
             let before = ev.prev.as_ref().is_some_and(|p| selected(p, ns, opts));
             match (before, now) {
-                (true, true) => enc.event(out, EventType::Modified, &ev.object),
-                (false, true) => enc.event(out, EventType::Added, &ev.object),
-                (true, false) => {
-                    let gone = ev.prev_at_rv.as_ref().or(ev.prev.as_ref()).unwrap_or(&ev.object);
-                    enc.event(out, EventType::Deleted, gone)
-                }
-                (false, false) => {}
+                (true, true) => Some((EventType::Modified, &ev.object)),
+                (false, true) => Some((EventType::Added, &ev.object)),
+                (true, false) => Some((EventType::Deleted, ev.prev_at_rv.as_ref().or(ev.prev.as_ref()).unwrap_or(&ev.object))),
+                (false, false) => None,
             }
         }
-        _ => {}
+        _ => None,
     }
 }
 
@@ -138,22 +123,30 @@ struct Watcher {
 }
 
 impl Watcher {
-    /// Hand frames to the client's connection, joined into chunks of up to [`CHUNK`] bytes;
-    /// false when the client is gone or has accepted nothing for the stall timeout (then it
-    /// is ended as a slow watcher).
-    async fn send(&self, pieces: Vec<Bytes>) -> bool {
-        // Sized once, so a chunk is not regrown on its way to CHUNK bytes.
-        let room = pieces.iter().map(Bytes::len).sum::<usize>().min(CHUNK);
-        let mut chunk = BytesMut::with_capacity(room);
-        for p in &pieces {
-            if !chunk.is_empty() && chunk.len() + p.len() > CHUNK && !self.queue(std::mem::replace(&mut chunk, BytesMut::with_capacity(room)).freeze()).await {
+    /// Copy `f` into the chunk being built in `out`, first queueing that chunk if `f` does
+    /// not fit in it. A new chunk has room for `room` bytes (or for `f`, if larger). False
+    /// when the client is gone or stalled (see [`Watcher::queue`]).
+    async fn put(&self, out: &mut BytesMut, f: Frame<'_>, room: usize) -> bool {
+        let n = f.len();
+        if out.capacity() - out.len() < n {
+            if !self.flush(out).await {
                 return false;
             }
-            chunk.extend_from_slice(p);
+            *out = BytesMut::with_capacity(n.max(room));
         }
-        chunk.is_empty() || self.queue(chunk.freeze()).await
+        out.extend_from_slice(&f.head);
+        out.extend_from_slice(f.body);
+        out.extend_from_slice(f.tail);
+        true
     }
 
+    /// Queue what `out` holds.
+    async fn flush(&self, out: &mut BytesMut) -> bool {
+        out.is_empty() || self.queue(out.split().freeze()).await
+    }
+
+    /// Hand a chunk to the client's connection; false when the client is gone or has
+    /// accepted nothing for the stall timeout (then it is ended as a slow watcher).
     async fn queue(&self, chunk: Bytes) -> bool {
         match tokio::time::timeout(self.settings.stall_timeout, self.tx.send(chunk)).await {
             Ok(Ok(())) => true,
@@ -166,20 +159,61 @@ impl Watcher {
         }
     }
 
-    async fn run(mut self, initial: Vec<Bytes>, mut rx: broadcast::Receiver<Message>, snap_rv: u64, end: Instant) {
-        if !self.send(initial).await {
+    /// Send the backlog from `snap`, encoding each frame into the chunk that goes to the
+    /// client (the snapshot is held until the backlog is sent). False if the watch ends.
+    async fn backlog(&self, snap: &Snapshot, backlog: Backlog) -> bool {
+        let mut out = BytesMut::new();
+        let ns = self.namespace.as_deref();
+        match backlog {
+            Backlog::State { end_bookmark, rv } => {
+                for o in candidates(snap, ns, &self.opts, self.enc.res.index.as_deref(), None) {
+                    let Some(f) = self.enc.event(EventType::Added, o) else { continue };
+                    if !self.put(&mut out, f, CHUNK).await {
+                        return false;
+                    }
+                }
+                if end_bookmark && !self.put(&mut out, self.enc.bookmark(rv, true), CHUNK).await {
+                    return false;
+                }
+            }
+            Backlog::Since(from) => match snap.window.since(from) {
+                Ok(events) => {
+                    for (kind, o) in events.filter_map(|ev| transition(ev, ns, &self.opts)) {
+                        let Some(f) = self.enc.event(kind, o) else { continue };
+                        if !self.put(&mut out, f, CHUNK).await {
+                            return false;
+                        }
+                    }
+                }
+                Err(too_old) => {
+                    let f = self.enc.error(&Status::too_old(from, too_old.oldest));
+                    // The stream ends after the ERROR event.
+                    let _ = self.put(&mut out, f, 0).await && self.flush(&mut out).await;
+                    return false;
+                }
+            },
+            Backlog::Nothing => {}
+        }
+        self.flush(&mut out).await
+    }
+
+    async fn run(mut self, snap: Arc<Snapshot>, backlog: Backlog, mut rx: broadcast::Receiver<Message>, end: Instant) {
+        let snap_rv = snap.rv;
+        if !self.backlog(&snap, backlog).await {
             return;
         }
+        drop(snap);
         let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, "resource" => self.enc.res.plural.clone());
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);
         let mut next_bookmark = (Instant::now() + self.settings.bookmark_interval).min(early);
+        let mut out = BytesMut::new();
         loop {
             let msg = tokio::select! {
                 m = rx.recv() => m,
                 _ = sleep_until(next_bookmark), if self.opts.bookmarks => {
-                    let mut out = Vec::new();
-                    self.enc.bookmark(&mut out, self.last_rv, false);
-                    if !self.send(out).await { return; }
+                    if !(self.put(&mut out, self.enc.bookmark(self.last_rv, false), 0).await && self.flush(&mut out).await) {
+                        return;
+                    }
                     let now = Instant::now();
                     next_bookmark = now + self.settings.bookmark_interval;
                     if now < early {
@@ -190,12 +224,14 @@ impl Watcher {
                 _ = sleep_until(end) => return,
                 _ = self.tx.closed() => return,
             };
-            let mut out = Vec::new();
             match msg {
                 Ok(Message::Event(ev)) if ev.rv > snap_rv => {
-                    transition(&self.enc, &mut out, &ev, self.namespace.as_deref(), &self.opts);
                     self.last_rv = ev.rv;
-                    if !out.is_empty() {
+                    let frame = transition(&ev, self.namespace.as_deref(), &self.opts).and_then(|(kind, o)| self.enc.event(kind, o));
+                    if let Some(f) = frame {
+                        if !(self.put(&mut out, f, 0).await && self.flush(&mut out).await) {
+                            return;
+                        }
                         sent.increment(1);
                     }
                 }
@@ -212,10 +248,26 @@ impl Watcher {
                 }
                 Ok(Message::Reset) | Err(_) => return,
             }
-            if !out.is_empty() && !self.send(out).await {
-                return;
-            }
         }
+    }
+}
+
+/// One watch frame as the pieces copied into a chunk: a head (built for the frame, or
+/// shared by the watch), the object's stored bytes, a constant tail.
+struct Frame<'a> {
+    head: Cow<'a, [u8]>,
+    body: &'a [u8],
+    tail: &'static [u8],
+}
+
+impl Frame<'_> {
+    fn len(&self) -> usize {
+        self.head.len() + self.body.len() + self.tail.len()
+    }
+
+    /// A frame built whole.
+    fn owned(bytes: Vec<u8>) -> Frame<'static> {
+        Frame { head: Cow::Owned(bytes), body: &[], tail: &[] }
     }
 }
 
@@ -225,7 +277,7 @@ struct Encoder {
     fmt: Format,
     /// `{"type":"<T>","object":{"kind":...,"apiVersion":...,` for ADDED, MODIFIED, DELETED,
     /// built once per watch instead of once per event.
-    json_heads: [Bytes; 3],
+    json_heads: [Vec<u8>; 3],
     /// `res.api_version()`, built once per watch.
     api_version: String,
 }
@@ -233,7 +285,7 @@ struct Encoder {
 impl Encoder {
     fn new(res: Arc<Resource>, fmt: Format) -> Encoder {
         let api_version = res.api_version();
-        let head = |t: EventType| Bytes::from(format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{api_version}\",", t.as_str(), res.kind));
+        let head = |t: EventType| format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{api_version}\",", t.as_str(), res.kind).into_bytes();
         let json_heads = [head(EventType::Added), head(EventType::Modified), head(EventType::Deleted)];
         Encoder { res, fmt, json_heads, api_version }
     }
@@ -245,50 +297,49 @@ impl Encoder {
         }
     }
 
-    fn event(&self, out: &mut Vec<Bytes>, kind: EventType, o: &Object) {
-        let t = kind.as_str();
+    /// The frame of a `kind` event carrying `o` (None if `o` is not held in this encoding).
+    fn event<'a>(&'a self, kind: EventType, o: &'a Object) -> Option<Frame<'a>> {
         match self.fmt {
             Format::Json => {
-                let Some(j) = &o.json else { return };
-                let head = self.json_heads[kind as usize].clone();
-                out.extend([head, j.slice(2..), Bytes::from_static(b"}\n")]);
+                // Stored JSON is `,{...}`: the object's members follow the shared head.
+                let j = o.json.as_deref()?;
+                Some(Frame { head: Cow::Borrowed(&self.json_heads[kind as usize]), body: j.get(2..)?, tail: b"}\n" })
             }
             Format::Protobuf => {
-                let Some(m) = o.pb_message() else { return };
-                let prefix = wire::watch_frame_prefix(t, &self.api_version, &self.res.kind, m.len());
-                out.extend([Bytes::from(prefix), m, Bytes::from_static(wire::UNKNOWN_SUFFIX)]);
+                let m = o.pb_message_ref()?;
+                let head = wire::watch_frame_prefix(kind.as_str(), &self.api_version, &self.res.kind, m.len());
+                Some(Frame { head: Cow::Owned(head), body: m, tail: wire::UNKNOWN_SUFFIX })
             }
         }
     }
 
-    fn bookmark(&self, out: &mut Vec<Bytes>, rv: u64, initial_end: bool) {
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Frame<'static> {
         let pod = self.res.group.is_empty() && self.res.kind == "Pod";
         match self.fmt {
             Format::Json => {
                 let ann = if initial_end { ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" } else { "" };
                 let tail = if pod { ",\"spec\":{\"containers\":null},\"status\":{}" } else { "" };
-                out.push(Bytes::from(format!(
-                    "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{ann}}}{tail}}}}}\n",
-                    self.res.kind,
-                    self.api_version
-                )));
+                Frame::owned(
+                    format!(
+                        "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{ann}}}{tail}}}}}\n",
+                        self.res.kind, self.api_version
+                    )
+                    .into_bytes(),
+                )
             }
-            Format::Protobuf => {
-                let msg = bookmark_pb(rv, initial_end, pod);
-                out.push(wire::watch_frame("BOOKMARK", &self.api_version, &self.res.kind, &msg));
-            }
+            Format::Protobuf => Frame::owned(wire::watch_frame("BOOKMARK", &self.api_version, &self.res.kind, &bookmark_pb(rv, initial_end, pod))),
         }
     }
 
-    fn error(&self, out: &mut Vec<Bytes>, status: &Status) {
+    fn error(&self, status: &Status) -> Frame<'static> {
         match self.fmt {
             Format::Json => {
                 let mut line = b"{\"type\":\"ERROR\",\"object\":".to_vec();
                 line.extend_from_slice(&status.to_json());
                 line.extend_from_slice(b"}\n");
-                out.push(Bytes::from(line));
+                Frame::owned(line)
             }
-            Format::Protobuf => out.push(wire::watch_frame("ERROR", "v1", "Status", &status.to_pb())),
+            Format::Protobuf => Frame::owned(wire::watch_frame("ERROR", "v1", "Status", &status.to_pb())),
         }
     }
 }
@@ -340,7 +391,7 @@ mod tests {
             pos += 4 + n;
         }
         assert_eq!(bookmarks.len(), 2);
-        assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61591, true, true)).to_vec(), bookmarks[0]);
-        assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61592, false, true)).to_vec(), bookmarks[1]);
+        assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61591, true, true)), bookmarks[0]);
+        assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61592, false, true)), bookmarks[1]);
     }
 }

@@ -10,7 +10,7 @@
 
 #![allow(dead_code)]
 
-use crate::common::{deadline, Api, ChildGuard};
+use crate::common::{eventually, Api, ChildGuard};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
@@ -56,17 +56,17 @@ pub fn upstream_kubeconfig(dir: &Path, url: &str) -> PathBuf {
 
 /// Poll `path` until it holds a socket address, failing early if `child` exits.
 pub async fn read_addr_file(path: &Path, child: &mut ChildGuard, log: &Path, secs: u64) -> SocketAddr {
-    let end = deadline(secs);
-    loop {
-        if let Some(a) = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<SocketAddr>().ok()) {
-            return a;
+    eventually(secs, 50, || {
+        let got = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<SocketAddr>().ok());
+        if got.is_none() {
+            if let Some(status) = child.0.try_wait().expect("try_wait") {
+                panic!("kache exited with {status} before writing {}: {}", path.display(), std::fs::read_to_string(log).unwrap_or_default());
+            }
         }
-        if let Some(status) = child.0.try_wait().expect("try_wait") {
-            panic!("kache exited with {status} before writing {}: {}", path.display(), std::fs::read_to_string(log).unwrap_or_default());
-        }
-        assert!(Instant::now() < end, "kache wrote no address to {} within {secs} s: {}", path.display(), std::fs::read_to_string(log).unwrap_or_default());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let r = got.ok_or_else(|| format!("kache wrote no address to {}: {}", path.display(), std::fs::read_to_string(log).unwrap_or_default()));
+        std::future::ready(r)
+    })
+    .await
 }
 
 impl KacheBin {
@@ -168,15 +168,15 @@ impl KacheBin {
 
     /// Poll `/readyz` until it answers `code` (deadline `secs`); returns the verbose body.
     pub async fn readyz_becomes(&self, code: u16, secs: u64) -> String {
-        let end = deadline(secs);
-        loop {
+        eventually(secs, 100, || async {
             let (c, body) = self.admin_get("/readyz?verbose").await;
             if c == code {
-                return body;
+                Ok(body)
+            } else {
+                Err(format!("/readyz did not become {code}; last {c}:\n{body}\nkache stderr:\n{}", self.stderr()))
             }
-            assert!(Instant::now() < end, "/readyz did not become {code} within {secs} s; last {c}:\n{body}\nkache stderr:\n{}", self.stderr());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
     }
 }
 
