@@ -24,8 +24,14 @@ pub enum Message {
     Reset,
 }
 
-/// Largest ring per index value: one node's pods change far less often than all pods.
-const INDEXED_RING: usize = 1024;
+/// Largest ring per index value: one node's pods change far less often than all pods, and
+/// every value watched holds a ring (~48 bytes a slot: 1,024 slots were ~48 KB per watched
+/// node, half a GB for 10,000 kubelets). 128 lets every pod a node may run (the kubelet's
+/// default maxPods is 110) change once before its watchers must have caught up; a watcher
+/// that falls further behind is ended and its client resumes from the window. Objects
+/// without the field (`spec.nodeName=`, the scheduler's watch of pending pods) share one
+/// value that can see bursts: its ring is as large as the kind's.
+const INDEXED_RING: usize = 128;
 
 /// Sizes of a cache's buffers.
 #[derive(Debug, Clone, Copy)]
@@ -113,7 +119,7 @@ impl KindCache {
     /// `value`, plus progress and resets.
     pub fn subscribe_indexed(&self, value: &str) -> broadcast::Receiver<Message> {
         let mut rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
-        let cap = self.limits.watcher_lag.clamp(16, INDEXED_RING);
+        let cap = if value.is_empty() { self.limits.watcher_lag } else { self.limits.watcher_lag.clamp(16, INDEXED_RING) };
         rings.entry(Arc::from(value)).or_insert_with(|| broadcast::channel(cap).0).subscribe()
     }
 
@@ -282,6 +288,36 @@ mod tests {
         drop(a);
         c.advance(6, true);
         assert_eq!(c.watchers(), 1, "rings without watchers are dropped");
+    }
+
+    #[tokio::test]
+    async fn a_nodes_ring_holds_a_nodes_worth_of_changes_and_the_unscheduled_ring_the_kinds() {
+        let c = KindCache::new(res(), 1, Limits { window_events: 1000, history: 2, watcher_lag: 512 });
+        let mut node = c.subscribe_indexed("node-a");
+        let mut pending = c.subscribe_indexed("");
+        let on = |name: String, node: &str, rv: u64| {
+            let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}, "spec": {"nodeName": node}});
+            Object::new(&res(), &v, Some(&crate::object::item_json(&v)), None).unwrap()
+        };
+        // A change to each of 110 pods (the kubelet's default maxPods) fits the node's ring.
+        for i in 0..110u64 {
+            c.apply(EventType::Added, on(format!("p{i}"), "node-a", 2 + i));
+        }
+        for _ in 0..110 {
+            assert!(matches!(node.try_recv(), Ok(Message::Event(_))));
+        }
+        // Falling INDEXED_RING behind ends the node's watcher (it resumes from the window).
+        for i in 0..=INDEXED_RING as u64 {
+            c.apply(EventType::Modified, on(format!("p{}", i % 110), "node-a", 200 + i));
+        }
+        assert!(matches!(node.try_recv(), Err(broadcast::error::TryRecvError::Lagged(_))));
+        // Pending pods arrive in bursts (a scaled-up Deployment): the "" ring is the kind's.
+        for i in 0..400u64 {
+            c.apply(EventType::Added, Object::bare(crate::object::key("ns", &format!("pending-{i}")), 1000 + i).with_fields([]));
+        }
+        for i in 0..400u64 {
+            assert!(matches!(pending.try_recv(), Ok(Message::Event(e)) if e.rv == 1000 + i));
+        }
     }
 
     #[tokio::test]

@@ -202,13 +202,8 @@ impl Object {
         self.json.as_ref().map(|j| j.slice(1..))
     }
 
-    /// The bare protobuf message of the object.
-    pub fn pb_message(&self) -> Option<Bytes> {
-        let p = self.pb.as_ref()?;
-        Some(p.slice_ref(self.pb_message_ref()?))
-    }
-
-    /// [`Object::pb_message`], borrowed.
+    /// The bare protobuf message of the object (its stored LIST item without the item's
+    /// field key and length).
     pub fn pb_message_ref(&self) -> Option<&[u8]> {
         let p = self.pb.as_ref()?;
         let mut pos = 1;
@@ -351,7 +346,7 @@ mod tests {
         assert_eq!(out, body);
         let o = Object::new(&pods(), &v, Some(&item), Some(b"\x0a\x02\x32\x00")).unwrap();
         assert_eq!(o.json_item().unwrap(), item);
-        assert_eq!(&o.pb_message().unwrap()[..], b"\x0a\x02\x32\x00");
+        assert_eq!(o.pb_message_ref().unwrap(), b"\x0a\x02\x32\x00");
         assert_eq!(&*o.key, "golden/web-1");
         assert_eq!(o.rv, 61505);
         assert_eq!(o.field("spec.nodeName"), Some("node-0000"));
@@ -361,7 +356,7 @@ mod tests {
         assert_eq!(o.field("status.nominatedNodeName"), Some(""), "unset strings are empty");
         let moved = o.at_rv(70000);
         let mv: Value = serde_json::from_slice(&moved.json_item().unwrap()).unwrap();
-        assert_eq!(&moved.pb_message().unwrap()[..], b"\x0a\x07\x32\x0570000");
+        assert_eq!(moved.pb_message_ref().unwrap(), b"\x0a\x07\x32\x0570000");
         assert_eq!(mv["metadata"]["resourceVersion"], "70000");
         assert_eq!(moved.rv, 70000);
     }

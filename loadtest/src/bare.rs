@@ -29,11 +29,17 @@ pub struct Bare {
 }
 
 /// A response's status and body size; the body itself is read and dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
     pub body_bytes: u64,
+    /// The first bytes of the body (up to [`EXCERPT`]) when the status is not 2xx, for the
+    /// error report.
+    pub excerpt: Vec<u8>,
 }
+
+/// Body bytes kept from a response that is not a success.
+pub const EXCERPT: usize = 300;
 
 /// How the response body is framed.
 enum Framing {
@@ -41,6 +47,14 @@ enum Framing {
     Chunked,
     /// Until the server closes the connection.
     Close,
+}
+
+/// What a response head says.
+struct Head {
+    status: u16,
+    framing: Framing,
+    keep_alive: bool,
+    len: usize,
 }
 
 impl Bare {
@@ -53,48 +67,54 @@ impl Bare {
         Bare { authority: authority.to_string(), tail: tail.into_bytes(), stream: None, buf: Vec::with_capacity(BUF), req: Vec::with_capacity(512) }
     }
 
-    /// GET `pq` and read the whole response. After an error the connection is dropped and
-    /// the next call opens a new one.
+    /// GET `pq` and read the whole response. The connection is kept only after a whole
+    /// keep-alive exchange: after an error, or if this future is dropped half way (a
+    /// timeout), the next call opens a new connection instead of reading a stale answer.
     pub async fn get(&mut self, pq: &str) -> anyhow::Result<Answer> {
-        let r = self.exchange(pq).await;
-        if r.is_err() {
-            self.stream = None;
-        }
-        r
-    }
-
-    async fn exchange(&mut self, pq: &str) -> anyhow::Result<Answer> {
-        if self.stream.is_none() {
-            let s = TcpStream::connect(&self.authority).await.with_context(|| format!("connecting to {}", self.authority))?;
-            s.set_nodelay(true)?;
-            self.stream = Some(s);
-            self.buf.clear();
-        }
-        let stream = self.stream.as_mut().expect("connected above");
+        let mut stream = match self.stream.take() {
+            Some(s) => s,
+            None => {
+                let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.authority)).await.map_err(|_| anyhow::anyhow!("connecting to {}: timed out", self.authority))?.with_context(|| format!("connecting to {}", self.authority))?;
+                s.set_nodelay(true)?;
+                s
+            }
+        };
+        self.buf.clear();
         self.req.clear();
         self.req.extend_from_slice(b"GET ");
         self.req.extend_from_slice(pq.as_bytes());
         self.req.extend_from_slice(b" HTTP/1.1\r\n");
         self.req.extend_from_slice(&self.tail);
         stream.write_all(&self.req).await.context("sending the request")?;
-        let (status, framing, keep_alive, head_len) = read_head(stream, &mut self.buf).await?;
-        self.buf.drain(..head_len);
-        let body_bytes = match framing {
-            Framing::Length(n) => read_length(stream, &mut self.buf, n).await?,
-            Framing::Chunked => read_chunked(stream, &mut self.buf).await?,
-            Framing::Close => {
-                let mut n = self.buf.len() as u64;
-                self.buf.clear();
-                n += read_to_close(stream, &mut self.buf).await?;
-                self.stream = None;
-                return Ok(Answer { status, body_bytes: n });
+        let head = loop {
+            let head = read_head(&mut stream, &mut self.buf).await?;
+            self.buf.drain(..head.len);
+            // Interim responses (100 Continue, 103 Early Hints) precede the real one.
+            if !(100..200).contains(&head.status) || head.status == 101 {
+                break head;
             }
         };
-        if !keep_alive {
-            self.stream = None;
+        let keep = if (200..300).contains(&head.status) { 0 } else { EXCERPT };
+        let mut excerpt = Vec::new();
+        let body_bytes = match head.framing {
+            Framing::Length(n) => read_length(&mut stream, &mut self.buf, n, &mut excerpt, keep).await?,
+            Framing::Chunked => read_chunked(&mut stream, &mut self.buf, &mut excerpt, keep).await?,
+            Framing::Close => return Ok(Answer { status: head.status, body_bytes: read_to_close(&mut stream, &mut self.buf, &mut excerpt, keep).await?, excerpt }),
+        };
+        if head.keep_alive {
+            self.stream = Some(stream);
         }
-        Ok(Answer { status, body_bytes })
+        Ok(Answer { status: head.status, body_bytes, excerpt })
     }
+}
+
+/// How long opening a connection may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Append the first of `data` to `excerpt`, up to `keep` bytes in all.
+fn keep_excerpt(excerpt: &mut Vec<u8>, data: &[u8], keep: usize) {
+    let room = keep.saturating_sub(excerpt.len());
+    excerpt.extend_from_slice(&data[..data.len().min(room)]);
 }
 
 /// Read into `buf`'s spare room (growing it if it is full); 0 means the peer closed.
@@ -106,29 +126,40 @@ async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<usize
 }
 
 /// Read until a whole response head is in `buf`; return what it says and its length.
-async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<(u16, Framing, bool, usize)> {
+async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<Head> {
     loop {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         if let httparse::Status::Complete(len) = resp.parse(buf).context("parsing the response head")? {
             let status = resp.code.unwrap_or(0);
-            let mut framing = Framing::Close;
+            let (mut length, mut chunked) = (None, false);
             let mut keep_alive = resp.version == Some(1);
             for h in resp.headers.iter() {
                 if h.name.eq_ignore_ascii_case("content-length") {
-                    let n = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse().ok()).context("a bad Content-Length")?;
-                    framing = Framing::Length(n);
-                } else if h.name.eq_ignore_ascii_case("transfer-encoding") && h.value.eq_ignore_ascii_case(b"chunked") {
-                    framing = Framing::Chunked;
+                    length = Some(std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<u64>().ok()).context("a bad Content-Length")?);
+                } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                    // The body is chunked when chunked is the last coding applied.
+                    chunked = h.value.rsplit(|b| *b == b',').next().is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+                    if !chunked {
+                        keep_alive = false;
+                    }
                 } else if h.name.eq_ignore_ascii_case("connection") && h.value.eq_ignore_ascii_case(b"close") {
                     keep_alive = false;
                 }
             }
-            // 1xx, 204 and 304 have no body.
-            if status < 200 || status == 204 || status == 304 {
-                framing = Framing::Length(0);
-            }
-            return Ok((status, framing, keep_alive, len));
+            // Transfer-Encoding overrides Content-Length (RFC 9112, 6.3); 1xx, 204 and 304
+            // have no body.
+            let framing = if status < 200 || status == 204 || status == 304 {
+                Framing::Length(0)
+            } else if chunked {
+                Framing::Chunked
+            } else if let Some(n) = length {
+                Framing::Length(n)
+            } else {
+                keep_alive = false;
+                Framing::Close
+            };
+            return Ok(Head { status, framing, keep_alive, len });
         }
         if buf.len() >= BUF {
             bail!("response head larger than {BUF} bytes");
@@ -140,10 +171,11 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<
 }
 
 /// Consume a body of `n` bytes, part of which may already be in `buf`.
-async fn read_length(stream: &mut TcpStream, buf: &mut Vec<u8>, n: u64) -> anyhow::Result<u64> {
+async fn read_length(stream: &mut TcpStream, buf: &mut Vec<u8>, n: u64, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
     let mut left = n;
     loop {
         let take = (buf.len() as u64).min(left) as usize;
+        keep_excerpt(excerpt, &buf[..take], keep);
         buf.drain(..take);
         left -= take as u64;
         if left == 0 {
@@ -155,58 +187,56 @@ async fn read_length(stream: &mut TcpStream, buf: &mut Vec<u8>, n: u64) -> anyho
     }
 }
 
+/// Read until `buf` holds at least `n` bytes.
+async fn fill_to(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize, what: &str) -> anyhow::Result<()> {
+    while buf.len() < n {
+        if fill(stream, buf).await? == 0 {
+            bail!("connection closed {what}");
+        }
+    }
+    Ok(())
+}
+
 /// Consume a chunked body; return the size of its data.
-async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u64> {
+async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
     let mut total = 0u64;
     loop {
         let (start, size) = loop {
             match httparse::parse_chunk_size(buf).map_err(|_| anyhow::anyhow!("a bad chunk size line"))? {
                 httparse::Status::Complete(x) => break x,
                 httparse::Status::Partial => {
-                    if fill(stream, buf).await? == 0 {
-                        bail!("connection closed inside a chunk size line");
-                    }
+                    let more = buf.len() + 1;
+                    fill_to(stream, buf, more, "inside a chunk size line").await?
                 }
             }
         };
         buf.drain(..start);
-        if size == 0 {
-            // No trailers are expected: the last chunk is followed by the blank line.
-            while buf.len() < 2 {
-                if fill(stream, buf).await? == 0 {
-                    bail!("connection closed before the end of a chunked body");
-                }
-            }
-            if &buf[..2] != b"\r\n" {
-                bail!("trailers after a chunked body are not supported");
-            }
-            buf.drain(..2);
-            return Ok(total);
+        if size > 0 {
+            read_length(stream, buf, size, excerpt, keep).await?;
+            total += size;
         }
-        read_length(stream, buf, size).await?;
-        total += size;
-        while buf.len() < 2 {
-            if fill(stream, buf).await? == 0 {
-                bail!("connection closed after a chunk's data");
-            }
-        }
+        // After a chunk's data, and after the last chunk (no trailers expected): CRLF.
+        fill_to(stream, buf, 2, "before the end of a chunk").await?;
         if &buf[..2] != b"\r\n" {
-            bail!("a chunk's data is not followed by CRLF");
+            bail!("a chunk is not followed by CRLF (trailers are not supported)");
         }
         buf.drain(..2);
+        if size == 0 {
+            return Ok(total);
+        }
     }
 }
 
-/// Consume everything until the peer closes.
-async fn read_to_close(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u64> {
+/// Consume everything until the peer closes, starting with what `buf` holds.
+async fn read_to_close(stream: &mut TcpStream, buf: &mut Vec<u8>, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
     let mut n = 0u64;
     loop {
-        let got = fill(stream, buf).await?;
-        if got == 0 {
+        keep_excerpt(excerpt, buf, keep);
+        n += buf.len() as u64;
+        buf.clear();
+        if fill(stream, buf).await? == 0 {
             return Ok(n);
         }
-        n += got as u64;
-        buf.clear();
     }
 }
 
@@ -250,6 +280,10 @@ mod tests {
         addr
     }
 
+    fn ok(status: u16, body_bytes: u64) -> Answer {
+        Answer { status, body_bytes, excerpt: Vec::new() }
+    }
+
     #[tokio::test]
     async fn reads_length_chunked_and_close_framed_bodies_on_one_client() {
         let addr = serve(vec![
@@ -261,13 +295,54 @@ mod tests {
         ])
         .await;
         let mut c = Bare::new(&addr, "application/json", Some("t"));
-        assert_eq!(c.get("/a").await.unwrap(), Answer { status: 200, body_bytes: 5 });
-        assert_eq!(c.get("/b").await.unwrap(), Answer { status: 200, body_bytes: 13 });
-        assert_eq!(c.get("/c").await.unwrap(), Answer { status: 404, body_bytes: 2 });
+        assert_eq!(c.get("/a").await.unwrap(), ok(200, 5));
+        assert_eq!(c.get("/b").await.unwrap(), ok(200, 13));
+        assert_eq!(c.get("/c").await.unwrap(), Answer { status: 404, body_bytes: 2, excerpt: b"no".to_vec() });
         assert!(c.stream.is_none(), "Connection: close drops the connection");
         // The next request opens a new connection.
-        assert_eq!(c.get("/d").await.unwrap(), Answer { status: 204, body_bytes: 0 });
-        assert_eq!(c.get("/e").await.unwrap(), Answer { status: 200, body_bytes: 0 });
+        assert_eq!(c.get("/d").await.unwrap(), ok(204, 0));
+        assert_eq!(c.get("/e").await.unwrap(), ok(200, 0));
+    }
+
+    #[tokio::test]
+    async fn interim_responses_are_skipped_and_chunked_overrides_content_length() {
+        let addr = serve(vec![
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+            b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n".to_vec(),
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n!".to_vec(),
+        ])
+        .await;
+        let mut c = Bare::new(&addr, "*/*", None);
+        assert_eq!(c.get("/a").await.unwrap(), ok(200, 2));
+        assert_eq!(c.get("/b").await.unwrap(), ok(200, 4));
+        // Still in step on the same connection.
+        assert_eq!(c.get("/c").await.unwrap(), ok(200, 1));
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_half_way_does_not_leave_its_answer_for_the_next() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            // First connection: half an answer, then the rest only after the client gave up.
+            let (mut s1, _) = l.accept().await.unwrap();
+            let mut b = [0u8; 1024];
+            let _ = s1.read(&mut b).await.unwrap();
+            s1.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst").await.unwrap();
+            let _ = cut_rx.await;
+            let _ = s1.write_all(b"-rest").await;
+            // Second connection: the answer to the second request.
+            let (mut s2, _) = l.accept().await.unwrap();
+            let _ = s2.read(&mut b).await.unwrap();
+            s2.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew").await.unwrap();
+            let _ = s2.read(&mut b).await;
+        });
+        let mut c = Bare::new(&addr, "*/*", None);
+        let cut = tokio::time::timeout(std::time::Duration::from_millis(200), c.get("/first")).await;
+        assert!(cut.is_err(), "the first answer never completes before the cut");
+        cut_tx.send(()).unwrap();
+        assert_eq!(c.get("/second").await.unwrap(), ok(200, 3), "a new connection, not the rest of the first answer");
     }
 
     #[tokio::test]
@@ -276,7 +351,7 @@ mod tests {
         let mut c = Bare::new(&addr, "application/json", None);
         let e = c.get("/a").await.unwrap_err();
         assert!(format!("{e:#}").contains("5 of 10"), "{e:#}");
-        assert_eq!(c.get("/b").await.unwrap(), Answer { status: 200, body_bytes: 2 });
+        assert_eq!(c.get("/b").await.unwrap(), ok(200, 2));
     }
 
     #[tokio::test]
@@ -286,9 +361,9 @@ mod tests {
         a.extend(std::iter::repeat_n(b'x', n));
         let addr = serve(vec![a, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n!".to_vec()]).await;
         let mut c = Bare::new(&addr, "*/*", None);
-        assert_eq!(c.get("/").await.unwrap(), Answer { status: 200, body_bytes: n as u64 });
+        assert_eq!(c.get("/").await.unwrap(), ok(200, n as u64));
         // The connection stayed in step: the next answer is read whole.
-        assert_eq!(c.get("/").await.unwrap(), Answer { status: 200, body_bytes: 1 });
+        assert_eq!(c.get("/").await.unwrap(), ok(200, 1));
         assert!(c.buf.is_empty());
     }
 }

@@ -39,8 +39,10 @@ impl Default for WatchSettings {
     }
 }
 
-/// Chunks in flight to one client before its watcher stops reading the broadcast: 4 MB of
-/// [`CHUNK`]-sized chunks (an event larger than a chunk is a chunk of its own).
+/// Chunks in flight to one client before its watcher stops reading the broadcast. The
+/// backlog goes out in chunks of up to [`CHUNK`] (4 MB in all); a live event is a chunk of
+/// its own, so this is also how many live events a client may have unread before the
+/// watcher waits for it (and, past the broadcast ring, is ended).
 const CLIENT_BUFFER: usize = 128;
 
 /// Watch frames are joined into chunks of up to this many bytes before they are queued for
@@ -124,25 +126,24 @@ struct Watcher {
 
 impl Watcher {
     /// Copy `f` into the chunk being built in `out`, first queueing that chunk if `f` does
-    /// not fit in it. A new chunk has room for `room` bytes (or for `f`, if larger). False
-    /// when the client is gone or stalled (see [`Watcher::queue`]).
-    async fn put(&self, out: &mut BytesMut, f: Frame<'_>, room: usize) -> bool {
+    /// not fit in it. False when the client is gone or stalled (see [`Watcher::queue`]).
+    async fn put(&self, out: &mut Chunks, f: Frame<'_>) -> bool {
         let n = f.len();
-        if out.capacity() - out.len() < n {
+        if out.buf.capacity() - out.buf.len() < n {
             if !self.flush(out).await {
                 return false;
             }
-            *out = BytesMut::with_capacity(n.max(room));
+            out.start(n);
         }
-        out.extend_from_slice(&f.head);
-        out.extend_from_slice(f.body);
-        out.extend_from_slice(f.tail);
+        out.buf.extend_from_slice(&f.head);
+        out.buf.extend_from_slice(f.body);
+        out.buf.extend_from_slice(f.tail);
         true
     }
 
     /// Queue what `out` holds.
-    async fn flush(&self, out: &mut BytesMut) -> bool {
-        out.is_empty() || self.queue(out.split().freeze()).await
+    async fn flush(&self, out: &mut Chunks) -> bool {
+        out.buf.is_empty() || self.queue(std::mem::take(&mut out.buf).freeze()).await
     }
 
     /// Hand a chunk to the client's connection; false when the client is gone or has
@@ -162,17 +163,17 @@ impl Watcher {
     /// Send the backlog from `snap`, encoding each frame into the chunk that goes to the
     /// client (the snapshot is held until the backlog is sent). False if the watch ends.
     async fn backlog(&self, snap: &Snapshot, backlog: Backlog) -> bool {
-        let mut out = BytesMut::new();
+        let mut out = Chunks::growing();
         let ns = self.namespace.as_deref();
         match backlog {
             Backlog::State { end_bookmark, rv } => {
                 for o in candidates(snap, ns, &self.opts, self.enc.res.index.as_deref(), None) {
                     let Some(f) = self.enc.event(EventType::Added, o) else { continue };
-                    if !self.put(&mut out, f, CHUNK).await {
+                    if !self.put(&mut out, f).await {
                         return false;
                     }
                 }
-                if end_bookmark && !self.put(&mut out, self.enc.bookmark(rv, true), CHUNK).await {
+                if end_bookmark && !self.put(&mut out, self.enc.bookmark(rv, true)).await {
                     return false;
                 }
             }
@@ -180,7 +181,7 @@ impl Watcher {
                 Ok(events) => {
                     for (kind, o) in events.filter_map(|ev| transition(ev, ns, &self.opts)) {
                         let Some(f) = self.enc.event(kind, o) else { continue };
-                        if !self.put(&mut out, f, CHUNK).await {
+                        if !self.put(&mut out, f).await {
                             return false;
                         }
                     }
@@ -188,7 +189,7 @@ impl Watcher {
                 Err(too_old) => {
                     let f = self.enc.error(&Status::too_old(from, too_old.oldest));
                     // The stream ends after the ERROR event.
-                    let _ = self.put(&mut out, f, 0).await && self.flush(&mut out).await;
+                    let _ = self.put(&mut out, f).await && self.flush(&mut out).await;
                     return false;
                 }
             },
@@ -206,12 +207,12 @@ impl Watcher {
         let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, "resource" => self.enc.res.plural.clone());
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);
         let mut next_bookmark = (Instant::now() + self.settings.bookmark_interval).min(early);
-        let mut out = BytesMut::new();
+        let mut out = Chunks::exact();
         loop {
             let msg = tokio::select! {
                 m = rx.recv() => m,
                 _ = sleep_until(next_bookmark), if self.opts.bookmarks => {
-                    if !(self.put(&mut out, self.enc.bookmark(self.last_rv, false), 0).await && self.flush(&mut out).await) {
+                    if !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await) {
                         return;
                     }
                     let now = Instant::now();
@@ -229,7 +230,7 @@ impl Watcher {
                     self.last_rv = ev.rv;
                     let frame = transition(&ev, self.namespace.as_deref(), &self.opts).and_then(|(kind, o)| self.enc.event(kind, o));
                     if let Some(f) = frame {
-                        if !(self.put(&mut out, f, 0).await && self.flush(&mut out).await) {
+                        if !(self.put(&mut out, f).await && self.flush(&mut out).await) {
                             return;
                         }
                         sent.increment(1);
@@ -249,6 +250,31 @@ impl Watcher {
                 Ok(Message::Reset) | Err(_) => return,
             }
         }
+    }
+}
+
+/// The chunk being filled for one client. A backlog's chunks start small and double up to
+/// [`CHUNK`] (a resume with two events does not hold 32 KB); live events get chunks of
+/// exactly their size.
+struct Chunks {
+    buf: BytesMut,
+    /// Capacity of the next chunk (at least the frame that starts it).
+    room: usize,
+}
+
+impl Chunks {
+    fn growing() -> Chunks {
+        Chunks { buf: BytesMut::new(), room: 4096 }
+    }
+
+    fn exact() -> Chunks {
+        Chunks { buf: BytesMut::new(), room: 0 }
+    }
+
+    /// Start a new chunk for a frame of `n` bytes.
+    fn start(&mut self, n: usize) {
+        self.buf = BytesMut::with_capacity(n.max(self.room));
+        self.room = (self.room * 2).min(CHUNK);
     }
 }
 
@@ -376,6 +402,90 @@ fn bookmark_pb(rv: u64, initial_end: bool, pod: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn configmaps() -> Arc<Resource> {
+        Arc::new(crate::resource::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"))
+    }
+
+    /// A ConfigMap whose stored JSON item is about `size` bytes.
+    fn cm(i: usize, size: usize) -> Object {
+        let mut o = Object::bare(crate::object::key("ns", &format!("cm-{i:04}")), 10 + i as u64);
+        o.json = Some(Bytes::from(format!(",{{\"metadata\":{{\"name\":\"cm-{i:04}\"}},\"data\":{{\"k\":\"{}\"}}}}", "x".repeat(size))));
+        o
+    }
+
+    fn watcher(tx: mpsc::Sender<Bytes>) -> Watcher {
+        Watcher { enc: Encoder::new(configmaps(), Format::Json), opts: Options::default(), namespace: None, settings: WatchSettings::default(), tx, last_rv: 0 }
+    }
+
+    #[tokio::test]
+    async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundaries() {
+        // Small and large objects, one larger than a chunk, enough for many chunks.
+        let objects: Vec<Object> = (0..400).map(|i| cm(i, if i == 150 { 3 * CHUNK / 2 } else { 50 + (i * 37) % 900 })).collect();
+        let snap = Snapshot::from_objects(objects, 500, 10, None);
+        let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
+        let w = watcher(tx);
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        for o in snap.range(None, None) {
+            let f = w.enc.event(EventType::Added, o).expect("held in JSON");
+            frames.push([&f.head[..], f.body, f.tail].concat());
+        }
+        let b = w.enc.bookmark(500, true);
+        frames.push(b.head.to_vec());
+        let reader = tokio::spawn(async move {
+            let mut chunks = Vec::new();
+            while let Some(c) = rx.recv().await {
+                chunks.push(c);
+            }
+            chunks
+        });
+        assert!(w.backlog(&snap, Backlog::State { end_bookmark: true, rv: 500 }).await);
+        drop(w);
+        let chunks = reader.await.unwrap();
+        assert_eq!(chunks.concat(), frames.concat(), "every frame once, in key order, then the bookmark");
+        let mut ends = std::collections::BTreeSet::new();
+        let mut at = 0;
+        for f in &frames {
+            at += f.len();
+            ends.insert(at);
+        }
+        let mut at = 0;
+        let mut prev_end = 0;
+        for (i, c) in chunks.iter().enumerate() {
+            at += c.len();
+            assert!(ends.contains(&at), "chunk {i} ends inside a frame");
+            let one_frame = frames.iter().any(|f| f.len() == c.len()) && ends.range(prev_end + 1..at).next().is_none();
+            let limit = if i == 0 { 4096 } else { CHUNK };
+            assert!(c.len() <= limit || one_frame, "chunk {i} of {} bytes holds several frames past {limit}", c.len());
+            prev_end = at;
+        }
+        assert!(chunks.len() > 10, "{} chunks", chunks.len());
+    }
+
+    #[tokio::test]
+    async fn a_backlog_stops_when_the_client_is_gone() {
+        let objects: Vec<Object> = (0..50).map(|i| cm(i, 2000)).collect();
+        let snap = Snapshot::from_objects(objects, 100, 10, None);
+        let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+        drop(rx);
+        assert!(!watcher(tx).backlog(&snap, Backlog::State { end_bookmark: false, rv: 100 }).await);
+    }
+
+    #[tokio::test]
+    async fn a_resume_from_a_trimmed_window_is_one_410_error_event() {
+        let mut snap = Snapshot::from_objects(Vec::new(), 5, 2, None);
+        for i in 0..5 {
+            let (next, _) = snap.apply(EventType::Added, cm(i, 10), None);
+            snap = next;
+        }
+        let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
+        assert!(!watcher(tx).backlog(&snap, Backlog::Since(5)).await, "the watch ends after the error");
+        let frame = rx.recv().await.expect("one chunk");
+        assert!(rx.recv().await.is_none(), "nothing after the ERROR event");
+        let v: serde_json::Value = serde_json::from_slice(&frame).unwrap();
+        assert_eq!(v["type"], "ERROR");
+        assert_eq!(v["object"]["code"], 410, "{v}");
+    }
 
     #[test]
     fn pod_bookmark_frames_match_the_golden_stream() {

@@ -100,7 +100,7 @@ impl Conn {
             Conn::Bare(b) => {
                 let a = b.get(pq).await?;
                 if a.status != 200 {
-                    anyhow::bail!("status {} ({} body bytes)", a.status, a.body_bytes);
+                    anyhow::bail!("status {}: {}", a.status, a.excerpt.escape_ascii());
                 }
                 Ok(a.body_bytes)
             }
