@@ -50,7 +50,7 @@ pub struct CacheArgs {
     /// Past snapshots each cache keeps for continue tokens and exact-RV lists.
     #[arg(long, env = "KACHE_SNAPSHOT_HISTORY", default_value_t = 1024)]
     pub snapshot_history: usize,
-    /// Changes a watcher may fall behind before it is ended (its client then resumes).
+    /// Changes a watcher may fall behind before it is ended (its client then resumes); at most 128 for a watch of one node's pods.
     #[arg(long, env = "KACHE_WATCHER_LAG", default_value_t = 8192)]
     pub watcher_lag: usize,
     /// Milliseconds a consistent read (no resourceVersion) waits for the cache to reach the
