@@ -119,7 +119,7 @@ impl KindCache {
     /// `value`, plus progress and resets.
     pub fn subscribe_indexed(&self, value: &str) -> broadcast::Receiver<Message> {
         let mut rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
-        let cap = if value.is_empty() { self.limits.watcher_lag } else { self.limits.watcher_lag.clamp(16, INDEXED_RING) };
+        let cap = if value.is_empty() { self.limits.watcher_lag.max(16) } else { self.limits.watcher_lag.clamp(16, INDEXED_RING) };
         rings.entry(Arc::from(value)).or_insert_with(|| broadcast::channel(cap).0).subscribe()
     }
 
