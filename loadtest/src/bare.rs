@@ -151,10 +151,10 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<
             }
             // RFC 9112, 6.3: 1xx, 204 and 304 have no body; Transfer-Encoding overrides
             // Content-Length, and a body whose last coding is not chunked runs to the close.
-            let framing = match coding {
+            let framing = match (coding, length) {
                 _ if status < 200 || status == 204 || status == 304 => Framing::Length(0),
-                Some(c) if c.eq_ignore_ascii_case(b"chunked") => Framing::Chunked,
-                None if length.is_some() => Framing::Length(length.unwrap_or(0)),
+                (Some(c), _) if c.eq_ignore_ascii_case(b"chunked") => Framing::Chunked,
+                (None, Some(n)) => Framing::Length(n),
                 _ => {
                     keep_alive = false;
                     Framing::Close
