@@ -6,13 +6,13 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http_body_util::BodyExt;
 use kache::cache::{KindCache, Limits};
-use kache::handler;
-use kache::query::{Format, Options};
-use kache::synth::{ClusterSpec, Synth};
+use kache::serve::handler;
+use kache::serve::query::{Format, Options};
+use kache::sim::synth::{ClusterSpec, Synth};
 use std::sync::Arc;
 
 fn pods_cache(pods: usize, nodes: usize) -> Arc<KindCache> {
-    let r = Arc::new(kache::resource::simulated().into_iter().find(|r| r.plural == "pods").expect("pods"));
+    let r = Arc::new(kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods"));
     let synth = Synth::new(ClusterSpec { nodes, pods, namespaces: 30, seed: 7, pod_bytes: None });
     let mut objects = Vec::with_capacity(pods);
     for (i, mut v) in synth.pods().enumerate() {

@@ -3,9 +3,9 @@
 //! check), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
 //! client traffic and never need client credentials.
 
-use crate::body::{self, Body};
+use crate::serve::body::{self, Body};
 use crate::serve::Serve;
-use crate::server::Handler;
+use crate::serve::server::Handler;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use metrics_exporter_prometheus::PrometheusHandle;

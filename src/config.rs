@@ -25,8 +25,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a simulated kube-apiserver holding a synthetic cluster.
+    #[cfg(feature = "sim")]
     Sim(SimArgs),
     /// Run the simulated cluster with kache in front of it and print commands to try.
+    #[cfg(feature = "sim")]
     Demo(DemoArgs),
     /// Serve reads from an in-memory cache of an upstream apiserver; pass everything else through.
     Serve(ServeArgs),
@@ -174,7 +176,7 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 32)]
     pub header_read_timeout_seconds: u64,
     /// HTTP/2 streams one client connection may have open at once.
-    #[arg(long, env = "KACHE_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::server::MAX_STREAMS)]
+    #[arg(long, env = "KACHE_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::serve::server::MAX_STREAMS)]
     pub http2_max_streams_per_connection: u32,
 }
 

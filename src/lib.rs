@@ -32,31 +32,12 @@
 //! - `config`: command-line configuration.
 
 pub mod admin;
+pub mod api;
+pub mod app;
 pub mod auth;
-pub mod body;
 pub mod cache;
-pub mod civil;
 pub mod config;
-pub mod demo;
-pub mod handler;
-pub mod informer;
-pub mod json;
-pub mod limit;
-pub mod object;
-pub mod proxy;
-pub mod query;
-pub mod resource;
-pub mod route;
-pub mod selector;
 pub mod serve;
-pub mod server;
+#[cfg(feature = "sim")]
 pub mod sim;
-pub mod status;
-pub mod store;
-pub mod synth;
 pub mod telemetry;
-pub mod token;
-pub mod transcode;
-pub mod upstream;
-pub mod window;
-pub mod wire;

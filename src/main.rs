@@ -1,7 +1,5 @@
 //! The `kache` binary: parse the command line, set up logging, run the subcommand.
 
-mod kubeconfig;
-
 use clap::Parser;
 use kache::config::{Cli, Command};
 use std::process::ExitCode;
@@ -29,15 +27,17 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Sim(args) => kache::demo::run_sim(args).await,
-            Command::Demo(args) => kache::demo::run_demo(args).await,
-            Command::Serve(args) => kache::demo::run_serve(args).await,
-            Command::Kubeconfig(args) => kubeconfig::run(&args),
+            #[cfg(feature = "sim")]
+            Command::Sim(args) => kache::sim::launch::run_sim(args).await,
+            #[cfg(feature = "sim")]
+            Command::Demo(args) => kache::sim::launch::run_demo(args).await,
+            Command::Serve(args) => kache::app::run_serve(args).await,
+            Command::Kubeconfig(args) => kache::app::kubeconfig::run(&args),
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ kache::demo::StartError::Config(_)) => {
+        Err(e @ kache::app::StartError::Config(_)) => {
             eprintln!("kache: {e}");
             ExitCode::from(2)
         }

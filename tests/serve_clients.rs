@@ -8,7 +8,7 @@ mod common;
 use common::{cluster, deadline, eventually, keys_rvs, list_rv, start, Api, Kubectl, Next, TestSim, PROTOBUF};
 use k8s_openapi::api::core::v1::Pod;
 use kache::config::CacheArgs;
-use kache::demo::{plain_upstream, start_serve, Serving};
+use kache::app::{plain_upstream, start_serve, Serving};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -64,7 +64,7 @@ async fn sim_with(extra: &[&str]) -> TestSim {
 async fn caught_up(k: &TestKache, rv: u64, kinds: &[(&str, &str)]) {
     let end = deadline(60);
     for (group, plural) in kinds {
-        for fmt in [kache::query::Format::Json, kache::query::Format::Protobuf] {
+        for fmt in [kache::serve::query::Format::Json, kache::serve::query::Format::Protobuf] {
             let Some(cache) = k.serving.serve.cache(group, plural, fmt) else { continue };
             while cache.progress() < rv {
                 assert!(tokio::time::Instant::now() < end, "{plural} {fmt:?} stuck at {} < {rv}", cache.progress());

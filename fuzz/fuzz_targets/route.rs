@@ -3,7 +3,7 @@
 #![no_main]
 
 use kache::auth::{impersonate, Attributes};
-use kache::route::classify;
+use kache::serve::route::classify;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

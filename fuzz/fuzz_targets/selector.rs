@@ -2,7 +2,7 @@
 //! parses again to the same selector.
 #![no_main]
 
-use kache::selector::{FieldSelector, LabelSelector};
+use kache::api::selector::{FieldSelector, LabelSelector};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -190,7 +190,7 @@ fn supports(kache_bin: &Path, flag: &str) -> bool {
     Command::new(kache_bin).args(["serve", "--help"]).output().map(|o| String::from_utf8_lossy(&o.stdout).contains(flag)).unwrap_or(false)
 }
 
-/// A kubeconfig for a plain-HTTP server (the same shape as `kache::demo::kubeconfig`).
+/// A kubeconfig for a plain-HTTP server (the same shape as `kache::app::kubeconfig`).
 pub fn kubeconfig(server: &str, name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user: {{}}\n"

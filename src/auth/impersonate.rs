@@ -3,7 +3,7 @@
 //! as headers for a request kache passes through with its own credentials.
 
 use super::{Attributes, Identity, ResourceAttributes, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
-use crate::status::Status;
+use crate::api::status::Status;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::collections::BTreeMap;

@@ -16,8 +16,8 @@ pub mod ttl;
 
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 
-use crate::route::{classify, ResourcePath, Target};
-use crate::status::Status;
+use crate::serve::route::{classify, ResourcePath, Target};
+use crate::api::status::Status;
 use http::Method;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -102,7 +102,7 @@ pub struct Attributes {
 }
 
 fn is_true(v: Option<&str>) -> bool {
-    v.and_then(crate::query::boolean) == Some(true)
+    v.and_then(crate::serve::query::boolean) == Some(true)
 }
 
 /// The value a field selector requires `metadata.name` to equal exactly, if it does.

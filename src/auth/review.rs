@@ -1,8 +1,8 @@
 //! Posting a review (TokenReview, SubjectAccessReview) to the upstream with kache's own
 //! credentials and reading the answer, bounded in size.
 
-use crate::body;
-use crate::upstream::Upstream;
+use crate::serve::body;
+use crate::serve::upstream::Upstream;
 use http::{header, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
@@ -39,10 +39,10 @@ pub enum ReviewError {
 
 impl ReviewError {
     /// The Status a client gets when its request cannot be judged.
-    pub fn status(&self) -> crate::status::Status {
+    pub fn status(&self) -> crate::api::status::Status {
         match self {
-            ReviewError::Transport(_) => crate::status::Status::unavailable(self.to_string()),
-            _ => crate::status::Status::internal(self.to_string()),
+            ReviewError::Transport(_) => crate::api::status::Status::unavailable(self.to_string()),
+            _ => crate::api::status::Status::internal(self.to_string()),
         }
     }
 }

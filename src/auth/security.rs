@@ -7,9 +7,9 @@ use super::authn::{bearer, AuthnSettings, Authenticator};
 use super::authz::{AuthzSettings, Authorizer};
 use super::tls::CertIdentity;
 use super::{impersonate, Attributes, Identity};
-use crate::proxy::Credentials;
-use crate::status::Status;
-use crate::upstream::Upstream;
+use crate::serve::proxy::Credentials;
+use crate::api::status::Status;
+use crate::serve::upstream::Upstream;
 use http::HeaderMap;
 
 /// How requests kache passes through carry the client's identity.

@@ -5,6 +5,12 @@
 //! authenticates, honours impersonation, authorizes every request by its RBAC rules, serves
 //! TokenReview and SubjectAccessReview, and keeps an audit log; without, it is open.
 
+pub mod catalog;
+
+pub mod launch;
+
+pub mod synth;
+
 mod churn;
 mod openapi;
 mod patch;
@@ -17,17 +23,17 @@ pub use churn::churn;
 pub use rbac::{AuditRecord, SimAuth};
 
 use crate::auth::{impersonate, Attributes};
-use crate::body::{self, Body};
+use crate::serve::body::{self, Body};
 use crate::cache::{KindCache, Limits};
-use crate::handler::{self, WatchSettings};
-use crate::object::{self, Object};
-use crate::query::{negotiate, Format, Negotiated, Options};
-use crate::resource::{self, Resource, ResourceRef};
-use crate::route::{classify, ResourcePath, Target};
-use crate::server::{Handler, Peer};
-use crate::status::Status;
-use crate::synth::{ClusterSpec, Synth};
-use crate::transcode::{json_to_pb, MessageType};
+use crate::serve::handler::{self, WatchSettings};
+use crate::cache::object::{self, Object};
+use crate::serve::query::{negotiate, Format, Negotiated, Options};
+use crate::api::resource::{Resource, ResourceRef};
+use crate::serve::route::{classify, ResourcePath, Target};
+use crate::serve::server::{Handler, Peer};
+use crate::api::status::Status;
+use crate::sim::synth::{ClusterSpec, Synth};
+use crate::api::transcode::{json_to_pb, MessageType};
 use http::{header, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -63,7 +69,7 @@ impl Sim {
     /// Generate the cluster and load it.
     pub fn new(cfg: SimConfig) -> Result<Sim, Status> {
         let synth = Synth::new(cfg.cluster.clone());
-        let resources: Vec<ResourceRef> = resource::simulated().into_iter().map(Arc::new).collect();
+        let resources: Vec<ResourceRef> = catalog::simulated().into_iter().map(Arc::new).collect();
         let mut rv = 1000u64;
         let mut caches = HashMap::new();
         for r in &resources {
@@ -164,15 +170,15 @@ impl Sim {
             return openapi::group_version(&self.resources, gv).map(|v| discovery(v, false)).ok_or_else(Status::no_route);
         }
         match classify(&path).ok_or_else(Status::no_route)? {
-            Target::Version => Ok(discovery(resource::version(), true)),
-            Target::Api => Ok(discovery(resource::api_versions(&self.advertise), false)),
-            Target::Apis => Ok(discovery(resource::group_list(&self.resources), false)),
-            Target::Group(g) => resource::group(&self.resources, &g).map(|v| discovery(v, false)).ok_or_else(Status::no_route),
+            Target::Version => Ok(discovery(catalog::version(), true)),
+            Target::Api => Ok(discovery(catalog::api_versions(&self.advertise), false)),
+            Target::Apis => Ok(discovery(catalog::group_list(&self.resources), false)),
+            Target::Group(g) => catalog::group(&self.resources, &g).map(|v| discovery(v, false)).ok_or_else(Status::no_route),
             Target::GroupVersion(g, v) => {
                 if !self.resources.iter().any(|r| r.group == g && r.version == v) {
                     return Err(Status::no_route());
                 }
-                Ok(discovery(resource::resource_list(&self.resources, &g, &v), false))
+                Ok(discovery(catalog::resource_list(&self.resources, &g, &v), false))
             }
             Target::Health => Ok(body::respond(StatusCode::OK, "text/plain; charset=utf-8", body::full("ok"))),
             Target::Resource(p) => self.resource(req, p).await,
@@ -220,7 +226,7 @@ impl Sim {
                 let dry = write::delete_is_dry_run(req).await?;
                 self.delete(&cache, ns, name, fmt, dry)
             }
-            (Method::DELETE, None, None) if resource::allows_delete_collection(&r) => {
+            (Method::DELETE, None, None) if catalog::allows_delete_collection(&r) => {
                 let query = req.uri().query().map(str::to_string);
                 let dry = write::delete_is_dry_run(req).await?;
                 self.delete_collection(&cache, ns, query.as_deref(), fmt, dry)
@@ -279,7 +285,7 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<bytes::Bytes,
 
 impl Handler for Sim {
     async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
-        let protobuf = crate::status::wants_protobuf(req.headers());
+        let protobuf = crate::api::status::wants_protobuf(req.headers());
         let Some(auth) = self.auth.clone() else {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
         };
@@ -314,7 +320,7 @@ fn discovery(v: Value, indented: bool) -> Response<Body> {
     let bytes = if indented {
         serde_json::to_vec_pretty(&v).unwrap_or_default()
     } else {
-        let mut b = crate::json::to_vec(&v);
+        let mut b = crate::api::json::to_vec(&v);
         b.push(b'\n');
         b
     };
@@ -330,8 +336,8 @@ fn object_response(r: &Resource, o: &Object, code: StatusCode, fmt: Format) -> R
             out.push(b'\n');
             out
         }
-        Format::Protobuf => crate::wire::envelope(&r.api_version(), &r.kind, o.pb_message_ref().unwrap_or_default()),
+        Format::Protobuf => crate::api::wire::envelope(&r.api_version(), &r.kind, o.pb_message_ref().unwrap_or_default()),
     };
-    let ct = if fmt == Format::Json { "application/json" } else { crate::wire::PROTOBUF };
+    let ct = if fmt == Format::Json { "application/json" } else { crate::api::wire::PROTOBUF };
     body::respond(code, ct, body::full(body))
 }

@@ -3,7 +3,7 @@
 //! parameter. That is what kubectl checks to use server-side field validation (and so skip
 //! downloading schemas) in `kubectl apply`/`create`.
 
-use crate::resource::ResourceRef;
+use crate::api::resource::ResourceRef;
 use serde_json::{json, Map, Value};
 
 fn gv_path(r: &ResourceRef) -> String {

@@ -2,7 +2,7 @@
 //! patch (lists merged by their patch merge key, `$patch`/`$setElementOrder`/`$retainKeys`/
 //! `$deleteFromPrimitiveList` directives) for built-in kinds, and JSON patch (RFC 6902).
 
-use crate::status::Status;
+use crate::api::status::Status;
 use serde_json::{Map, Value};
 
 /// RFC 7386 JSON merge patch.

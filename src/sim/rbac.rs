@@ -7,8 +7,8 @@
 
 use crate::auth::tls::CertIdentity;
 use crate::auth::{authn, Attributes, Identity, AUTHENTICATED, MASTERS, UNAUTHENTICATED};
-use crate::civil::{parse_rfc3339, unix_now};
-use crate::status::Status;
+use crate::api::time::{parse_rfc3339, unix_now};
+use crate::api::status::Status;
 use http::HeaderMap;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -123,7 +123,7 @@ fn parse_file<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> 
 
 /// Now as RFC 3339 UTC seconds.
 pub fn now_rfc3339() -> String {
-    crate::civil::rfc3339(unix_now())
+    crate::api::time::rfc3339(unix_now())
 }
 
 

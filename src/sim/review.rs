@@ -5,8 +5,8 @@
 
 use super::rbac::{now_rfc3339, SimAuth};
 use crate::auth::{Attributes, Identity, ResourceAttributes};
-use crate::body::{self, Body};
-use crate::status::Status;
+use crate::serve::body::{self, Body};
+use crate::api::status::Status;
 use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
@@ -59,7 +59,7 @@ fn respond(kind: &str, api_version: &str, manager: String, spec: Map<String, Val
         "fieldsV1": {"f:spec": fields(&spec, true)},
     }]);
     let v = json!({"kind": kind, "apiVersion": api_version, "metadata": {"managedFields": managed}, "spec": spec, "status": status});
-    let mut out = crate::json::to_vec(&v);
+    let mut out = crate::api::json::to_vec(&v);
     out.push(b'\n');
     body::respond(StatusCode::CREATED, "application/json", body::full(out))
 }
@@ -170,7 +170,7 @@ pub fn whoami(id: &Identity) -> Response<Body> {
         "metadata": {"creationTimestamp": now_rfc3339()},
         "status": {"userInfo": id},
     });
-    let mut out = crate::json::to_vec(&v);
+    let mut out = crate::api::json::to_vec(&v);
     out.push(b'\n');
     body::respond(StatusCode::CREATED, "application/json", body::full(out))
 }
@@ -196,7 +196,7 @@ mod tests {
             let req = request(&format!("{name}.req"));
             let want = golden(&format!("{name}.body"));
             let spec = echo(&req["spec"]);
-            assert_eq!(crate::json::to_vec(&Value::Object(spec.clone())), crate::json::to_vec(&want["spec"]), "{name} spec");
+            assert_eq!(crate::api::json::to_vec(&Value::Object(spec.clone())), crate::api::json::to_vec(&want["spec"]), "{name} spec");
             assert_eq!(fields(&spec, true), want["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"], "{name} fieldsV1");
             access_request(&req["spec"]).unwrap();
         }
@@ -206,6 +206,6 @@ mod tests {
     fn user_info_serializes_like_the_apiserver() {
         let want = golden("14-selfsubjectreview-nobody.json.body");
         let id = Identity { username: "anchor-nobody".into(), uid: "uid-nobody".into(), groups: vec!["anchors:unprivileged".into(), "system:authenticated".into()], ..Identity::default() };
-        assert_eq!(crate::json::to_vec(&json!(id)), crate::json::to_vec(&want["status"]["userInfo"]));
+        assert_eq!(crate::api::json::to_vec(&json!(id)), crate::api::json::to_vec(&want["status"]["userInfo"]));
     }
 }

@@ -6,12 +6,12 @@
 //! (`kubectl get -w`) sends each event's object as a one-row Table, with the column
 //! definitions only in the first event, as the apiserver does.
 
-use crate::body::{self, Body};
+use crate::serve::body::{self, Body};
 use crate::cache::KindCache;
-use crate::handler::{self, WatchSettings};
-use crate::query::{Format, Options};
-use crate::route::ResourcePath;
-use crate::status::Status;
+use crate::serve::handler::{self, WatchSettings};
+use crate::serve::query::{Format, Options};
+use crate::serve::route::ResourcePath;
+use crate::api::status::Status;
 use bytes::{BufMut, Bytes};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -51,8 +51,8 @@ impl Columns {
 }
 
 fn age(created: &str) -> String {
-    let parsed = crate::civil::parse_rfc3339(created);
-    let now = crate::civil::unix_now();
+    let parsed = crate::api::time::parse_rfc3339(created);
+    let now = crate::api::time::unix_now();
     match parsed {
         Some(t) if now >= t => {
             let s = now - t;
@@ -110,7 +110,7 @@ fn row(v: &Value, cols: Columns) -> Value {
 
 fn table(meta: Value, columns: Value, rows: Vec<Value>) -> Vec<u8> {
     let t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": columns, "rows": rows});
-    crate::json::to_vec(&t)
+    crate::api::json::to_vec(&t)
 }
 
 /// Answer a GET, LIST or WATCH asked for as a Table.
@@ -119,14 +119,14 @@ pub(super) async fn respond(cache: &Arc<KindCache>, req: &Request<Incoming>, p: 
     let cols = Columns::of(cache);
     let opts = Options::parse(req.uri().query())?;
     let ns = p.namespace.as_deref();
-    let decode = |o: &crate::object::Object| -> Result<Value, Status> {
+    let decode = |o: &crate::cache::object::Object| -> Result<Value, Status> {
         let j = o.json_item().ok_or_else(|| Status::internal("object has no JSON form"))?;
         serde_json::from_slice(&j).map_err(|e| Status::internal(e.to_string()))
     };
     let mut out = match &p.name {
         Some(name) => {
             let snap = cache.snapshot();
-            let o = snap.get(&crate::object::key(ns.unwrap_or(""), name)).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
+            let o = snap.get(&crate::cache::object::key(ns.unwrap_or(""), name)).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
             table(json!({"resourceVersion": o.rv.to_string()}), cols.definitions(), vec![row(&decode(o)?, cols)])
         }
         None if opts.watch => {

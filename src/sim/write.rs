@@ -4,17 +4,17 @@
 //! Bodies are JSON, or protobuf for built-in kinds.
 
 use super::{encode, object_response, patch, Sim};
-use crate::body::{self, Body};
+use crate::serve::body::{self, Body};
 use crate::cache::KindCache;
-use crate::object;
-use crate::query::{Format, Options};
-use crate::route::ResourcePath;
-use crate::status::{Details, Status};
-use crate::window::EventType;
+use crate::cache::object;
+use crate::serve::query::{Format, Options};
+use crate::serve::route::ResourcePath;
+use crate::api::status::{Details, Status};
+use crate::cache::window::EventType;
 use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use crate::transcode::{pb_to_json, MessageType};
-use crate::wire::PROTOBUF;
+use crate::api::transcode::{pb_to_json, MessageType};
+use crate::api::wire::PROTOBUF;
 use serde_json::{Map, Value};
 
 /// Largest request body the simulator reads (the apiserver's limit is 3 MiB).
@@ -41,7 +41,7 @@ async fn read_json(req: Request<Incoming>) -> Result<(Value, String), Status> {
 /// kinds this way): the `k8s\0` envelope opened and the object transcoded to JSON.
 fn from_protobuf(body: &[u8], ct: &str) -> Result<Value, Status> {
     let undecodable = |e: String| Status::bad_request(format!("the body of the request could not be decoded: {e}"));
-    let (api_version, kind, raw) = crate::wire::open_envelope(body).ok_or_else(|| undecodable("not a Kubernetes protobuf envelope".into()))?;
+    let (api_version, kind, raw) = crate::api::wire::open_envelope(body).ok_or_else(|| undecodable("not a Kubernetes protobuf envelope".into()))?;
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
     let ty = MessageType::for_kind(group, version, &kind).ok_or_else(|| Status::unsupported_media_type(ct))?;
     let mut v = pb_to_json(ty, raw).map_err(|e| undecodable(e.to_string()))?;
@@ -53,7 +53,7 @@ fn from_protobuf(body: &[u8], ct: &str) -> Result<Value, Status> {
 }
 
 /// Put `kind`, `apiVersion`, `metadata` first, as the apiserver writes objects.
-fn ordered(r: &crate::resource::Resource, v: Value) -> Value {
+fn ordered(r: &crate::api::resource::Resource, v: Value) -> Value {
     let Value::Object(mut m) = v else { return v };
     let mut out = Map::new();
     out.insert("kind".into(), Value::String(r.kind.clone()));
@@ -101,10 +101,10 @@ pub(super) async fn delete_is_dry_run(req: Request<Incoming>) -> Result<bool, St
     if bytes.is_empty() {
         return Ok(false);
     }
-    if let Some((_, _, raw)) = crate::wire::open_envelope(&bytes) {
+    if let Some((_, _, raw)) = crate::api::wire::open_envelope(&bytes) {
         // DeleteOptions field 5: repeated string dryRun.
         let mut pos = 0;
-        while let Some((field, _, range)) = crate::wire::next_field(raw, &mut pos) {
+        while let Some((field, _, range)) = crate::api::wire::next_field(raw, &mut pos) {
             if field == 5 && &raw[range] == b"All" {
                 return Ok(true);
             }
@@ -223,7 +223,7 @@ impl Sim {
                 }
             }
         }
-        let has_status = crate::resource::has_status(&r);
+        let has_status = crate::sim::catalog::has_status(&r);
         if p.subresource.as_deref() == Some("status") {
             let status = next.get("status").cloned();
             next = cur.clone();
@@ -276,7 +276,7 @@ impl Sim {
         let opts = Options::parse(query)?;
         opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
         let snap = cache.snapshot();
-        let names: Vec<(String, String)> = crate::handler::candidates(&snap, ns, &opts, cache.resource.index.as_deref(), None)
+        let names: Vec<(String, String)> = crate::serve::handler::candidates(&snap, ns, &opts, cache.resource.index.as_deref(), None)
             .map(|o| (o.namespace().to_string(), o.name().to_string()))
             .collect();
         for (ns, name) in names {

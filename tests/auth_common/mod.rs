@@ -12,7 +12,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use kache::config::{ServeArgs, SimAuthArgs};
-use kache::demo::{start_serve_args, start_sim_with, Running, Serving};
+use kache::app::{start_serve_args, Serving};
+use kache::sim::launch::{start_sim_with, Running};
 use kache::sim::AuditRecord;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::pem::PemObject;
@@ -161,7 +162,7 @@ pub fn serve_args(flags: &[&str]) -> ServeArgs {
 
 impl SecureSim {
     pub async fn start() -> SecureSim {
-        kache::upstream::install_crypto_provider();
+        kache::serve::upstream::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let ca = ClientCa::new();
         std::fs::write(dir.path().join("users.yaml"), USERS).unwrap();
@@ -209,7 +210,7 @@ impl SecureSim {
     /// A kubeconfig for kache's own upstream access (its service-account token).
     pub fn upstream_kubeconfig(&self) -> PathBuf {
         let path = self.dir.path().join("kache-upstream.kubeconfig");
-        let kc = kache::demo::kubeconfig_with_ca(&self.running.url, "sim", self.running.ca_pem.as_deref())
+        let kc = kache::app::kubeconfig_with_ca(&self.running.url, "sim", self.running.ca_pem.as_deref())
             .replace("  user: {}\n", "  user:\n    token: kache-token\n");
         std::fs::write(&path, kc).unwrap();
         path
@@ -251,7 +252,7 @@ impl SecureKache {
     /// Start with `--client-ca-file` (the sim's client CA), `--client-kubeconfig-out` and
     /// long decision-cache TTLs, plus `extra` flags; waits for the preloaded caches to sync.
     pub async fn start(sim: &SecureSim, extra: &[&str]) -> SecureKache {
-        let upstream = kache::upstream::Upstream::load(Some(&sim.upstream_kubeconfig()), None).await.expect("upstream");
+        let upstream = kache::serve::upstream::Upstream::load(Some(&sim.upstream_kubeconfig()), None).await.expect("upstream");
         let kubeconfig = sim.dir.path().join(format!("kache-{}.kubeconfig", uuid::Uuid::new_v4().simple()));
         let ca = sim.dir.path().join("client-ca.pem");
         let mut flags: Vec<String> = vec![

@@ -71,7 +71,7 @@ impl Api {
 /// Start a simulator on a free loopback port.
 pub async fn start(c: &ClusterArgs) -> TestSim {
     let (stop, stopped) = oneshot::channel::<()>();
-    let running = kache::demo::start_sim("127.0.0.1:0", None, c, async move {
+    let running = kache::sim::launch::start_sim("127.0.0.1:0", None, c, async move {
         let _ = stopped.await;
     })
     .await
@@ -422,7 +422,7 @@ impl Kubectl {
     pub fn new(server: &str) -> Kubectl {
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kache::demo::kubeconfig(server, "kache-test")).expect("write kubeconfig");
+        std::fs::write(&kubeconfig, kache::app::kubeconfig(server, "kache-test")).expect("write kubeconfig");
         Kubectl { dir, kubeconfig }
     }
 

@@ -50,7 +50,7 @@ pub struct KacheBin {
 /// A kubeconfig for a plain-HTTP upstream at `url`, written into `dir`.
 pub fn upstream_kubeconfig(dir: &Path, url: &str) -> PathBuf {
     let path = dir.join("upstream.kubeconfig");
-    std::fs::write(&path, kache::demo::kubeconfig(url, "upstream")).expect("write upstream kubeconfig");
+    std::fs::write(&path, kache::app::kubeconfig(url, "upstream")).expect("write upstream kubeconfig");
     path
 }
 
@@ -525,7 +525,7 @@ impl AuthSim {
             ..Default::default()
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = kache::demo::start_sim_with("127.0.0.1:0", None, &crate::common::cluster(cluster_flags), &auth, async move {
+        let running = kache::sim::launch::start_sim_with("127.0.0.1:0", None, &crate::common::cluster(cluster_flags), &auth, async move {
             let _ = stopped.await;
         })
         .await

@@ -23,7 +23,7 @@
 //! Pods are about 4.5 KB of compact JSON (two containers with probes, projected token,
 //! five conditions, two container statuses) unless [`ClusterSpec::pod_bytes`] pads them.
 
-use crate::civil::rfc3339;
+use crate::api::time::rfc3339;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 

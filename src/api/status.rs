@@ -1,8 +1,8 @@
 //! The one place errors become Kubernetes `Status` objects, encoded as JSON or protobuf the
 //! way the apiserver writes them (key order, empty fields left out in JSON, written in pb).
 
-use crate::body::{self, Body};
-use crate::{json, wire};
+use crate::serve::body::{self, Body};
+use crate::api::{json, wire};
 use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 

@@ -11,11 +11,11 @@ pub use get::get;
 pub use list::{list, page, Page};
 pub use watch::{watch, WatchSettings};
 
-use crate::object::Object;
-use crate::store::Snapshot;
+use crate::cache::object::Object;
+use crate::cache::store::Snapshot;
 use std::sync::Arc;
-use crate::query::Options;
-use crate::selector::{FieldSource, LabelSource};
+use crate::serve::query::Options;
+use crate::api::selector::{FieldSource, LabelSource};
 
 /// How long a request waits for the cache to reach a requested resourceVersion.
 pub const RV_WAIT: std::time::Duration = std::time::Duration::from_secs(3);

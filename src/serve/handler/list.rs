@@ -3,14 +3,14 @@
 //! stored item bytes into a JSON or protobuf list.
 
 use super::{candidates, get::content_type, RV_WAIT};
-use crate::body::{respond, try_stitched, Body, Stitch};
+use crate::serve::body::{respond, try_stitched, Body, Stitch};
 use crate::cache::KindCache;
-use crate::object::Object;
-use crate::query::{Format, ListMode, Options};
-use crate::status::Status;
-use crate::store::Snapshot;
-use crate::token::Continue;
-use crate::wire;
+use crate::cache::object::Object;
+use crate::serve::query::{Format, ListMode, Options};
+use crate::api::status::Status;
+use crate::cache::store::Snapshot;
+use crate::cache::token::Continue;
+use crate::api::wire;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use std::sync::Arc;

@@ -3,10 +3,16 @@
 //! change through a bounded broadcast ring, so a slow watcher falls behind and is ended
 //! instead of delaying the writer or anyone else.
 
-use crate::object::Object;
-use crate::resource::ResourceRef;
-use crate::store::Snapshot;
-use crate::window::{Event, EventType};
+pub mod informer;
+pub mod object;
+pub mod store;
+pub mod token;
+pub mod window;
+
+use crate::cache::object::Object;
+use crate::api::resource::ResourceRef;
+use crate::cache::store::Snapshot;
+use crate::cache::window::{Event, EventType};
 use arc_swap::ArcSwap;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -149,8 +155,8 @@ impl KindCache {
         }
         // The values the store indexes them under, so a watch finds the events of exactly the
         // objects a LIST of the same value finds.
-        let now = crate::store::indexed_value(&ev.object, field);
-        let before = ev.prev.as_ref().map(|p| crate::store::indexed_value(p, field));
+        let now = crate::cache::store::indexed_value(&ev.object, field);
+        let before = ev.prev.as_ref().map(|p| crate::cache::store::indexed_value(p, field));
         for value in [Some(now), before.filter(|b| *b != now)].into_iter().flatten() {
             if let Some(tx) = rings.get(value) {
                 let _ = tx.send(Message::Event(ev.clone()));
@@ -235,12 +241,12 @@ mod tests {
     use super::*;
 
     fn res() -> ResourceRef {
-        Arc::new(crate::resource::simulated().into_iter().find(|r| r.plural == "pods").unwrap())
+        Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap())
     }
 
     fn obj(name: &str, rv: u64) -> Object {
         let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}, "spec": {"nodeName": "n"}});
-        Object::new(&res(), &v, Some(&crate::object::item_json(&v)), None).unwrap()
+        Object::new(&res(), &v, Some(&crate::cache::object::item_json(&v)), None).unwrap()
     }
 
     #[test]
@@ -263,7 +269,7 @@ mod tests {
         let c = KindCache::new(res(), 1, Limits::default());
         let on = |name: &str, node: &str, rv: u64| {
             let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}, "spec": {"nodeName": node}});
-            Object::new(&res(), &v, Some(&crate::object::item_json(&v)), None).unwrap()
+            Object::new(&res(), &v, Some(&crate::cache::object::item_json(&v)), None).unwrap()
         };
         let mut a = c.subscribe_indexed("node-a");
         let mut b = c.subscribe_indexed("node-b");
@@ -297,7 +303,7 @@ mod tests {
         let mut pending = c.subscribe_indexed("");
         let on = |name: String, node: &str, rv: u64| {
             let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}, "spec": {"nodeName": node}});
-            Object::new(&res(), &v, Some(&crate::object::item_json(&v)), None).unwrap()
+            Object::new(&res(), &v, Some(&crate::cache::object::item_json(&v)), None).unwrap()
         };
         // A change to each of 110 pods (the kubelet's default maxPods) fits the node's ring.
         for i in 0..110u64 {
@@ -313,7 +319,7 @@ mod tests {
         assert!(matches!(node.try_recv(), Err(broadcast::error::TryRecvError::Lagged(_))));
         // Pending pods arrive in bursts (a scaled-up Deployment): the "" ring is the kind's.
         for i in 0..400u64 {
-            c.apply(EventType::Added, Object::bare(crate::object::key("ns", &format!("pending-{i}")), 1000 + i).with_fields([]));
+            c.apply(EventType::Added, Object::bare(crate::cache::object::key("ns", &format!("pending-{i}")), 1000 + i).with_fields([]));
         }
         for i in 0..400u64 {
             assert!(matches!(pending.try_recv(), Ok(Message::Event(e)) if e.rv == 1000 + i));
@@ -325,7 +331,7 @@ mod tests {
         // As the store indexes them: `spec.nodeName=` LISTs and watches see the same objects.
         let c = KindCache::new(res(), 1, Limits::default());
         let mut unscheduled = c.subscribe_indexed("");
-        c.apply(EventType::Added, Object::bare(crate::object::key("ns", "pending"), 2).with_fields([]));
+        c.apply(EventType::Added, Object::bare(crate::cache::object::key("ns", "pending"), 2).with_fields([]));
         assert!(matches!(unscheduled.try_recv(), Ok(Message::Event(e)) if e.rv == 2));
         assert_eq!(c.snapshot().indexed("", None).count(), 1);
     }

@@ -3,17 +3,17 @@
 //! state swapped in whole), with exponential backoff and jitter on errors. Objects are kept
 //! as the upstream's bytes; each is decoded once here only to extract its key and fields.
 
-use crate::body::BoxError;
+use crate::serve::body::BoxError;
 use crate::cache::KindCache;
-use crate::object::Object;
-use crate::query::Format;
-use crate::resource::Resource;
+use crate::cache::object::Object;
+use crate::serve::query::Format;
+use crate::api::resource::Resource;
 use crate::telemetry;
 use std::sync::atomic::{AtomicBool, Ordering};
-use crate::transcode::{pb_to_json, MessageType};
-use crate::upstream::Upstream;
-use crate::window::EventType;
-use crate::wire;
+use crate::api::transcode::{pb_to_json, MessageType};
+use crate::serve::upstream::Upstream;
+use crate::cache::window::EventType;
+use crate::api::wire;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use serde::Deserialize;
@@ -369,7 +369,7 @@ fn strip_type_meta(obj: &[u8], r: &Resource) -> Vec<u8> {
             out
         }
         // Not in the apiserver's key order: re-encode once at ingest.
-        None => serde_json::from_slice::<Value>(obj).map(|v| crate::object::item_json(&v)).unwrap_or_else(|_| obj.to_vec()),
+        None => serde_json::from_slice::<Value>(obj).map(|v| crate::cache::object::item_json(&v)).unwrap_or_else(|_| obj.to_vec()),
     }
 }
 

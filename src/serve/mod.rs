@@ -7,21 +7,31 @@
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
+pub mod body;
+pub mod handler;
+pub mod limit;
+pub mod proxy;
+pub mod query;
+pub mod route;
+pub mod server;
+pub mod upstream;
+
 use crate::auth::{impersonate, Attributes, Caller, Security};
-use crate::body::Body;
-use crate::limit::{Guarded, Inflight, InflightLimits};
-use crate::proxy::Credentials;
-use crate::server::Peer;
-use crate::status::Status;
+use crate::serve::body::Body;
+use crate::serve::limit::{Guarded, Inflight, InflightLimits};
+use crate::serve::proxy::Credentials;
+use crate::serve::server::Peer;
+use crate::api::status::Status;
 use crate::cache::Limits;
-use crate::handler::{self, WatchSettings};
-use crate::informer::{Feed, InformerError};
-use crate::query::{negotiate, Format, ListMode, Negotiated, Options};
-use crate::resource::{builtin_fields, Resource, ResourceRef};
-use crate::route::{classify, ResourcePath, Target};
-use crate::server::Handler;
-use crate::upstream::Upstream;
-use crate::{cache::KindCache, proxy, telemetry};
+use handler::WatchSettings;
+use crate::cache::informer::{Feed, InformerError};
+use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options};
+use crate::api::resource::{builtin_fields, Resource, ResourceRef};
+use crate::serve::route::{classify, ResourcePath, Target};
+use crate::serve::server::Handler;
+use crate::serve::upstream::Upstream;
+use crate::cache::KindCache;
+use crate::telemetry;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
 use http::{header, Method, Request, Response};
@@ -399,7 +409,7 @@ impl Handler for Serve {
         let named = path.as_ref().is_some_and(|p| p.name.is_some());
         let watch = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
         let verb = telemetry::verb(req.method(), named, watch);
-        let protobuf = crate::status::wants_protobuf(req.headers());
+        let protobuf = crate::api::status::wants_protobuf(req.headers());
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), "kache"),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {

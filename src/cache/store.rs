@@ -3,8 +3,8 @@
 //! kind's indexed field (`spec.nodeName` for pods), and the event window, kept together so a
 //! reader never sees them torn.
 
-use crate::object::{Key, Object};
-use crate::window::{Event, EventType, Window};
+use crate::cache::object::{Key, Object};
+use crate::cache::window::{Event, EventType, Window};
 use imbl::OrdMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -127,7 +127,7 @@ impl Snapshot {
 /// The value an object is indexed under: an unset field is `""`, as selectors compare it, so
 /// `spec.nodeName=` (unscheduled pods, the scheduler's query) is answered from the index too.
 pub(crate) fn indexed_value<'a>(o: &'a Object, field: &str) -> &'a str {
-    crate::selector::FieldSource::field(o, field).unwrap_or("")
+    crate::api::selector::FieldSource::field(o, field).unwrap_or("")
 }
 
 fn as_str(b: &Bound<String>) -> Bound<&str> {
@@ -145,7 +145,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn obj(ns: &str, name: &str, node: &str, rv: u64) -> Object {
-        let mut o = Object::bare(crate::object::key(ns, name), rv).with_fields([("spec.nodeName", node)]);
+        let mut o = Object::bare(crate::cache::object::key(ns, name), rv).with_fields([("spec.nodeName", node)]);
         o.json = Some(bytes::Bytes::from(format!(",{{\"n\":\"{name}\"}}")));
         o
     }

@@ -4,15 +4,15 @@
 //! that falls behind the broadcast ring is ended, never waited for.
 
 use super::{candidates, list::reach, selected};
-use crate::body::{channel, respond, Body};
+use crate::serve::body::{channel, respond, Body};
 use crate::cache::{KindCache, Message};
-use crate::object::Object;
-use crate::query::{Format, Options};
-use crate::resource::Resource;
-use crate::status::Status;
-use crate::store::Snapshot;
-use crate::window::{Event, EventType};
-use crate::wire;
+use crate::cache::object::Object;
+use crate::serve::query::{Format, Options};
+use crate::api::resource::Resource;
+use crate::api::status::Status;
+use crate::cache::store::Snapshot;
+use crate::cache::window::{Event, EventType};
+use crate::api::wire;
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
@@ -406,12 +406,12 @@ mod tests {
     use super::*;
 
     fn configmaps() -> Arc<Resource> {
-        Arc::new(crate::resource::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"))
+        Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"))
     }
 
     /// A ConfigMap whose stored JSON item is about `size` bytes.
     fn cm(i: usize, size: usize) -> Object {
-        let mut o = Object::bare(crate::object::key("ns", &format!("cm-{i:04}")), 10 + i as u64);
+        let mut o = Object::bare(crate::cache::object::key("ns", &format!("cm-{i:04}")), 10 + i as u64);
         o.json = Some(Bytes::from(format!(",{{\"metadata\":{{\"name\":\"cm-{i:04}\"}},\"data\":{{\"k\":\"{}\"}}}}", "x".repeat(size))));
         o
     }

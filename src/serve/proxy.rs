@@ -2,9 +2,9 @@
 //! kache's credentials or the client's own) and streams back (bodies are never buffered whole), including connection upgrades for
 //! exec/attach/port-forward. An unreachable upstream is a 503 `Status`.
 
-use crate::body::{self, Body};
-use crate::status::Status;
-use crate::upstream::Upstream;
+use crate::serve::body::{self, Body};
+use crate::api::status::Status;
+use crate::serve::upstream::Upstream;
 use http::{header, HeaderMap, Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;

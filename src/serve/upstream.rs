@@ -2,7 +2,7 @@
 //! exec/OIDC auth, TLS) with our own hyper client, HTTP/2 when the server offers it
 //! (one connection multiplexes every informer's watch) and HTTP/1.1 otherwise.
 
-use crate::body::{self, Body, BoxError};
+use crate::serve::body::{self, Body, BoxError};
 use http::{header, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;

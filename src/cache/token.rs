@@ -41,7 +41,7 @@ impl Continue {
 
     fn encode_start(&self, start: String) -> String {
         let w = Wire { v: "meta.k8s.io/v1".into(), rv: self.rv, start };
-        URL_SAFE_NO_PAD.encode(crate::json::to_vec(&w))
+        URL_SAFE_NO_PAD.encode(crate::api::json::to_vec(&w))
     }
 
     /// Decode a token a client sent.

@@ -2,7 +2,7 @@
 //! than the window's floor gets 410 Expired. Each event keeps the previous object state so
 //! filtered watches can turn selector transitions into ADDED/DELETED.
 
-use crate::object::Object;
+use crate::cache::object::Object;
 use std::sync::Arc;
 
 /// Watch event type.

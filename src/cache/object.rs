@@ -2,8 +2,8 @@
 //! `kind`/`apiVersion`, and bare protobuf), plus the key, resourceVersion, labels and
 //! selectable field values extracted once when it was ingested.
 
-use crate::resource::Resource;
-use crate::selector::{FieldSource, LabelSource};
+use crate::api::resource::Resource;
+use crate::api::selector::{FieldSource, LabelSource};
 use bytes::Bytes;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -207,7 +207,7 @@ impl Object {
     pub fn pb_message_ref(&self) -> Option<&[u8]> {
         let p = self.pb.as_ref()?;
         let mut pos = 1;
-        crate::wire::get_varint(p, &mut pos)?;
+        crate::api::wire::get_varint(p, &mut pos)?;
         p.get(pos..)
     }
 
@@ -223,7 +223,7 @@ impl Object {
         Object {
             rv,
             json: self.json.as_ref().and_then(|j| json_with_rv(j, self.rv, rv)).map(Bytes::from),
-            pb: self.pb_message_ref().and_then(|p| crate::wire::with_resource_version(p, rv)).map(|m| pb_piece(&m)),
+            pb: self.pb_message_ref().and_then(|p| crate::api::wire::with_resource_version(p, rv)).map(|m| pb_piece(&m)),
             ..self.clone()
         }
     }
@@ -284,7 +284,7 @@ fn json_piece(item: &[u8]) -> Bytes {
 }
 
 fn pb_piece(message: &[u8]) -> Bytes {
-    let mut v = crate::wire::item_header(message.len());
+    let mut v = crate::api::wire::item_header(message.len());
     v.extend_from_slice(message);
     Bytes::from(v)
 }
@@ -305,17 +305,17 @@ impl Serialize for WithoutTypeMeta<'_> {
 /// `apiVersion`.
 pub fn item_json(v: &Value) -> Vec<u8> {
     match v.as_object() {
-        Some(m) => crate::json::to_vec(&WithoutTypeMeta(m)),
-        None => crate::json::to_vec(v),
+        Some(m) => crate::api::json::to_vec(&WithoutTypeMeta(m)),
+        None => crate::api::json::to_vec(v),
     }
 }
 
 /// The JSON of a stored item with `kind` and `apiVersion` put back in front (GET and watch).
 pub fn with_type_meta(out: &mut Vec<u8>, api_version: &str, kind: &str, item: &[u8]) {
     out.extend_from_slice(b"{\"kind\":");
-    crate::json::write_str(out, kind);
+    crate::api::json::write_str(out, kind);
     out.extend_from_slice(b",\"apiVersion\":");
-    crate::json::write_str(out, api_version);
+    crate::api::json::write_str(out, api_version);
     match item.get(1..) {
         Some(rest) if rest != b"}" => {
             out.push(b',');
@@ -330,7 +330,7 @@ mod tests {
     use super::*;
 
     fn pods() -> Resource {
-        crate::resource::simulated().into_iter().find(|r| r.plural == "pods").unwrap()
+        crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap()
     }
 
     #[test]

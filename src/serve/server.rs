@@ -5,7 +5,7 @@
 //! extension: the client's address and its verified certificate identity, if any.
 
 use crate::auth::tls::CertIdentity;
-use crate::body::Body;
+use crate::serve::body::Body;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};

@@ -9,8 +9,8 @@
 //! Part of the binary only (declared in `main.rs`), so the library's module map is unchanged.
 
 use base64::Engine;
-use kache::config::KubeconfigArgs;
-use kache::demo::StartError;
+use crate::config::KubeconfigArgs;
+use crate::app::StartError;
 use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use std::io::Write;
 use std::path::Path;

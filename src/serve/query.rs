@@ -1,9 +1,9 @@
 //! Parsing and validation of GET/LIST/WATCH options (the query string) and of the `Accept`
 //! header, with the apiserver's error messages. Nothing here touches cache state.
 
-use crate::selector::{FieldSelector, LabelSelector};
-use crate::status::Status;
-use crate::token::Continue;
+use crate::api::selector::{FieldSelector, LabelSelector};
+use crate::api::status::Status;
+use crate::cache::token::Continue;
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

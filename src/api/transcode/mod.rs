@@ -33,7 +33,7 @@
 #[rustfmt::skip]
 mod schema;
 
-use crate::civil::{civil_from_days, days_from_civil};
+use crate::api::time::{civil_from_days, days_from_civil};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{Map, Number, Value};

@@ -1,0 +1,127 @@
+//! Starting the simulator: `kache sim` (the simulated cluster with churn and periodic
+//! progress for bookmarks, optionally with TLS, users and RBAC) and `kache demo` (the
+//! simulator with kache in front of it, a kubeconfig and commands to try).
+
+use crate::app::{ctrl_c, kubeconfig, kubeconfig_with_ca, plain_upstream, serving_cert, start_admin, start_serve, StartError};
+use crate::auth::tls;
+use crate::cache::Limits;
+use crate::config::{ClusterArgs, DemoArgs, SimArgs, SimAuthArgs};
+use crate::serve::handler::WatchSettings;
+use crate::serve::server::{self, ConnLimits};
+use crate::sim::synth::ClusterSpec;
+use crate::sim::{churn, Sim, SimAuth, SimConfig};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn sim_config(c: &ClusterArgs, advertise: String) -> SimConfig {
+    SimConfig {
+        cluster: ClusterSpec { nodes: c.nodes, pods: c.pods, namespaces: c.namespaces, seed: c.seed, pod_bytes: c.pod_bytes },
+        limits: Limits { window_events: c.window_events, history: c.window_events.max(1024), ..Limits::default() },
+        watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
+        advertise,
+    }
+}
+
+/// A running simulator.
+pub struct Running {
+    /// The simulator.
+    pub sim: Arc<Sim>,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// `http://addr` or `https://addr`.
+    pub url: String,
+    /// The certificate clients should trust, when it serves TLS.
+    pub ca_pem: Option<String>,
+}
+
+/// Build the (open, plain-HTTP) simulator, bind, and serve until `shutdown` resolves.
+pub async fn start_sim(
+    listen: &str,
+    addr_file: Option<&std::path::Path>,
+    c: &ClusterArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, StartError> {
+    start_sim_with(listen, addr_file, c, &SimAuthArgs::default(), shutdown).await
+}
+
+/// Build the simulator with TLS, users and RBAC as `auth` says, bind, and serve until
+/// `shutdown` resolves.
+pub async fn start_sim_with(
+    listen: &str,
+    addr_file: Option<&std::path::Path>,
+    c: &ClusterArgs,
+    auth: &SimAuthArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, StartError> {
+    c.validate().map_err(StartError::Config)?;
+    crate::config::require_loopback(listen).map_err(StartError::Config)?;
+    crate::serve::upstream::install_crypto_provider();
+    let checks = if auth.auth_enabled() { Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(StartError::Config)?) } else { None };
+    let tls = if auth.tls_enabled() {
+        let cert = serving_cert((&auth.tls_cert_file, &auth.tls_private_key_file), listen, &[], "kache-sim")?;
+        let client_ca = auth.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
+        Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
+    } else {
+        None
+    };
+    let started = std::time::Instant::now();
+    let mut sim = Sim::new(sim_config(c, listen.to_string())).map_err(|s| StartError::Sim(s.message))?;
+    if let Some(checks) = checks {
+        sim = sim.with_auth(checks);
+    }
+    let sim = Arc::new(sim);
+    tracing::info!(pods = c.pods, nodes = c.nodes, rv = sim.resource_version(), seconds = started.elapsed().as_secs_f64(), "simulated cluster generated");
+    let (listener, addr) = server::bind(listen, addr_file).await?;
+    let ticker = sim.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            ticker.tick();
+        }
+    });
+    tokio::spawn(churn(sim.clone(), c.churn_per_sec, c.seed));
+    let (config, ca_pem) = tls.map_or((None, None), |(c, ca)| (Some(c), Some(ca)));
+    let url = format!("{}://{addr}", if config.is_some() { "https" } else { "http" });
+    tokio::spawn(server::serve_with(listener, config, ConnLimits::default(), sim.clone(), shutdown, Duration::from_secs(1)));
+    if let Some(path) = &auth.kubeconfig_out {
+        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", ca_pem.as_deref()))?;
+    }
+    Ok(Running { sim, addr, url, ca_pem })
+}
+
+/// `kache sim`.
+pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
+    let running = start_sim_with(&args.listen, args.addr_file.as_deref(), &args.cluster, &args.auth, ctrl_c()).await?;
+    println!("kache sim listening on {}", running.url);
+    ctrl_c().await;
+    Ok(())
+}
+
+/// `kache demo`.
+pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
+    let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
+    let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
+    crate::telemetry::install();
+    let serving = start_serve(upstream, &args.listen, None, &args.cache, ctrl_c(), Duration::from_secs(5)).await?;
+    let admin = start_admin(serving.serve.clone(), "127.0.0.1:0", None).await?;
+    serving.serve.wait_synced(Duration::from_secs(120)).await;
+    let server = format!("http://{}", serving.addr);
+    std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo"))?;
+    let kc = args.kubeconfig.display();
+    let node = "node-0003";
+    println!("kache demo: simulated cluster with {} nodes and {} pods at http://{}", args.cluster.nodes, args.cluster.pods, sim.addr);
+    println!("kache serving it from memory at {server}; kubeconfig written to {kc}. Try:");
+    println!("  kubectl --kubeconfig {kc} get pods -A --field-selector spec.nodeName={node}");
+    println!("  kubectl --kubeconfig {kc} get pods -A -w -o json");
+    println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500 -o name | wc -l");
+    println!("metrics: curl http://{admin}/metrics   readiness: curl 'http://{admin}/readyz?verbose'");
+    if args.seconds > 0 {
+        tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    } else {
+        ctrl_c().await;
+    }
+    Ok(())
+}
