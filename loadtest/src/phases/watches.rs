@@ -9,7 +9,7 @@ use crate::env::Target;
 use crate::progress::Bar;
 use crate::scenario::{Encoding, InformerMode, Phase, Protocol};
 use crate::stats::{Counters, ErrorSamples, Hist, PhaseResult};
-use crate::api::wire::{self, EventType, Frames};
+use crate::wire::{self, EventType, Frames};
 use anyhow::{bail, Context};
 use http::Method;
 use http_body_util::BodyExt;
