@@ -7,7 +7,7 @@ use crate::serve::body::{self, Body};
 use crate::serve::Serve;
 use crate::serve::server::Handler;
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use crate::serve::body::RequestBody;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
 
@@ -39,7 +39,7 @@ impl Admin {
 }
 
 impl Handler for Admin {
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
         let verbose = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
         match req.uri().path() {
             "/metrics" => {

@@ -345,7 +345,7 @@ fn parse_rv(s: &str) -> Result<u64, InformerError> {
     s.parse().map_err(|_| InformerError::Decode(format!("bad resourceVersion {s:?}")))
 }
 
-async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
+pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
     let resp = upstream.get(path, accept).await?;
     let code = resp.status().as_u16();
     let body = resp.into_body().collect().await.map_err(|e| InformerError::Transport(e.into()))?.to_bytes();

@@ -26,20 +26,31 @@ pub fn empty() -> Body {
     full(Bytes::new())
 }
 
-/// A body streamed from hyper (the upstream's response, a client's request), as a [`Body`]
-/// with the same frames, end and size hint.
-pub fn streamed(incoming: hyper::body::Incoming) -> Body {
+/// What a request body must be for kache to read or forward it: hyper's `Incoming` from a
+/// connection, or any body a test builds (so the app can be driven without a socket).
+pub trait RequestBody: http_body::Body<Data = Bytes, Error: Into<BoxError>> + Send + Sync + Unpin + 'static {}
+
+impl<B> RequestBody for B
+where
+    B: http_body::Body<Data = Bytes> + Send + Sync + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+}
+
+/// A body streamed from elsewhere (the upstream's response, a client's request), as a
+/// [`Body`] with the same frames, end and size hint.
+pub fn streamed<B: RequestBody>(incoming: B) -> Body {
     UnsyncBoxBody::new(Streamed(incoming))
 }
 
-struct Streamed(hyper::body::Incoming);
+struct Streamed<B>(B);
 
-impl http_body::Body for Streamed {
+impl<B: RequestBody> http_body::Body for Streamed<B> {
     type Data = Chunk;
     type Error = BoxError;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
-        Pin::new(&mut self.0).poll_frame(cx).map(|f| f.map(|f| f.map(|f| f.map_data(Chunk::One)).map_err(BoxError::from)))
+        Pin::new(&mut self.0).poll_frame(cx).map(|f| f.map(|f| f.map(|f| f.map_data(Chunk::One)).map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {

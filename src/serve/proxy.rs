@@ -6,7 +6,7 @@ use crate::serve::body::{self, Body};
 use crate::api::status::Status;
 use crate::serve::upstream::Upstream;
 use http::{header, HeaderMap, Request, Response};
-use hyper::body::Incoming;
+use crate::serve::body::RequestBody;
 use hyper_util::rt::TokioIo;
 
 /// Hop-by-hop headers (RFC 9110 7.6.1).
@@ -37,7 +37,7 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// Forward `req` to the upstream and stream the answer back.
-pub async fn forward(upstream: &Upstream, mut req: Request<Incoming>, creds: Credentials) -> Response<Body> {
+pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, creds: Credentials) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, incoming) = req.into_parts();

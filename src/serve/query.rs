@@ -64,6 +64,12 @@ pub(crate) fn boolean(v: &str) -> Option<bool> {
     }
 }
 
+/// Whether a raw query string asks for a watch (`watch` spelled as a true boolean), for
+/// labelling a request before its options are parsed.
+pub fn watch_requested(query: Option<&str>) -> bool {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).any(|(k, v)| k == "watch" && boolean(&v) == Some(true))
+}
+
 fn parse_bool(name: &str, v: &str) -> Result<bool, Status> {
     boolean(v).ok_or_else(|| Status::bad_request(format!("invalid value for {name}: {v:?}: must be true or false")))
 }

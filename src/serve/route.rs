@@ -39,6 +39,19 @@ pub struct ResourcePath {
     pub subresource: Option<String>,
 }
 
+impl ResourcePath {
+    /// Whether the path's scope fits a resource of this scope: a namespaced kind's object is
+    /// addressed within a namespace (its collection may be listed across all of them); a
+    /// cluster-scoped kind's never is.
+    pub fn in_scope(&self, namespaced: bool) -> bool {
+        if namespaced {
+            self.namespace.is_some() || self.name.is_none()
+        } else {
+            self.namespace.is_none()
+        }
+    }
+}
+
 fn decode(seg: &str) -> Option<String> {
     let s = percent_decode_str(seg).decode_utf8().ok()?.into_owned();
     (!s.is_empty() && s != "." && s != ".." && !s.contains('/')).then_some(s)

@@ -6,6 +6,7 @@
 
 use crate::auth::tls::CertIdentity;
 use crate::serve::body::Body;
+use crate::serve::body::RequestBody;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -26,7 +27,7 @@ pub const MAX_STREAMS: u32 = 100_000;
 /// Something that answers requests.
 pub trait Handler: Send + Sync + 'static {
     /// Answer one request.
-    fn handle(self: Arc<Self>, req: Request<Incoming>) -> impl Future<Output = Response<Body>> + Send;
+    fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> impl Future<Output = Response<Body>> + Send;
 }
 
 /// The connection a request came on (a request extension).

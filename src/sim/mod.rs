@@ -35,7 +35,7 @@ use crate::api::status::Status;
 use crate::sim::synth::{ClusterSpec, Synth};
 use crate::api::transcode::{json_to_pb, MessageType};
 use http::{header, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use crate::serve::body::RequestBody;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -150,7 +150,7 @@ impl Sim {
         }
     }
 
-    async fn route(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Status> {
+    async fn route<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Result<Response<Body>, Status> {
         let path = req.uri().path().to_string();
         if req.method() == Method::POST {
             match path.as_str() {
@@ -185,7 +185,7 @@ impl Sim {
         }
     }
 
-    async fn resource(self: Arc<Self>, req: Request<Incoming>, p: ResourcePath) -> Result<Response<Body>, Status> {
+    async fn resource<B: RequestBody>(self: Arc<Self>, req: Request<B>, p: ResourcePath) -> Result<Response<Body>, Status> {
         let cache = self
             .resources
             .iter()
@@ -194,8 +194,7 @@ impl Sim {
             .cloned()
             .ok_or_else(Status::no_route)?;
         let r = cache.resource.clone();
-        let scoped = if r.namespaced { p.namespace.is_some() || p.name.is_none() } else { p.namespace.is_none() };
-        if !scoped {
+        if !p.in_scope(r.namespaced) {
             return Err(Status::no_route());
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -240,7 +239,7 @@ impl Sim {
 impl Sim {
     /// Authenticate, apply impersonation and authorize, as the apiserver's filters do; on
     /// success the acting identity is put in the request's extensions.
-    fn admit(auth: &SimAuth, req: &mut Request<Incoming>, attrs: &Attributes) -> Result<(), Box<Refusal>> {
+    fn admit<B: RequestBody>(auth: &SimAuth, req: &mut Request<B>, attrs: &Attributes) -> Result<(), Box<Refusal>> {
         let refuse = |status, user, impersonator| Box::new(Refusal { status, user, impersonator });
         let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
         let user = auth.authenticate(cert.as_deref(), req.headers()).map_err(|s| refuse(s, crate::auth::Identity::anonymous(), None))?;
@@ -274,7 +273,7 @@ struct Refusal {
 struct Impersonator(Option<String>);
 
 /// A request's body, up to `limit` bytes; a larger or broken one is the apiserver's 413.
-async fn read_body(req: Request<Incoming>, limit: usize) -> Result<bytes::Bytes, Status> {
+async fn read_body<B: RequestBody>(req: Request<B>, limit: usize) -> Result<bytes::Bytes, Status> {
     use http_body_util::{BodyExt, Limited};
     Ok(Limited::new(req.into_body(), limit)
         .collect()
@@ -284,7 +283,7 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<bytes::Bytes,
 }
 
 impl Handler for Sim {
-    async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
+    async fn handle<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
         let protobuf = crate::api::status::wants_protobuf(req.headers());
         let Some(auth) = self.auth.clone() else {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));

@@ -8,7 +8,7 @@ use crate::auth::{Attributes, Identity, ResourceAttributes};
 use crate::serve::body::{self, Body};
 use crate::api::status::Status;
 use http::{header, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use crate::serve::body::RequestBody;
 use serde_json::{json, Map, Value};
 
 /// The paths served here.
@@ -21,12 +21,12 @@ pub const SELF_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreview
 const MAX_BODY_BYTES: usize = 1 << 20;
 
 /// The managedFields manager the apiserver derives from a User-Agent.
-fn manager(req: &Request<Incoming>) -> String {
+fn manager<B: RequestBody>(req: &Request<B>) -> String {
     let ua = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
     ua.split('/').next().unwrap_or("").to_string()
 }
 
-async fn read(req: Request<Incoming>) -> Result<Value, Status> {
+async fn read<B: RequestBody>(req: Request<B>) -> Result<Value, Status> {
     let bytes = super::read_body(req, MAX_BODY_BYTES).await?;
     serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))
 }
@@ -69,7 +69,7 @@ fn string(v: &Value, k: &str) -> String {
 }
 
 /// POST tokenreviews.
-pub async fn token(auth: Option<&SimAuth>, req: Request<Incoming>) -> Result<Response<Body>, Status> {
+pub async fn token<B: RequestBody>(auth: Option<&SimAuth>, req: Request<B>) -> Result<Response<Body>, Status> {
     let mgr = manager(&req);
     let v = read(req).await?;
     let token = string(&v["spec"], "token");
@@ -153,7 +153,7 @@ fn echo(spec: &Value) -> Map<String, Value> {
 }
 
 /// POST subjectaccessreviews. An open simulator (no auth) allows everything.
-pub async fn access(auth: Option<&SimAuth>, req: Request<Incoming>) -> Result<Response<Body>, Status> {
+pub async fn access<B: RequestBody>(auth: Option<&SimAuth>, req: Request<B>) -> Result<Response<Body>, Status> {
     let mgr = manager(&req);
     let v = read(req).await?;
     let spec = v.get("spec").cloned().unwrap_or(Value::Null);

@@ -15,7 +15,7 @@ use crate::api::status::Status;
 use bytes::{BufMut, Bytes};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use crate::serve::body::RequestBody;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -114,7 +114,7 @@ fn table(meta: Value, columns: Value, rows: Vec<Value>) -> Vec<u8> {
 }
 
 /// Answer a GET, LIST or WATCH asked for as a Table.
-pub(super) async fn respond(cache: &Arc<KindCache>, req: &Request<Incoming>, p: &ResourcePath, settings: WatchSettings) -> Result<Response<Body>, Status> {
+pub(super) async fn respond<B: RequestBody>(cache: &Arc<KindCache>, req: &Request<B>, p: &ResourcePath, settings: WatchSettings) -> Result<Response<Body>, Status> {
     let r = &cache.resource;
     let cols = Columns::of(cache);
     let opts = Options::parse(req.uri().query())?;

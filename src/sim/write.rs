@@ -12,7 +12,7 @@ use crate::serve::route::ResourcePath;
 use crate::api::status::{Details, Status};
 use crate::cache::window::EventType;
 use http::{header, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use crate::serve::body::RequestBody;
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire::PROTOBUF;
 use serde_json::{Map, Value};
@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 /// Largest request body the simulator reads (the apiserver's limit is 3 MiB).
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-async fn read_json(req: Request<Incoming>) -> Result<(Value, String), Status> {
+async fn read_json<B: RequestBody>(req: Request<B>) -> Result<(Value, String), Status> {
     let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
     let media = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if !matches!(
@@ -93,7 +93,7 @@ fn dry_run(query: Option<&str>) -> bool {
 
 /// Whether a DELETE is a dry run: `?dryRun=All`, or `dryRun: ["All"]` in the DeleteOptions
 /// body, where kubectl (JSON) and client-go's typed clients (protobuf) put it.
-pub(super) async fn delete_is_dry_run(req: Request<Incoming>) -> Result<bool, Status> {
+pub(super) async fn delete_is_dry_run<B: RequestBody>(req: Request<B>) -> Result<bool, Status> {
     if dry_run(req.uri().query()) {
         return Ok(true);
     }
@@ -134,7 +134,7 @@ impl Sim {
         Ok(object_response(&cache.resource, &o, code, fmt))
     }
 
-    pub(super) async fn create(&self, cache: &KindCache, req: Request<Incoming>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+    pub(super) async fn create<B: RequestBody>(&self, cache: &KindCache, req: Request<B>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
         let r = cache.resource.clone();
         let dry = dry_run(req.uri().query());
         let (mut v, _) = read_json(req).await?;
@@ -175,13 +175,13 @@ impl Sim {
         self.commit(cache, &mut rv, EventType::Added, v, StatusCode::CREATED, fmt, dry)
     }
 
-    pub(super) async fn update(&self, cache: &KindCache, req: Request<Incoming>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+    pub(super) async fn update<B: RequestBody>(&self, cache: &KindCache, req: Request<B>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
         let dry = dry_run(req.uri().query());
         let (v, _) = read_json(req).await?;
         self.replace(cache, p, fmt, dry, |_cur| Ok(v))
     }
 
-    pub(super) async fn patch(&self, cache: &KindCache, req: Request<Incoming>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+    pub(super) async fn patch<B: RequestBody>(&self, cache: &KindCache, req: Request<B>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
         let dry = dry_run(req.uri().query());
         let (patch, media) = read_json(req).await?;
         // Custom resources have no strategic merge patch: kubectl sends them merge patches.

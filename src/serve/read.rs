@@ -1,0 +1,153 @@
+//! The cached-read step of the request path: whether a GET can be answered from memory, and
+//! if so the answer. In order: [`Serve::plan`] (method, resource, scope, encoding, options),
+//! authorization, field support, a synced feed, an in-flight permit, freshness
+//! ([`Serve::current`]), then `handler::{get,list,watch}`. `None` at any step passes the
+//! request through to the upstream, which then answers exactly as it would without kache.
+
+use crate::api::resource::ResourceRef;
+use crate::api::status::Status;
+use crate::auth::{Attributes, Caller};
+use crate::cache::informer::Feed;
+use crate::serve::body::Body;
+use crate::serve::handler;
+use crate::serve::limit::{Guarded, Permit};
+use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options};
+use crate::serve::route::ResourcePath;
+use crate::serve::Serve;
+use http::{header, Method, Request, Response};
+
+/// A request kache could answer from cache, before authorization.
+struct Plan<'a> {
+    path: &'a ResourcePath,
+    resource: ResourceRef,
+    format: Format,
+    /// The parsed options, or the apiserver's answer to bad ones (given after authorization,
+    /// as the apiserver judges options only for authorized requests).
+    options: Result<Options, Status>,
+}
+
+impl Plan<'_> {
+    fn protobuf(&self) -> bool {
+        self.format == Format::Protobuf
+    }
+}
+
+impl Serve {
+    /// Answer from cache, or `None` to pass the request through. A request kache would
+    /// answer is authorized first (before its options are judged, as in the apiserver).
+    pub(crate) async fn cached<B: Sync>(&self, req: &Request<B>, p: Option<&ResourcePath>, caller: Option<&Caller>) -> Option<Response<Body>> {
+        let plan = self.plan(req, p?)?;
+        if let Err(status) = self.authorize(req, plan.path, caller).await {
+            return Some(status.into_response(plan.protobuf()));
+        }
+        let opts = match &plan.options {
+            Ok(o) => o,
+            Err(status) => return Some(status.clone().into_response(plan.protobuf())),
+        };
+        // Fields kache does not know for this kind: the upstream decides (400 or an answer).
+        if opts.fields.fields().any(|f| !plan.resource.supports_field(f)) {
+            return None;
+        }
+        let feed = self.feed(&plan.resource, plan.format);
+        if !feed.synced() {
+            return None;
+        }
+        let permit = match self.permit(opts, caller) {
+            Ok(p) => p,
+            Err(status) => return Some(status.into_response(plan.protobuf())),
+        };
+        if !self.current(&feed, plan.path, opts).await {
+            return None;
+        }
+        let resp = self.answer(&feed, plan.path, opts, plan.format).await.unwrap_or_else(|status| status.into_response(plan.protobuf()));
+        Some(match permit {
+            Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
+            None => resp,
+        })
+    }
+
+    /// What kache would serve: a GET of a cached kind, in the request's scope, in an
+    /// encoding kache holds. The legacy watch of one named object is the upstream's.
+    fn plan<'a, B>(&self, req: &Request<B>, p: &'a ResourcePath) -> Option<Plan<'a>> {
+        if req.method() != Method::GET || p.subresource.is_some() {
+            return None;
+        }
+        let resource = self.resource(p)?;
+        if !p.in_scope(resource.namespaced) {
+            return None;
+        }
+        let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let Negotiated::Serve(format) = negotiate(accept, resource.protobuf) else { return None };
+        let options = Options::parse(req.uri().query());
+        if p.name.is_some() && options.as_ref().is_ok_and(|o| o.watch) {
+            return None;
+        }
+        Some(Plan { path: p, resource, format, options })
+    }
+
+    /// The client's SubjectAccessReview (cached), when security is on.
+    async fn authorize<B>(&self, req: &Request<B>, p: &ResourcePath, caller: Option<&Caller>) -> Result<(), Status> {
+        let (Some(security), Some(caller)) = (self.security(), caller) else { return Ok(()) };
+        let attributes = Attributes::of_resource(req.method(), req.uri().path(), p.clone(), req.uri().query());
+        security.authorize(caller, &attributes).await
+    }
+
+    /// A place among the reads in flight. Watches are long-running and not counted, as in
+    /// the apiserver's max-in-flight.
+    fn permit(&self, opts: &Options, caller: Option<&Caller>) -> Result<Option<Permit>, Status> {
+        if opts.watch {
+            return Ok(None);
+        }
+        self.inflight.acquire(caller.map(|c| c.identity.username.as_str())).map(Some)
+    }
+
+    /// Whether the cache can answer at the resourceVersion the request needs: a consistent
+    /// read needs the upstream's current RV, an RV given needs at least that one, and a past
+    /// state must still be in the cache's history (else the upstream may still have it).
+    async fn current(&self, feed: &Feed, p: &ResourcePath, opts: &Options) -> bool {
+        if p.name.is_some() || opts.watch {
+            return match opts.rv {
+                None => self.fresh(feed).await,
+                Some(n) => self.reached(feed, n).await,
+            };
+        }
+        let past = match opts.list_mode() {
+            ListMode::Consistent => return self.fresh(feed).await,
+            ListMode::NotOlderThan(n) => return self.reached(feed, n).await,
+            ListMode::Exact(n) if !self.reached(feed, n).await => return false,
+            ListMode::Exact(n) => Some(n),
+            ListMode::Continue => opts.cont.as_ref().and_then(|c| u64::try_from(c.rv).ok()),
+            ListMode::Any => None,
+        };
+        let cache = &feed.cache;
+        !past.is_some_and(|n| n <= cache.progress() && cache.at(n).is_err())
+    }
+
+    /// The answer from cache.
+    async fn answer(&self, feed: &Feed, p: &ResourcePath, opts: &Options, format: Format) -> Result<Response<Body>, Status> {
+        let cache = &feed.cache;
+        let ns = p.namespace.as_deref();
+        match &p.name {
+            Some(name) => handler::get(cache, ns, name, format),
+            None if opts.watch => handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, self.settings.watch).await,
+            None => handler::list(cache, ns, opts, format).await,
+        }
+    }
+
+    /// Whether the cache has caught up with the upstream's current RV (a consistent read).
+    async fn fresh(&self, feed: &Feed) -> bool {
+        match feed.upstream_rv().await {
+            Ok(rv) => self.reached(feed, rv).await,
+            Err(e) => {
+                tracing::debug!(error = %e, "consistency probe failed; passing through");
+                false
+            }
+        }
+    }
+
+    /// Whether the cache has reached `rv` (waiting a little for it): a request for a newer
+    /// RV than the cache has is passed through rather than answered late or with 504.
+    async fn reached(&self, feed: &Feed, rv: u64) -> bool {
+        feed.cache.progress() >= rv || feed.cache.wait_for(rv, self.settings.consistent_wait).await
+    }
+}
