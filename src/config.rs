@@ -2,7 +2,38 @@
 //! variable; everything is validated before a port is bound.
 
 use clap::{Args, Parser, Subcommand};
+use crate::auth::Passthrough;
+use crate::serve::query::Format;
 use std::path::PathBuf;
+
+/// A flag whose value kache cannot use. Printed as `--flag value: problem`; `kache`
+/// exits with a usage error (2) before binding any port.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag} {value}: {problem}")]
+pub struct ConfigError {
+    /// The flag, as typed on the command line (`--listen`).
+    pub flag: String,
+    /// The value given.
+    pub value: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl ConfigError {
+    /// `flag value: problem`.
+    pub fn new(flag: impl Into<String>, value: impl std::fmt::Display, problem: impl Into<String>) -> ConfigError {
+        ConfigError { flag: flag.into(), value: value.to_string(), problem: problem.into() }
+    }
+}
+
+/// `flag` must be at least `min`.
+fn at_least(flag: &str, value: impl Into<u64> + Copy, min: u64) -> Result<(), ConfigError> {
+    let v: u64 = value.into();
+    if v < min {
+        return Err(ConfigError::new(flag, v, format!("must be at least {min}")));
+    }
+    Ok(())
+}
 
 /// kache: a watch cache and read proxy for the Kubernetes API.
 #[derive(Debug, Parser)]
@@ -15,8 +46,17 @@ pub struct Cli {
     #[arg(long, global = true, env = "KACHE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
     /// Log format.
-    #[arg(long, global = true, env = "KACHE_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
-    pub log_format: String,
+    #[arg(long, global = true, env = "KACHE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Subcommands.
@@ -44,8 +84,8 @@ pub struct CacheArgs {
     #[arg(long, env = "KACHE_PRELOAD", value_delimiter = ',', default_value = "pods,nodes,namespaces,services,configmaps")]
     pub preload: Vec<String>,
     /// Encodings to load preloaded resources in (protobuf only where the kind has it).
-    #[arg(long, env = "KACHE_PRELOAD_ENCODINGS", value_delimiter = ',', value_parser = ["json", "protobuf"], default_value = "json,protobuf")]
-    pub preload_encodings: Vec<String>,
+    #[arg(long, env = "KACHE_PRELOAD_ENCODINGS", value_delimiter = ',', value_enum, default_value = "json,protobuf")]
+    pub preload_encodings: Vec<Format>,
     /// Events each cache keeps for watches to resume from.
     #[arg(id = "cache_window_events", long = "cache-window-events", env = "KACHE_CACHE_WINDOW_EVENTS", default_value_t = 10_000)]
     pub window_events: usize,
@@ -66,16 +106,11 @@ pub struct CacheArgs {
 
 impl CacheArgs {
     /// Check values that clap's types do not.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         for (flag, v) in [("--cache-window-events", self.window_events), ("--snapshot-history", self.snapshot_history), ("--watcher-lag", self.watcher_lag)] {
-            if v == 0 {
-                return Err(format!("{flag} must be at least 1"));
-            }
+            at_least(flag, v as u64, 1)?;
         }
-        if self.bookmark_interval_seconds == 0 {
-            return Err("--watch-bookmark-interval-seconds must be at least 1".into());
-        }
-        Ok(())
+        at_least("--watch-bookmark-interval-seconds", self.bookmark_interval_seconds, 1)
     }
 }
 
@@ -142,8 +177,8 @@ pub struct SecurityArgs {
     /// How passed-through requests carry the client's identity: `impersonate` (kache's
     /// credentials plus Impersonate-* headers) or `forward` (the client's own bearer token;
     /// clients without one are impersonated).
-    #[arg(long, env = "KACHE_PASSTHROUGH_AUTH", value_parser = ["impersonate", "forward"], default_value = "impersonate")]
-    pub passthrough_auth: String,
+    #[arg(long, env = "KACHE_PASSTHROUGH_AUTH", value_enum, default_value_t = Passthrough::Impersonate)]
+    pub passthrough_auth: Passthrough,
     /// Seconds a token the upstream's TokenReview accepted is trusted without asking again.
     #[arg(long, env = "KACHE_TOKEN_CACHE_TTL_SECONDS", default_value_t = 10)]
     pub token_cache_ttl_seconds: u64,
@@ -182,22 +217,14 @@ pub struct SecurityArgs {
 
 impl SecurityArgs {
     /// Check values that clap's types do not.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.max_header_bytes < 8192 {
-            return Err(format!("--max-header-bytes must be at least 8192, got {}", self.max_header_bytes));
-        }
-        if self.max_uri_bytes < 256 {
-            return Err(format!("--max-uri-bytes must be at least 256, got {}", self.max_uri_bytes));
-        }
-        if self.header_read_timeout_seconds == 0 {
-            return Err("--header-read-timeout-seconds must be at least 1".into());
-        }
-        if self.http2_max_streams_per_connection == 0 {
-            return Err("--http2-max-streams-per-connection must be at least 1".into());
-        }
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        at_least("--max-header-bytes", self.max_header_bytes as u64, 8192)?;
+        at_least("--max-uri-bytes", self.max_uri_bytes as u64, 256)?;
+        at_least("--header-read-timeout-seconds", self.header_read_timeout_seconds, 1)?;
+        at_least("--http2-max-streams-per-connection", self.http2_max_streams_per_connection, 1)?;
         for (flag, f) in [("--tls-cert-file", &self.tls_cert_file), ("--tls-private-key-file", &self.tls_private_key_file), ("--client-ca-file", &self.client_ca_file)] {
             if let Some(p) = f.as_ref().filter(|p| !p.is_file()) {
-                return Err(format!("{flag} {}: no such file", p.display()));
+                return Err(ConfigError::new(flag, p.display(), "no such file"));
             }
         }
         Ok(())
@@ -277,20 +304,13 @@ pub struct ClusterArgs {
 
 impl ClusterArgs {
     /// Check values that clap's types do not.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.nodes == 0 {
-            return Err("--nodes must be at least 1".into());
-        }
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        at_least("--nodes", self.nodes as u64, 1)?;
         if !(0.0..=100_000.0).contains(&self.churn_per_sec) || self.churn_per_sec.is_nan() {
-            return Err(format!("--churn-per-sec must be between 0 and 100000, got {}", self.churn_per_sec));
+            return Err(ConfigError::new("--churn-per-sec", self.churn_per_sec, "must be between 0 and 100000"));
         }
-        if self.window_events == 0 {
-            return Err("--window-events must be at least 1".into());
-        }
-        if self.bookmark_interval_seconds == 0 {
-            return Err("--bookmark-interval-seconds must be at least 1".into());
-        }
-        Ok(())
+        at_least("--window-events", self.window_events as u64, 1)?;
+        at_least("--bookmark-interval-seconds", self.bookmark_interval_seconds, 1)
     }
 }
 
@@ -332,12 +352,12 @@ pub struct DemoArgs {
 }
 
 /// Reject a listen address that is not loopback: kache serves plain HTTP only there.
-pub fn require_loopback(listen: &str) -> Result<(), String> {
-    let addr: std::net::SocketAddr = listen.parse().map_err(|e| format!("--listen {listen:?}: {e}"))?;
+pub fn require_loopback(listen: &str) -> Result<(), ConfigError> {
+    let addr: std::net::SocketAddr = listen.parse().map_err(|e: std::net::AddrParseError| ConfigError::new("--listen", listen, e.to_string()))?;
     if addr.ip().is_loopback() {
         Ok(())
     } else {
-        Err(format!("--listen {listen}: plain HTTP is only served on a loopback address"))
+        Err(ConfigError::new("--listen", listen, "plain HTTP is only served on a loopback address"))
     }
 }
 

@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if cli.log_format == "json" {
+    if cli.log_format == kache::config::LogFormat::Json {
         builder.json().init();
     } else {
         builder.init();
@@ -37,13 +37,17 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ kache::app::StartError::Config(_)) => {
-            eprintln!("kache: {e}");
-            ExitCode::from(2)
-        }
         Err(e) => {
-            eprintln!("kache: {e}");
-            ExitCode::FAILURE
+            // The error, then each cause after a colon, as Go tools print wrapped errors.
+            let mut line = format!("kache: {e}");
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                line.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            eprintln!("{line}");
+            let usage = matches!(e, kache::app::StartError::Config(_) | kache::app::StartError::Kubeconfig(_));
+            if usage { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }

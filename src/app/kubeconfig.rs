@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::Path;
 
 fn bad(msg: String) -> StartError {
-    StartError::Config(msg)
+    StartError::Kubeconfig(msg)
 }
 
 /// Check `--server`: an absolute http(s) URL with a host.
@@ -93,7 +93,7 @@ pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
 /// `kache kubeconfig`.
 pub fn run(args: &KubeconfigArgs) -> Result<(), StartError> {
     let config = build(args)?;
-    let mut text = serde_json::to_string_pretty(&config).map_err(|e| StartError::Config(format!("cannot encode the kubeconfig: {e}")))?;
+    let mut text = serde_json::to_string_pretty(&config).map_err(|e| StartError::Kubeconfig(format!("cannot encode the kubeconfig: {e}")))?;
     text.push('\n');
     if args.out.as_os_str() == "-" {
         std::io::stdout().write_all(text.as_bytes())?;

@@ -8,14 +8,14 @@ pub mod kubeconfig;
 use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
 use crate::auth::tls::{self, ServingCert, TlsError};
-use crate::auth::{Passthrough, Security, SecuritySettings};
+use crate::auth::{Security, SecuritySettings};
 use crate::cache::Limits;
-use crate::config::{CacheArgs, SecurityArgs, ServeArgs, };
+use crate::cache::informer::InformerError;
+use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
 use crate::serve::limit::InflightLimits;
 use crate::serve::server::ConnLimits;
-use crate::serve::query::Format;
 use crate::serve::{Serve, ServeSettings};
-use crate::serve::upstream::Upstream;
+use crate::serve::upstream::{Upstream, UpstreamError};
 use crate::serve::handler::WatchSettings;
 use crate::serve::server;
 use std::future::Future;
@@ -23,23 +23,30 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Errors starting the simulator.
+/// Why kache (or the simulator) could not start. Each variant's message says what failed;
+/// its cause is the error's source (printed by `main` after it).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// A flag has an invalid value.
-    #[error("{0}")]
-    Config(String),
-    /// The listener could not be bound or the address file written.
-    #[error("cannot listen: {0}")]
+    /// A flag has an invalid value (a usage error: exit code 2).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The listener could not be bound or a file (address, kubeconfig) written.
+    #[error("cannot listen or write a file")]
     Io(#[from] std::io::Error),
-    /// The synthetic cluster could not be encoded.
+    /// The simulator's cluster or its users and RBAC could not be built.
     #[error("cannot build the simulated cluster: {0}")]
     Sim(String),
-    /// The upstream could not be configured or discovered.
-    #[error("upstream: {0}")]
-    Upstream(String),
+    /// The upstream client could not be configured.
+    #[error("cannot configure the upstream client")]
+    Upstream(#[from] UpstreamError),
+    /// The upstream's resources could not be discovered.
+    #[error("cannot discover the upstream's resources")]
+    Discovery(#[from] InformerError),
+    /// `kache kubeconfig` was given something it cannot use (a usage error: exit code 2).
+    #[error("{0}")]
+    Kubeconfig(String),
     /// The serving certificate, its key or a client CA could not be used.
-    #[error("TLS: {0}")]
+    #[error("TLS setup failed")]
     Tls(#[from] TlsError),
 }
 
@@ -76,13 +83,12 @@ pub fn kubeconfig_with_ca(server: &str, name: &str, ca_pem: Option<&str>) -> Str
 }
 
 fn serve_settings(c: &CacheArgs) -> ServeSettings {
-    let fmt = |s: &String| if s == "protobuf" { Format::Protobuf } else { Format::Json };
     ServeSettings {
         limits: Limits { window_events: c.window_events, history: c.snapshot_history, watcher_lag: c.watcher_lag },
         watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
         consistent_wait: Duration::from_millis(c.consistent_wait_ms),
         preload: c.preload.clone(),
-        preload_formats: c.preload_encodings.iter().map(fmt).collect(),
+        preload_formats: c.preload_encodings.clone(),
         security: None,
         inflight: InflightLimits { global: 4000, per_user: 400 },
         max_uri_bytes: 64 * 1024,
@@ -116,8 +122,8 @@ pub async fn start_serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> Result<Serving, StartError> {
-    c.validate().map_err(StartError::Config)?;
-    crate::config::require_loopback(listen).map_err(StartError::Config)?;
+    c.validate()?;
+    crate::config::require_loopback(listen)?;
     launch(upstream, listen, addr_file, serve_settings(c), None, ConnLimits::default(), shutdown, grace).await
 }
 
@@ -135,7 +141,7 @@ fn security_settings(s: &SecurityArgs) -> SecuritySettings {
             deny_ttl: Duration::from_secs(s.authz_cache_deny_ttl_seconds),
             cache_entries: s.auth_cache_entries,
         },
-        passthrough: if s.passthrough_auth == "forward" { Passthrough::Forward } else { Passthrough::Impersonate },
+        passthrough: s.passthrough_auth,
     }
 }
 
@@ -145,11 +151,11 @@ fn security_settings(s: &SecurityArgs) -> SecuritySettings {
 /// `--client-kubeconfig-out` written. Serves until `shutdown` resolves (then as
 /// [`start_serve`]).
 pub async fn start_serve_args(upstream: Upstream, args: &ServeArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<Serving, StartError> {
-    args.cache.validate().map_err(StartError::Config)?;
+    args.cache.validate()?;
     let s = &args.security;
-    s.validate().map_err(StartError::Config)?;
+    s.validate()?;
     if args.insecure_http {
-        crate::config::require_loopback(&args.listen).map_err(StartError::Config)?;
+        crate::config::require_loopback(&args.listen)?;
     }
     crate::serve::upstream::install_crypto_provider();
     let tls = if args.insecure_http {
@@ -190,7 +196,7 @@ async fn launch(
 ) -> Result<Serving, StartError> {
     // Before anything is counted: series handles bind to the recorder present when made.
     crate::telemetry::install();
-    let serve = Serve::start(upstream, settings).await.map_err(|e| StartError::Upstream(e.to_string()))?;
+    let serve = Serve::start(upstream, settings).await?;
     let (listener, addr) = server::bind(listen, addr_file).await?;
     let ending = serve.clone();
     let shutdown = async move {
@@ -229,18 +235,18 @@ pub async fn terminated() {
 
 /// `kache serve`.
 pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
-    args.security.validate().map_err(StartError::Config)?;
+    args.security.validate()?;
     if args.insecure_http {
-        crate::config::require_loopback(&args.listen).map_err(StartError::Config)?;
+        crate::config::require_loopback(&args.listen)?;
     }
     if let Some(admin) = &args.admin_listen {
-        admin.parse::<SocketAddr>().map_err(|e| StartError::Config(format!("--admin-listen {admin:?}: {e}")))?;
+        admin.parse::<SocketAddr>().map_err(|e| ConfigError::new("--admin-listen", admin, e.to_string()))?;
     }
     if let Some(path) = args.upstream_kubeconfig.as_deref().filter(|p| !p.is_file()) {
-        return Err(StartError::Config(format!("--upstream-kubeconfig {}: no such file", path.display())));
+        return Err(ConfigError::new("--upstream-kubeconfig", path.display(), "no such file").into());
     }
     crate::telemetry::install();
-    let upstream = Upstream::load(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref()).await.map_err(|e| StartError::Upstream(e.to_string()))?;
+    let upstream = Upstream::load(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref()).await?;
     let serving = start_serve_args(upstream, &args, terminated()).await?;
     if let Some(admin) = &args.admin_listen {
         let addr = start_admin(serving.serve.clone(), admin, args.admin_addr_file.as_deref()).await?;
@@ -253,7 +259,7 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
 
 /// An upstream client for a plain-HTTP server URL (the simulator).
 pub fn plain_upstream(url: &str) -> Result<Upstream, StartError> {
-    let uri = url.parse().map_err(|e| StartError::Upstream(format!("{url}: {e}")))?;
-    Upstream::new(&kube::Config::new(uri)).map_err(|e| StartError::Upstream(e.to_string()))
+    let uri = url.parse().map_err(|e: http::uri::InvalidUri| UpstreamError::Client(format!("{url}: {e}")))?;
+    Ok(Upstream::new(&kube::Config::new(uri))?)
 }
 

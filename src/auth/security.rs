@@ -13,7 +13,7 @@ use crate::serve::upstream::Upstream;
 use http::HeaderMap;
 
 /// How requests kache passes through carry the client's identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Passthrough {
     /// kache's own credentials plus `Impersonate-*` headers naming the client.
     Impersonate,

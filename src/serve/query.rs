@@ -167,7 +167,7 @@ impl Options {
 }
 
 /// A response encoding kache can write from stored bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Format {
     /// `application/json`.
     Json,

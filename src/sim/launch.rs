@@ -5,7 +5,7 @@
 use crate::app::{ctrl_c, kubeconfig, kubeconfig_with_ca, plain_upstream, serving_cert, start_admin, start_serve, StartError};
 use crate::auth::tls;
 use crate::cache::Limits;
-use crate::config::{ClusterArgs, DemoArgs, SimArgs, SimAuthArgs};
+use crate::config::{ClusterArgs, ConfigError, DemoArgs, SimArgs, SimAuthArgs};
 use crate::serve::handler::WatchSettings;
 use crate::serve::server::{self, ConnLimits};
 use crate::sim::synth::ClusterSpec;
@@ -55,10 +55,13 @@ pub async fn start_sim_with(
     auth: &SimAuthArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Running, StartError> {
-    c.validate().map_err(StartError::Config)?;
-    crate::config::require_loopback(listen).map_err(StartError::Config)?;
+    c.validate()?;
+    crate::config::require_loopback(listen)?;
     crate::serve::upstream::install_crypto_provider();
-    let checks = if auth.auth_enabled() { Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(StartError::Config)?) } else { None };
+    let checks = if auth.auth_enabled() { Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(|e| {
+            let files = [&auth.users_file, &auth.rbac_file].into_iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>();
+            ConfigError::new("--users-file/--rbac-file", files.join(","), e)
+        })?) } else { None };
     let tls = if auth.tls_enabled() {
         let cert = serving_cert((&auth.tls_cert_file, &auth.tls_private_key_file), listen, &[], "kache-sim")?;
         let client_ca = auth.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
