@@ -5,13 +5,11 @@
 //! context's default namespace is kept. Relative file paths in the source are made absolute.
 //! The output is JSON (a valid kubeconfig for kubectl and every client library), written
 //! with mode 0600 because it holds credentials.
-//!
-//! Part of the binary only (declared in `main.rs`), so the library's module map is unchanged.
 
 use base64::Engine;
 use crate::config::KubeconfigArgs;
 use crate::app::StartError;
-use kube::config::{Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use std::io::Write;
 use std::path::Path;
 
@@ -75,10 +73,15 @@ pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
         None => None,
     };
 
-    let name = args.name.clone();
-    let cluster = Cluster { server: Some(server), certificate_authority_data: ca, ..Default::default() };
-    let context = Context { cluster: name.clone(), user: Some(name.clone()), namespace: context.namespace.clone(), ..Default::default() };
-    let out = Kubeconfig {
+    Ok(single(&args.name, server, ca, auth_info, context.namespace.clone()))
+}
+
+/// A kubeconfig with one cluster, user and context, all called `name`.
+fn single(name: &str, server: String, ca_data: Option<String>, auth_info: Option<AuthInfo>, namespace: Option<String>) -> Kubeconfig {
+    let name = name.to_string();
+    let cluster = Cluster { server: Some(server), certificate_authority_data: ca_data, ..Default::default() };
+    let context = Context { cluster: name.clone(), user: Some(name.clone()), namespace, ..Default::default() };
+    Kubeconfig {
         api_version: Some("v1".into()),
         kind: Some("Config".into()),
         clusters: vec![NamedCluster { name: name.clone(), cluster: Some(cluster), ..Default::default() }],
@@ -86,8 +89,17 @@ pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
         contexts: vec![NamedContext { name: name.clone(), context: Some(context), ..Default::default() }],
         current_context: Some(name),
         ..Default::default()
-    };
-    Ok(out)
+    }
+}
+
+/// A kubeconfig (JSON) for `server`, trusting `ca_pem` if given, with no credentials
+/// (clients add a token or a client certificate): what `kache sim` and `kache serve` write
+/// for their clients.
+pub fn for_server(server: &str, name: &str, ca_pem: Option<&str>) -> String {
+    let ca = ca_pem.map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+    let config = single(name, server.to_string(), ca, Some(AuthInfo::default()), None);
+    // A Kubeconfig of strings always serializes.
+    serde_json::to_string_pretty(&config).unwrap_or_default() + "\n"
 }
 
 /// `kache kubeconfig`.

@@ -69,17 +69,12 @@ pub(crate) async fn ctrl_c() {
 
 /// A kubeconfig for a plain-HTTP server.
 pub fn kubeconfig(server: &str, name: &str) -> String {
-    kubeconfig_with_ca(server, name, None)
+    kubeconfig::for_server(server, name, None)
 }
 
-/// A kubeconfig for `server`, trusting `ca_pem` if given; no user credentials (clients add
-/// a token or a client certificate).
+/// A kubeconfig for `server`, trusting `ca_pem` if given; no user credentials.
 pub fn kubeconfig_with_ca(server: &str, name: &str, ca_pem: Option<&str>) -> String {
-    use base64::Engine;
-    let ca = ca_pem.map(|p| format!("\n    certificate-authority-data: {}", base64::engine::general_purpose::STANDARD.encode(p))).unwrap_or_default();
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}{ca}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user: {{}}\n"
-    )
+    kubeconfig::for_server(server, name, ca_pem)
 }
 
 fn serve_settings(c: &CacheArgs) -> ServeSettings {
