@@ -2,6 +2,7 @@
 //! safe to fuzz. Nothing here knows about caches, connections or the simulator.
 
 pub mod json;
+pub mod media;
 pub mod resource;
 pub mod selector;
 pub mod status;

@@ -83,11 +83,6 @@ struct JsonStatus<'a> {
     code: Option<u16>,
 }
 
-/// Whether a client's `Accept` asks for protobuf first, so its errors are sent as protobuf
-/// `Status` messages.
-pub fn wants_protobuf(headers: &http::HeaderMap) -> bool {
-    headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.starts_with(wire::PROTOBUF))
-}
 
 impl Status {
     /// A Failure status.

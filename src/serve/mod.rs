@@ -252,7 +252,7 @@ impl Handler for Serve {
         let named = path.as_ref().is_some_and(|p| p.name.is_some());
         let watch = query::watch_requested(req.uri().query());
         let verb = telemetry::verb(req.method(), named, watch);
-        let protobuf = crate::api::status::wants_protobuf(req.headers());
+        let protobuf = crate::api::media::wants_protobuf(req.headers());
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {

@@ -1,6 +1,7 @@
 //! Parsing and validation of GET/LIST/WATCH options (the query string) and of the `Accept`
 //! header, with the apiserver's error messages. Nothing here touches cache state.
 
+use crate::api::media;
 use crate::api::selector::{FieldSelector, LabelSelector};
 use crate::api::status::Status;
 use crate::cache::token::Continue;
@@ -190,23 +191,19 @@ pub enum Negotiated {
 /// Choose the encoding for an `Accept` header, the apiserver's way: the first acceptable
 /// media type wins; `*/*` and a missing header mean JSON; protobuf only for kinds that have it.
 pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Negotiated {
-    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+    let ranges = media::ranges(accept);
+    if ranges.is_empty() {
         return Negotiated::Serve(Format::Json);
-    };
-    let mut other = false;
-    for part in accept.split(',') {
-        let mut params = part.split(';').map(str::trim);
-        let media = params.next().unwrap_or("").to_ascii_lowercase();
-        let has_as = params.any(|p| p.starts_with("as="));
-        match media.as_str() {
-            _ if has_as => other = true,
-            "application/json" | "application/*" | "*/*" => return Negotiated::Serve(Format::Json),
-            "application/vnd.kubernetes.protobuf" if protobuf_ok => return Negotiated::Serve(Format::Protobuf),
-            "application/yaml" => other = true,
-            _ => {}
-        }
-        if other {
+    }
+    for range in &ranges {
+        if range.as_kind.is_some() || range.essence == "application/yaml" {
             return Negotiated::Other;
+        }
+        if range.is_json() {
+            return Negotiated::Serve(Format::Json);
+        }
+        if range.is_protobuf() && protobuf_ok {
+            return Negotiated::Serve(Format::Protobuf);
         }
     }
     Negotiated::NotAcceptable

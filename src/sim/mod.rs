@@ -201,7 +201,7 @@ impl Sim {
         let fmt = match negotiate(accept.as_deref(), r.protobuf) {
             Negotiated::Serve(f) => f,
             // Tables are JSON only: a protobuf Table is a 406, as in the apiserver.
-            Negotiated::Other if accept.as_deref().is_some_and(|a| a.split(',').any(|m| m.trim_start().starts_with("application/json") && m.contains("as=Table"))) => {
+            Negotiated::Other if crate::api::media::ranges(accept.as_deref()).iter().any(|m| m.essence == "application/json" && m.as_kind == Some("Table")) => {
                 return table::respond(&cache, &req, &p, self.watch).await;
             }
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
@@ -284,7 +284,7 @@ async fn read_body<B: RequestBody>(req: Request<B>, limit: usize) -> Result<byte
 
 impl Handler for Sim {
     async fn handle<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
-        let protobuf = crate::api::status::wants_protobuf(req.headers());
+        let protobuf = crate::api::media::wants_protobuf(req.headers());
         let Some(auth) = self.auth.clone() else {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
         };
