@@ -300,6 +300,10 @@ pub struct ClusterArgs {
     /// Seconds between periodic watch bookmarks.
     #[arg(long, env = "KACHE_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
     pub bookmark_interval_seconds: u64,
+    /// Concurrent HTTP/2 streams one client connection may carry (the kube-apiserver's
+    /// `--http2-max-streams-per-connection`, 100 by default).
+    #[arg(id = "sim_http2_max_streams", long = "http2-max-streams-per-connection", env = "KACHE_SIM_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = 100)]
+    pub http2_max_streams: u32,
 }
 
 impl ClusterArgs {
@@ -310,6 +314,7 @@ impl ClusterArgs {
             return Err(ConfigError::new("--churn-per-sec", self.churn_per_sec, "must be between 0 and 100000"));
         }
         at_least("--window-events", self.window_events as u64, 1)?;
+        at_least("--http2-max-streams-per-connection", self.http2_max_streams, 1)?;
         at_least("--bookmark-interval-seconds", self.bookmark_interval_seconds, 1)
     }
 }

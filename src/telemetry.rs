@@ -4,6 +4,9 @@
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 
+/// Upstream HTTP/2 connections open, by class (`own`: informers, reviews, probes;
+/// `passthrough`: clients' requests).
+pub const UPSTREAM_CONNECTIONS: &str = "kache_upstream_connections";
 /// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
 pub const REQUESTS: &str = "kache_requests_total";
 /// Time to response headers, by verb and source.

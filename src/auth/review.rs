@@ -54,7 +54,7 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     *req.uri_mut() = http::Uri::from_static(path);
     req.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-    let resp = upstream.send(req).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
+    let resp = upstream.send(req, crate::serve::upstream::Class::Own).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
     let code = resp.status().as_u16();
     let bytes = Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect().await.map_err(|e| ReviewError::Transport(e.to_string()))?.to_bytes();
     if !(200..300).contains(&code) {

@@ -4,7 +4,7 @@
 
 use crate::serve::body::{self, Body};
 use crate::api::status::Status;
-use crate::serve::upstream::Upstream;
+use crate::serve::upstream::{Class, Upstream};
 use http::{header, HeaderMap, Request, Response};
 use crate::serve::body::RequestBody;
 use hyper_util::rt::TokioIo;
@@ -54,11 +54,29 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
     // negotiate its own (HTTP/2 over TLS when offered, HTTP/1.1 otherwise).
     parts.version = http::Version::default();
     let out = Request::from_parts(parts, body::streamed(incoming));
-    let sent = match (creds, upgrade) {
-        (Credentials::Client, _) => upstream.send_as_client(out, upgrade).await,
-        (Credentials::Kache, true) => upstream.send_upgrade(out).await,
-        (Credentials::Kache, false) => upstream.send(out).await,
+    if upgrade {
+        return forward_upgrade(upstream, out, creds, client_upgrade).await;
+    }
+    let sent = match creds {
+        Credentials::Client => upstream.send_as_client(out).await,
+        Credentials::Kache => upstream.send(out, Class::Passthrough).await,
     };
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "upstream unreachable");
+            return Status::unavailable(format!("the upstream apiserver is unavailable: {e}")).into_response(false);
+        }
+    };
+    let (mut parts, incoming) = resp.into_parts();
+    clean(&mut parts.headers, false);
+    Response::from_parts(parts, body::streamed(incoming))
+}
+
+/// Forward a connection upgrade (exec, attach, port-forward) over HTTP/1.1 and join the two
+/// upgraded streams.
+async fn forward_upgrade(upstream: &Upstream, out: Request<Body>, creds: Credentials, client_upgrade: Option<hyper::upgrade::OnUpgrade>) -> Response<Body> {
+    let sent = upstream.send_upgrade(out, creds == Credentials::Client).await;
     let mut resp = match sent {
         Ok(r) => r,
         Err(e) => {

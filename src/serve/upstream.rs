@@ -1,6 +1,10 @@
 //! The connection to the upstream apiserver: kube's `Config` (kubeconfig, in-cluster,
-//! exec/OIDC auth, TLS) with our own hyper client, HTTP/2 when the server offers it
-//! (one connection multiplexes every informer's watch) and HTTP/1.1 otherwise.
+//! exec/OIDC auth, TLS) with our own hyper client, HTTP/2 when the server offers it and
+//! HTTP/1.1 otherwise. HTTP/2 connections come from a [`Pool`] that opens another
+//! connection when every open one carries its limit of concurrent streams (the apiserver
+//! allows 100 per connection by default; a stream beyond it would wait), as Go's HTTP/2
+//! transport does. kache's own calls (informers, reviews, discovery, probes) have a pool
+//! of their own, so client pass-through traffic can never queue them.
 
 use crate::serve::body::{self, Body, BoxError};
 use http::{header, HeaderValue, Request, Response, Uri};
@@ -8,7 +12,10 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use kube::client::ConfigExt;
+use crate::telemetry;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
@@ -24,19 +31,141 @@ pub enum UpstreamError {
 }
 
 /// The future of an upstream response.
-pub type ResponseFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response<Incoming>, BoxError>> + Send + 'static>>;
+pub type ResponseFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response<Counted>, BoxError>> + Send + 'static>>;
+
+/// The future of an upgrade response (HTTP/1.1, not pooled: the connection becomes the
+/// upgraded stream).
+pub type UpgradeFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response<Incoming>, BoxError>> + Send + 'static>>;
 
 type Svc = BoxCloneSyncService<Request<Body>, Response<Incoming>, BoxError>;
+
+/// Streams kache opens on one upstream HTTP/2 connection before it opens another: the
+/// kube-apiserver's default `--http2-max-streams-per-connection`.
+pub const STREAMS_PER_CONNECTION: usize = 100;
+/// Upstream connections one pool opens at most; beyond them requests share the least busy.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Which pool a request rides: kache's own calls never wait behind clients'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Informers, access and token reviews, discovery, freshness probes.
+    Own,
+    /// A client's request passed through.
+    Passthrough,
+}
+
+impl Class {
+    fn label(self) -> &'static str {
+        match self {
+            Class::Own => "own",
+            Class::Passthrough => "passthrough",
+        }
+    }
+}
+
+struct Slot {
+    svc: Svc,
+    /// Requests on this connection whose response has not been dropped yet.
+    active: Arc<AtomicUsize>,
+}
+
+/// Upstream connections of one kind (same credentials and protocol), each its own client.
+struct Pool {
+    make: Box<dyn Fn() -> Result<Svc, UpstreamError> + Send + Sync>,
+    slots: Mutex<Vec<Slot>>,
+    streams: usize,
+    max_connections: usize,
+    class: Class,
+}
+
+impl Pool {
+    fn new(class: Class, streams: usize, max_connections: usize, make: impl Fn() -> Result<Svc, UpstreamError> + Send + Sync + 'static) -> Result<Pool, UpstreamError> {
+        let first = Slot { svc: make()?, active: Arc::default() };
+        Ok(Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class })
+    }
+
+    /// A connection with room for one more stream (opening one if all are full and the
+    /// bound allows), and the counter the request holds until its response is dropped.
+    fn pick(&self) -> (Svc, Arc<AtomicUsize>) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let free = slots.iter().position(|s| s.active.load(Ordering::Relaxed) < self.streams);
+        let i = match free {
+            Some(i) => i,
+            None if slots.len() < self.max_connections => match (self.make)() {
+                Ok(svc) => {
+                    slots.push(Slot { svc, active: Arc::default() });
+                    metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => self.class.label()).set(slots.len() as f64);
+                    tracing::debug!(class = self.class.label(), connections = slots.len(), "opened another upstream connection");
+                    slots.len() - 1
+                }
+                Err(_) => least_busy(&slots),
+            },
+            None => least_busy(&slots),
+        };
+        let slot = &slots[i];
+        slot.active.fetch_add(1, Ordering::Relaxed);
+        (slot.svc.clone(), slot.active.clone())
+    }
+
+    fn send(&self, req: Request<Body>) -> ResponseFuture {
+        let (svc, active) = self.pick();
+        let guard = Active(active);
+        Box::pin(futures_util::TryFutureExt::map_ok(svc.oneshot(req), move |resp| resp.map(|b| Counted { inner: b, _active: guard })))
+    }
+
+    fn connections(&self) -> usize {
+        self.slots.lock().map_or(0, |s| s.len())
+    }
+}
+
+fn least_busy(slots: &[Slot]) -> usize {
+    (0..slots.len()).min_by_key(|&i| slots[i].active.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
+/// One stream in use on a connection, released when dropped.
+struct Active(Arc<AtomicUsize>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An upstream response body; its stream counts against its connection until dropped.
+pub struct Counted {
+    inner: Incoming,
+    _active: Active,
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// A client of the upstream apiserver.
 #[derive(Clone)]
 pub struct Upstream {
-    svc: Svc,
+    /// kache's credentials, for clients' pass-through requests.
+    svc: Arc<Pool>,
+    /// kache's credentials, for its own calls.
+    own: Arc<Pool>,
     /// HTTP/1.1 only: connection upgrades (exec, attach, port-forward) cannot ride HTTP/2.
     svc_h1: Svc,
     /// Without kache's credentials (no token, no client certificate): for requests that carry
     /// the client's own bearer token (`--passthrough-auth=forward`).
-    bare: Svc,
+    bare: Arc<Pool>,
     /// The same over HTTP/1.1, for upgrades.
     bare_h1: Svc,
     /// The upstream's base URL.
@@ -73,16 +202,33 @@ impl Upstream {
 
     /// A client for `config`.
     pub fn new(config: &kube::Config) -> Result<Upstream, UpstreamError> {
+        Self::with_streams(config, STREAMS_PER_CONNECTION)
+    }
+
+    /// A client for `config` that opens another HTTP/2 connection once one carries `streams`
+    /// concurrent requests.
+    pub fn with_streams(config: &kube::Config, streams: usize) -> Result<Upstream, UpstreamError> {
         install_crypto_provider();
         let mut bare = config.clone();
         bare.auth_info = kube::config::AuthInfo::default();
+        let pool = |class, c: &kube::Config| {
+            let c = c.clone();
+            Pool::new(class, streams.max(1), MAX_CONNECTIONS, move || Self::service(&c, true)).map(Arc::new)
+        };
         Ok(Upstream {
-            svc: Self::service(config, true)?,
+            svc: pool(Class::Passthrough, config)?,
+            own: pool(Class::Own, config)?,
             svc_h1: Self::service(config, false)?,
-            bare: Self::service(&bare, true)?,
+            bare: pool(Class::Passthrough, &bare)?,
             bare_h1: Self::service(&bare, false)?,
             base: config.cluster_url.clone(),
         })
+    }
+
+    /// Upstream connections open now for clients' pass-through (kache's and the clients'
+    /// credentials) and for kache's own calls.
+    pub fn connections(&self) -> (usize, usize) {
+        (self.svc.connections() + self.bare.connections(), self.own.connections())
     }
 
     fn service(config: &kube::Config, http2: bool) -> Result<Svc, UpstreamError> {
@@ -102,28 +248,33 @@ impl Upstream {
         Ok(BoxCloneSyncService::new(svc))
     }
 
-    /// Send a connection-upgrade request over HTTP/1.1.
-    pub fn send_upgrade(&self, req: Request<Body>) -> ResponseFuture {
-        Box::pin(self.svc_h1.clone().oneshot(req))
-    }
-
-    /// Send a request whose URI is a path and query (the base URL is added).
-    pub fn send(&self, req: Request<Body>) -> ResponseFuture {
-        Box::pin(self.svc.clone().oneshot(req))
-    }
-
-    /// Send a request with the client's own credentials (its `Authorization` header), none
-    /// of kache's; `upgrade` for connection upgrades (HTTP/1.1).
-    pub fn send_as_client(&self, req: Request<Body>, upgrade: bool) -> ResponseFuture {
-        let svc = if upgrade { &self.bare_h1 } else { &self.bare };
+    /// Send a connection-upgrade request over HTTP/1.1, with kache's credentials or
+    /// (`as_client`) the client's own.
+    pub fn send_upgrade(&self, req: Request<Body>, as_client: bool) -> UpgradeFuture {
+        let svc = if as_client { &self.bare_h1 } else { &self.svc_h1 };
         Box::pin(svc.clone().oneshot(req))
     }
 
-    /// A GET of `path_and_query` with the given `Accept`.
-    pub async fn get(&self, path_and_query: &str, accept: &str) -> Result<Response<Incoming>, BoxError> {
+    /// Send a request whose URI is a path and query (the base URL is added), in `class`'s
+    /// pool, with kache's credentials.
+    pub fn send(&self, req: Request<Body>, class: Class) -> ResponseFuture {
+        match class {
+            Class::Own => self.own.send(req),
+            Class::Passthrough => self.svc.send(req),
+        }
+    }
+
+    /// Send a client's request with its own credentials (its `Authorization` header), none
+    /// of kache's.
+    pub fn send_as_client(&self, req: Request<Body>) -> ResponseFuture {
+        self.bare.send(req)
+    }
+
+    /// A GET of `path_and_query` with the given `Accept`, one of kache's own calls.
+    pub async fn get(&self, path_and_query: &str, accept: &str) -> Result<Response<Counted>, BoxError> {
         let mut req = Request::new(body::empty());
         *req.uri_mut() = path_and_query.parse::<Uri>()?;
         req.headers_mut().insert(header::ACCEPT, HeaderValue::from_str(accept)?);
-        self.send(req).await
+        self.send(req, Class::Own).await
     }
 }

@@ -88,7 +88,8 @@ pub async fn start_sim_with(
     tokio::spawn(churn(sim.clone(), c.churn_per_sec, c.seed));
     let (config, ca_pem) = tls.map_or((None, None), |(c, ca)| (Some(c), Some(ca)));
     let url = format!("{}://{addr}", if config.is_some() { "https" } else { "http" });
-    tokio::spawn(server::serve_with(listener, config, ConnLimits::default(), sim.clone(), shutdown, Duration::from_secs(1)));
+    let limits = ConnLimits { max_streams: c.http2_max_streams, ..ConnLimits::default() };
+    tokio::spawn(server::serve_with(listener, config, limits, sim.clone(), shutdown, Duration::from_secs(1)));
     if let Some(path) = &auth.kubeconfig_out {
         std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", ca_pem.as_deref()))?;
     }
