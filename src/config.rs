@@ -95,9 +95,11 @@ pub struct CacheArgs {
     /// Changes a watcher may fall behind before it is ended (its client then resumes); at most 128 for a watch of one node's pods.
     #[arg(long, env = "KACHE_WATCHER_LAG", default_value_t = 8192)]
     pub watcher_lag: usize,
-    /// Milliseconds a consistent read (no resourceVersion) waits for the cache to reach the
-    /// upstream's current resourceVersion before it is passed through.
-    #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 250)]
+    /// Milliseconds a read that needs a newer state than the cache has proven (a consistent
+    /// read, or a resourceVersion ahead of it) waits for a freshness probe before it is
+    /// passed through. A probe takes 1-2.3 s against a kube-apiserver (its watch cache's
+    /// bookmark timing), so below ~2500 most such reads pass through.
+    #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
     pub consistent_wait_ms: u64,
     /// Seconds between periodic bookmarks on watches kache serves.
     #[arg(id = "watch_bookmark_interval_seconds", long = "watch-bookmark-interval-seconds", env = "KACHE_WATCH_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
@@ -291,6 +293,14 @@ pub struct ClusterArgs {
     /// Pad each pod's JSON to about this many bytes.
     #[arg(long, env = "KACHE_SIM_POD_BYTES")]
     pub pod_bytes: Option<usize>,
+    /// Lease renewals per second: writes that move the global resourceVersion without
+    /// touching any kind served, as a real cluster's node and controller leases do (0 = none).
+    #[arg(long, env = "KACHE_SIM_LEASE_CHURN_PER_SEC", default_value_t = 10.0)]
+    pub lease_churn_per_sec: f64,
+    /// Seconds between the simulated etcd progress notifications that move every kind's
+    /// watch cache to the global resourceVersion.
+    #[arg(long, env = "KACHE_SIM_PROGRESS_NOTIFY_SECONDS", default_value_t = 60)]
+    pub progress_notify_seconds: u64,
     /// Pod updates, creates and deletes per second (0 = none).
     #[arg(long, env = "KACHE_SIM_CHURN_PER_SEC", default_value_t = 0.0)]
     pub churn_per_sec: f64,
@@ -314,6 +324,10 @@ impl ClusterArgs {
             return Err(ConfigError::new("--churn-per-sec", self.churn_per_sec, "must be between 0 and 100000"));
         }
         at_least("--window-events", self.window_events as u64, 1)?;
+        at_least("--progress-notify-seconds", self.progress_notify_seconds, 1)?;
+        if !(0.0..=100_000.0).contains(&self.lease_churn_per_sec) || self.lease_churn_per_sec.is_nan() {
+            return Err(ConfigError::new("--lease-churn-per-sec", self.lease_churn_per_sec, "must be between 0 and 100000"));
+        }
         at_least("--http2-max-streams-per-connection", self.http2_max_streams, 1)?;
         at_least("--bookmark-interval-seconds", self.bookmark_interval_seconds, 1)
     }

@@ -7,6 +7,11 @@ use std::sync::OnceLock;
 /// Upstream HTTP/2 connections open, by class (`own`: informers, reviews, probes;
 /// `passthrough`: clients' requests).
 pub const UPSTREAM_CONNECTIONS: &str = "kache_upstream_connections";
+/// Freshness probes started (short watches that prove a cache current), by resource and
+/// encoding.
+pub const FRESHNESS_PROBES: &str = "kache_freshness_probes_total";
+/// Duration of freshness probes, by resource and encoding.
+pub const FRESHNESS_PROBE_SECONDS: &str = "kache_freshness_probe_seconds";
 /// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
 pub const REQUESTS: &str = "kache_requests_total";
 /// Time to response headers, by verb and source.

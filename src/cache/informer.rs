@@ -9,7 +9,7 @@ use crate::cache::object::Object;
 use crate::serve::query::Format;
 use crate::api::resource::Resource;
 use crate::telemetry;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::serve::upstream::Upstream;
 use crate::cache::window::EventType;
@@ -25,6 +25,15 @@ use tokio::sync::watch;
 
 /// Items per page of the initial LIST.
 const PAGE: u64 = 500;
+
+/// `timeoutSeconds` of a freshness probe: the apiserver's watch cache sends a bookmark 2 s
+/// before a watch's deadline, so 3 is the shortest that gets one (about 1-2 s after the
+/// start, on its bookmark timer's next tick).
+const PROBE_TIMEOUT_SECONDS: u64 = 3;
+/// A probe that has not ended this long after its deadline is abandoned.
+const PROBE_DEADLINE: Duration = Duration::from_secs(PROBE_TIMEOUT_SECONDS + 5);
+/// Pause after a failed probe before the next.
+const PROBE_RETRY: Duration = Duration::from_millis(200);
 
 /// Why an informer step failed.
 #[derive(Debug, thiserror::Error)]
@@ -68,12 +77,16 @@ pub struct Feed {
     preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
     upstream: Upstream,
+    /// The newest RV a reader waits to see proven.
+    wanted: AtomicU64,
+    /// Whether a freshness probe runs.
+    probing: AtomicBool,
 }
 
 impl Feed {
     /// A feed for `cache` (not yet started).
     pub fn new(cache: Arc<KindCache>, fmt: Format, upstream: Upstream) -> Arc<Feed> {
-        Arc::new(Feed { cache, fmt, synced: watch::Sender::new(false), healthy: AtomicBool::new(false), preloaded: AtomicBool::new(false), probe: tokio::sync::Mutex::new(None), upstream })
+        Arc::new(Feed { cache, fmt, synced: watch::Sender::new(false), healthy: AtomicBool::new(false), preloaded: AtomicBool::new(false), probe: tokio::sync::Mutex::new(None), upstream, wanted: AtomicU64::new(0), probing: AtomicBool::new(false) })
     }
 
     /// Whether the last LIST or WATCH request reached the upstream.
@@ -125,6 +138,59 @@ impl Feed {
         *last = Some((started, rv));
         metrics::gauge!(telemetry::RV_LAG, &self.labels()).set(rv.saturating_sub(self.cache.progress()) as f64);
         Ok(rv)
+    }
+
+    /// Wait until the cache is proven complete up to `rv` (at most `wait`), starting a
+    /// freshness probe if none runs. `rv` is a resourceVersion the upstream had reached
+    /// when the caller arrived ([`Feed::upstream_rv`]).
+    ///
+    /// Why a probe: the upstream's global RV moves with every write of any kind (leases,
+    /// events), so a quiet kind's newest event stays far behind it, and its informer
+    /// learns of the upstream's progress only from bookmarks, about once a minute. A probe
+    /// is a short watch from the cache's own RV whose `timeoutSeconds` makes the
+    /// apiserver's watch cache send a bookmark 2 s before its deadline (`nextBookmarkTime`
+    /// in cache_watcher.go) at the RV it has processed. The stream is complete and ordered
+    /// from the cache's RV, so its events (applied here unless the informer already did)
+    /// and that bookmark prove there is nothing in between. Probes are coalesced: one at a
+    /// time per feed, repeated while someone still waits for a newer RV.
+    pub async fn prove(self: &Arc<Self>, rv: u64, wait: Duration) -> bool {
+        if self.cache.progress() >= rv {
+            return true;
+        }
+        self.wanted.fetch_max(rv, Ordering::Relaxed);
+        if !self.probing.swap(true, Ordering::AcqRel) {
+            tokio::spawn(self.clone().probe());
+        }
+        self.cache.wait_for(rv, wait).await
+    }
+
+    /// Run probes while a wanted RV is not proven yet.
+    async fn probe(self: Arc<Self>) {
+        let labels = self.labels();
+        loop {
+            let wanted = self.wanted.load(Ordering::Relaxed);
+            let mut from = self.cache.progress();
+            if from >= wanted {
+                self.probing.store(false, Ordering::Release);
+                // A waiter that arrived between the load and the store starts its own probe.
+                if self.wanted.load(Ordering::Relaxed) > self.cache.progress() && !self.probing.swap(true, Ordering::AcqRel) {
+                    continue;
+                }
+                return;
+            }
+            let started = Instant::now();
+            metrics::counter!(telemetry::FRESHNESS_PROBES, &labels).increment(1);
+            let result = tokio::time::timeout(PROBE_DEADLINE, self.watch_for(&mut from, PROBE_TIMEOUT_SECONDS)).await;
+            metrics::histogram!(telemetry::FRESHNESS_PROBE_SECONDS, &labels).record(started.elapsed().as_secs_f64());
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(resource = %self.cache.resource.plural, error = %e, "freshness probe failed");
+                    tokio::time::sleep(PROBE_RETRY).await;
+                }
+                Err(_) => tracing::debug!(resource = %self.cache.resource.plural, "freshness probe hung; retrying"),
+            }
+        }
     }
 
     /// Run the reflector until the task is dropped.
@@ -222,8 +288,12 @@ impl Feed {
     }
 
     async fn watch(&self, rv: &mut u64) -> Result<(), InformerError> {
+        self.watch_for(rv, 240 + rand::random::<u64>() % 120).await
+    }
+
+    /// Watch from `rv` for `timeout` seconds (bookmarks on), applying what arrives.
+    async fn watch_for(&self, rv: &mut u64, timeout: u64) -> Result<(), InformerError> {
         let r = self.cache.resource.clone();
-        let timeout = 240 + rand::random::<u64>() % 120;
         let path = format!("{}?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={timeout}", collection_path(&r), *rv);
         let accept = match self.fmt {
             Format::Json => "application/json",
@@ -302,13 +372,13 @@ impl Feed {
             Format::Json => json_object(r, &strip_type_meta(&ev.object, r))?,
             Format::Protobuf => pb_object(r, &ev.object)?,
         };
-        // An event at or below what we hold was already applied (a resumed stream).
-        if object.rv <= self.cache.snapshot().rv {
-            return Ok(());
+        // An event at or below what we hold was already applied (a resumed stream, or the
+        // other of the informer's watch and a freshness probe).
+        let orv = object.rv;
+        if self.cache.apply_newer(kind, object).is_some() {
+            metrics::counter!(telemetry::EVENTS_INGESTED, &self.labels()).increment(1);
         }
-        *rv = object.rv;
-        self.cache.apply(kind, object);
-        metrics::counter!(telemetry::EVENTS_INGESTED, &self.labels()).increment(1);
+        *rv = (*rv).max(orv);
         Ok(())
     }
 }

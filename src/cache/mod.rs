@@ -191,6 +191,22 @@ impl KindCache {
     /// Apply one change. Its RV must exceed every RV applied before.
     pub fn apply(&self, kind: EventType, object: Object) -> Arc<Event> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.apply_locked(kind, object)
+    }
+
+    /// Apply a change from a stream of the upstream's events unless the cache already holds
+    /// its RV (or a later one). Two complete, ordered streams (the informer's watch and a
+    /// freshness probe) may both deliver it: the check and the change are one step under
+    /// the writer lock, so each event is applied once, in order.
+    pub fn apply_newer(&self, kind: EventType, object: Object) -> Option<Arc<Event>> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if object.rv <= self.snap.load().rv || object.rv <= *self.progress.borrow() {
+            return None;
+        }
+        Some(self.apply_locked(kind, object))
+    }
+
+    fn apply_locked(&self, kind: EventType, object: Object) -> Arc<Event> {
         let cur = self.snap.load_full();
         let (next, ev) = cur.apply(kind, object, self.resource.index.as_deref());
         self.snap.store(Arc::new(next));

@@ -15,6 +15,7 @@ use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options};
 use crate::serve::route::ResourcePath;
 use crate::serve::Serve;
 use http::{header, Method, Request, Response};
+use std::sync::Arc;
 
 /// A request kache could answer from cache, before authorization.
 struct Plan<'a> {
@@ -104,7 +105,7 @@ impl Serve {
     /// Whether the cache can answer at the resourceVersion the request needs: a consistent
     /// read needs the upstream's current RV, an RV given needs at least that one, and a past
     /// state must still be in the cache's history (else the upstream may still have it).
-    async fn current(&self, feed: &Feed, p: &ResourcePath, opts: &Options) -> bool {
+    async fn current(&self, feed: &Arc<Feed>, p: &ResourcePath, opts: &Options) -> bool {
         if p.name.is_some() || opts.watch {
             return match opts.rv {
                 None => self.fresh(feed).await,
@@ -135,7 +136,7 @@ impl Serve {
     }
 
     /// Whether the cache has caught up with the upstream's current RV (a consistent read).
-    async fn fresh(&self, feed: &Feed) -> bool {
+    async fn fresh(&self, feed: &Arc<Feed>) -> bool {
         match feed.upstream_rv().await {
             Ok(rv) => self.reached(feed, rv).await,
             Err(e) => {
@@ -147,7 +148,7 @@ impl Serve {
 
     /// Whether the cache has reached `rv` (waiting a little for it): a request for a newer
     /// RV than the cache has is passed through rather than answered late or with 504.
-    async fn reached(&self, feed: &Feed, rv: u64) -> bool {
-        feed.cache.progress() >= rv || feed.cache.wait_for(rv, self.settings.consistent_wait).await
+    async fn reached(&self, feed: &Arc<Feed>, rv: u64) -> bool {
+        feed.cache.progress() >= rv || feed.prove(rv, self.settings.consistent_wait).await
     }
 }

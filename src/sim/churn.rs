@@ -11,6 +11,20 @@ use http::StatusCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Renew leases at `per_sec` writes per second until the task is dropped: the global
+/// resourceVersion moves while the kinds kache caches stay quiet.
+pub async fn leases(sim: Arc<Sim>, per_sec: f64) {
+    if per_sec <= 0.0 {
+        return;
+    }
+    let mut interval = tokio::time::interval(Duration::from_secs_f64(1.0 / per_sec));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        sim.renew_lease();
+    }
+}
+
 /// Run churn at `per_sec` operations per second until the task is dropped.
 pub async fn churn(sim: Arc<Sim>, per_sec: f64, seed: u64) {
     if per_sec <= 0.0 {

@@ -9,7 +9,7 @@ use crate::config::{ClusterArgs, ConfigError, DemoArgs, SimArgs, SimAuthArgs};
 use crate::serve::handler::WatchSettings;
 use crate::serve::server::{self, ConnLimits};
 use crate::sim::synth::ClusterSpec;
-use crate::sim::{churn, Sim, SimAuth, SimConfig};
+use crate::sim::{churn, leases, Sim, SimAuth, SimConfig};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -78,14 +78,16 @@ pub async fn start_sim_with(
     tracing::info!(pods = c.pods, nodes = c.nodes, rv = sim.resource_version(), seconds = started.elapsed().as_secs_f64(), "simulated cluster generated");
     let (listener, addr) = server::bind(listen, addr_file).await?;
     let ticker = sim.clone();
+    let progress_notify = c.progress_notify_seconds;
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
+        let mut every = tokio::time::interval(Duration::from_secs(progress_notify));
         loop {
             every.tick().await;
             ticker.tick();
         }
     });
     tokio::spawn(churn(sim.clone(), c.churn_per_sec, c.seed));
+    tokio::spawn(leases(sim.clone(), c.lease_churn_per_sec));
     let (config, ca_pem) = tls.map_or((None, None), |(c, ca)| (Some(c), Some(ca)));
     let url = format!("{}://{addr}", if config.is_some() { "https" } else { "http" });
     let limits = ConnLimits { max_streams: c.http2_max_streams, ..ConnLimits::default() };

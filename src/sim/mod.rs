@@ -19,7 +19,7 @@ mod review;
 mod table;
 mod write;
 
-pub use churn::churn;
+pub use churn::{churn, leases};
 pub use rbac::{AuditRecord, SimAuth};
 
 use crate::auth::{impersonate, Attributes};
@@ -141,13 +141,32 @@ impl Sim {
         }
     }
 
-    /// Tell every watcher how far the global resourceVersion has moved (periodic, so
-    /// bookmarks of quiet kinds move forward like the apiserver's do).
+    /// Tell every kind how far the global resourceVersion has moved, as etcd's periodic
+    /// progress notification does for the apiserver's watch caches (rarely: between them a
+    /// quiet kind's bookmarks stay at its own newest event, as on a real apiserver).
     pub fn tick(&self) {
         let rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
         for c in self.caches.values() {
             c.advance(*rv, true);
         }
+    }
+
+    /// A leases' write: the global resourceVersion moves on with no change to any kind kache
+    /// caches, as a real cluster's lease renewals (every node's, every 10 s) move it. The
+    /// leases themselves are not served.
+    pub fn renew_lease(&self) {
+        *self.rv.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+
+    /// What the apiserver's watch cache does before a read that needs the current state (a
+    /// consistent read, or an RV newer than the kind has seen): it asks etcd for progress and
+    /// waits until it has caught up with the current revision.
+    fn request_progress(&self, cache: &KindCache, needed: Option<u64>) {
+        if needed.is_some_and(|n| n <= cache.progress()) {
+            return;
+        }
+        let rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+        cache.advance(*rv, true);
     }
 
     async fn route<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Result<Response<Body>, Status> {
@@ -211,6 +230,9 @@ impl Sim {
             (Method::GET, Some(name), None | Some("status")) => handler::get(&cache, ns, name, fmt),
             (Method::GET, None, None) => {
                 let opts = Options::parse(req.uri().query())?;
+                if opts.cont.is_none() && opts.rv != Some(0) {
+                    self.request_progress(&cache, opts.rv);
+                }
                 if opts.watch {
                     handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, self.watch).await
                 } else {
