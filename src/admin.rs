@@ -3,11 +3,11 @@
 //! check), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
 //! client traffic and never need client credentials.
 
-use crate::serve::body::{self, Body};
-use crate::serve::Serve;
-use crate::serve::server::Handler;
-use http::{Request, Response, StatusCode};
 use crate::serve::body::RequestBody;
+use crate::serve::body::{self, Body};
+use crate::serve::server::Handler;
+use crate::serve::Serve;
+use http::{Request, Response, StatusCode};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
 

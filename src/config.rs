@@ -1,9 +1,9 @@
 //! Command-line configuration. Every flag can also be set by a `KACHE_...` environment
 //! variable; everything is validated before a port is bound.
 
-use clap::{Args, Parser, Subcommand};
 use crate::auth::Passthrough;
 use crate::serve::query::Format;
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// A flag whose value kache cannot use. Printed as `--flag value: problem`; `kache`
@@ -102,14 +102,23 @@ pub struct CacheArgs {
     #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
     pub consistent_wait_ms: u64,
     /// Seconds between periodic bookmarks on watches kache serves.
-    #[arg(id = "watch_bookmark_interval_seconds", long = "watch-bookmark-interval-seconds", env = "KACHE_WATCH_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
+    #[arg(
+        id = "watch_bookmark_interval_seconds",
+        long = "watch-bookmark-interval-seconds",
+        env = "KACHE_WATCH_BOOKMARK_INTERVAL_SECONDS",
+        default_value_t = 60
+    )]
     pub bookmark_interval_seconds: u64,
 }
 
 impl CacheArgs {
     /// Check values that clap's types do not.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        for (flag, v) in [("--cache-window-events", self.window_events), ("--snapshot-history", self.snapshot_history), ("--watcher-lag", self.watcher_lag)] {
+        for (flag, v) in [
+            ("--cache-window-events", self.window_events),
+            ("--snapshot-history", self.snapshot_history),
+            ("--watcher-lag", self.watcher_lag),
+        ] {
             at_least(flag, v as u64, 1)?;
         }
         at_least("--watch-bookmark-interval-seconds", self.bookmark_interval_seconds, 1)
@@ -224,7 +233,11 @@ impl SecurityArgs {
         at_least("--max-uri-bytes", self.max_uri_bytes as u64, 256)?;
         at_least("--header-read-timeout-seconds", self.header_read_timeout_seconds, 1)?;
         at_least("--http2-max-streams-per-connection", self.http2_max_streams_per_connection, 1)?;
-        for (flag, f) in [("--tls-cert-file", &self.tls_cert_file), ("--tls-private-key-file", &self.tls_private_key_file), ("--client-ca-file", &self.client_ca_file)] {
+        for (flag, f) in [
+            ("--tls-cert-file", &self.tls_cert_file),
+            ("--tls-private-key-file", &self.tls_private_key_file),
+            ("--client-ca-file", &self.client_ca_file),
+        ] {
             if let Some(p) = f.as_ref().filter(|p| !p.is_file()) {
                 return Err(ConfigError::new(flag, p.display(), "no such file"));
             }
@@ -312,7 +325,12 @@ pub struct ClusterArgs {
     pub bookmark_interval_seconds: u64,
     /// Concurrent HTTP/2 streams one client connection may carry (the kube-apiserver's
     /// `--http2-max-streams-per-connection`, 100 by default).
-    #[arg(id = "sim_http2_max_streams", long = "http2-max-streams-per-connection", env = "KACHE_SIM_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = 100)]
+    #[arg(
+        id = "sim_http2_max_streams",
+        long = "http2-max-streams-per-connection",
+        env = "KACHE_SIM_HTTP2_MAX_STREAMS_PER_CONNECTION",
+        default_value_t = 100
+    )]
     pub http2_max_streams: u32,
 }
 
@@ -372,7 +390,8 @@ pub struct DemoArgs {
 
 /// Reject a listen address that is not loopback: kache serves plain HTTP only there.
 pub fn require_loopback(listen: &str) -> Result<(), ConfigError> {
-    let addr: std::net::SocketAddr = listen.parse().map_err(|e: std::net::AddrParseError| ConfigError::new("--listen", listen, e.to_string()))?;
+    let addr: std::net::SocketAddr =
+        listen.parse().map_err(|e: std::net::AddrParseError| ConfigError::new("--listen", listen, e.to_string()))?;
     if addr.ip().is_loopback() {
         Ok(())
     } else {

@@ -47,7 +47,11 @@ fn main() -> ExitCode {
             }
             eprintln!("{line}");
             let usage = matches!(e, kache::app::StartError::Config(_) | kache::app::StartError::Kubeconfig(_));
-            if usage { ExitCode::from(2) } else { ExitCode::FAILURE }
+            if usage {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

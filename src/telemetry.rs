@@ -79,11 +79,15 @@ impl RequestMetrics {
         let key = (verb, source, code);
         let series = match self.0.get(&key) {
             Some(series) => series,
-            None => self.0.entry(key).or_insert_with(|| RequestSeries {
-                requests: metrics::counter!(REQUESTS, "verb" => verb, "source" => source, "code" => code.to_string()),
-                seconds: metrics::histogram!(REQUEST_SECONDS, "verb" => verb, "source" => source),
-                bytes: OnceLock::new(),
-            }).downgrade(),
+            None => self
+                .0
+                .entry(key)
+                .or_insert_with(|| RequestSeries {
+                    requests: metrics::counter!(REQUESTS, "verb" => verb, "source" => source, "code" => code.to_string()),
+                    seconds: metrics::histogram!(REQUEST_SECONDS, "verb" => verb, "source" => source),
+                    bytes: OnceLock::new(),
+                })
+                .downgrade(),
         };
         series.requests.increment(1);
         series.seconds.record(seconds);

@@ -49,7 +49,10 @@ async fn writes_are_performed_as_the_client() {
     let r = c.post("/api/v1/namespaces/a/configmaps", &configmap("a", "by-cert-bob")).await;
     assert_eq!(r.status, 403, "cert-bob has no rights of bob's: {}", r.text());
     let last = creates(&sim).pop().unwrap();
-    assert_eq!((last.user.username.as_str(), last.user.groups.clone()), ("cert-bob", vec!["writers".to_string(), "system:authenticated".to_string()]));
+    assert_eq!(
+        (last.user.username.as_str(), last.user.groups.clone()),
+        ("cert-bob", vec!["writers".to_string(), "system:authenticated".to_string()])
+    );
 
     // Discovery and other pass-through reads also carry the client's identity.
     let r = nobody.get("/apis").await;
@@ -64,7 +67,11 @@ async fn forward_mode_sends_the_clients_own_token() {
     let bob = k.client(Who::Token("bob-token"));
     bob.must(bob.post("/api/v1/namespaces/a/configmaps", &configmap("a", "fwd-bob")).await);
     let last = creates(&sim).pop().unwrap();
-    assert_eq!((last.user.username.as_str(), last.impersonator.as_deref(), last.code), ("bob", None, 201), "the upstream authenticated bob's token");
+    assert_eq!(
+        (last.user.username.as_str(), last.impersonator.as_deref(), last.code),
+        ("bob", None, 201),
+        "the upstream authenticated bob's token"
+    );
     // Impersonation a client asks for is judged by kache first, then by the upstream.
     let carol = k.client(Who::Token("carol-token"));
     let r = carol.get_with("/api/v1/namespaces/a/configmaps", &[("impersonate-user", "alice")]).await;
@@ -105,7 +112,9 @@ async fn kubectl_over_tls_with_a_token_and_with_a_client_certificate() {
     let (kc2, cache2) = (kc.clone(), cache.clone());
     let run = move |args: Vec<String>| {
         let (kc, cache) = (kc2.clone(), cache2.clone());
-        async move { tokio::task::spawn_blocking(move || kubectl(&kc, &cache, &args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap() }
+        async move {
+            tokio::task::spawn_blocking(move || kubectl(&kc, &cache, &args.iter().map(String::as_str).collect::<Vec<_>>())).await.unwrap()
+        }
     };
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let cert_flags = vec![format!("--client-certificate={}", cert.display()), format!("--client-key={}", key.display())];
@@ -122,7 +131,11 @@ async fn kubectl_over_tls_with_a_token_and_with_a_client_certificate() {
         let out = run(args).await;
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("pods is forbidden: User \"") && err.contains("cannot list resource \"pods\" in API group \"\" in the namespace \"b\""), "{err}");
+        assert!(
+            err.contains("pods is forbidden: User \"")
+                && err.contains("cannot list resource \"pods\" in API group \"\" in the namespace \"b\""),
+            "{err}"
+        );
     }
     assert!(k.hits() > hits, "kubectl's reads were answered by kache");
     let out = run(s(&["--token", "bob-token", "create", "configmap", "from-kubectl", "-n", "a", "--from-literal=k=v"])).await;

@@ -50,7 +50,9 @@ fn bad_queries(rng: &mut rand::rngs::SmallRng) -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     // Generated: unterminated sets, bad operators and invalid keys around random names.
-    let name = |rng: &mut rand::rngs::SmallRng| -> String { (0..rng.random_range(1..12)).map(|_| char::from(b'a' + rng.random_range(0..26u8))).collect() };
+    let name = |rng: &mut rand::rngs::SmallRng| -> String {
+        (0..rng.random_range(1..12)).map(|_| char::from(b'a' + rng.random_range(0..26u8))).collect()
+    };
     for _ in 0..40 {
         let (k, v) = (name(rng), name(rng));
         let sel = match rng.random_range(0..6) {
@@ -90,7 +92,13 @@ async fn hundreds_of_malformed_requests_get_4xx_status_and_kache_stays_healthy()
     let admin = k.client(Who::Token("admin-token"));
     let mut rng = rand::rngs::SmallRng::seed_from_u64(4);
     let queries = bad_queries(&mut rng);
-    let collections = ["/api/v1/pods", "/api/v1/namespaces/a/pods", "/api/v1/nodes", "/apis/apps/v1/deployments", "/apis/example.com/v1/namespaces/a/widgets"];
+    let collections = [
+        "/api/v1/pods",
+        "/api/v1/namespaces/a/pods",
+        "/api/v1/nodes",
+        "/apis/apps/v1/deployments",
+        "/apis/example.com/v1/namespaces/a/widgets",
+    ];
     let mut sent = 0;
     for c in collections {
         for q in &queries {
@@ -180,7 +188,11 @@ async fn reads_beyond_the_per_user_cap_get_429_with_retry_after() {
         roots.add(c.unwrap()).unwrap();
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     cfg.alpn_protocols = vec![b"h2".to_vec()];
     let tcp = tokio::net::TcpStream::connect(k.serving.addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
@@ -191,7 +203,10 @@ async fn reads_beyond_the_per_user_cap_get_429_with_retry_after() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    let req = http::Request::get(format!("{}/api/v1/pods", k.serving.url)).header("authorization", "Bearer admin-token").body(http_body_util::Empty::new()).unwrap();
+    let req = http::Request::get(format!("{}/api/v1/pods", k.serving.url))
+        .header("authorization", "Bearer admin-token")
+        .body(http_body_util::Empty::new())
+        .unwrap();
     let held = send.send_request(req).await.unwrap();
     assert_eq!(held.status(), 200);
     let admin = k.client(Who::Token("admin-token"));
@@ -207,7 +222,11 @@ async fn reads_beyond_the_per_user_cap_get_429_with_retry_after() {
     let admin = &admin;
     common::eventually(30, 50, || async move {
         let r = admin.get("/api/v1/namespaces/a/pods").await;
-        if r.status == 200 { Ok(()) } else { Err(format!("the slot never came back: {}", r.status)) }
+        if r.status == 200 {
+            Ok(())
+        } else {
+            Err(format!("the slot never came back: {}", r.status))
+        }
     })
     .await;
 }

@@ -145,11 +145,19 @@ async fn pods_in_a_only(k: &SecureKache, who: Who<'_>, user: &str, hidden: &[Str
     assert_denied(&c.get("/api/v1/namespaces/b/pods").await, &forbidden(user, "list", "", "pods", Some("b"), None), hidden);
     assert_denied(&c.get("/api/v1/pods").await, &forbidden(user, "list", "", "pods", None, None), hidden);
     assert_denied(&c.get("/api/v1/pods?resourceVersion=0").await, &forbidden(user, "list", "", "pods", None, None), hidden);
-    assert_denied(&c.get("/api/v1/namespaces/b/pods/b-pod-0").await, &forbidden(user, "get", "", "pods", Some("b"), Some("b-pod-0")), hidden);
+    assert_denied(
+        &c.get("/api/v1/namespaces/b/pods/b-pod-0").await,
+        &forbidden(user, "get", "", "pods", Some("b"), Some("b-pod-0")),
+        hidden,
+    );
     assert_denied(&c.get("/api/v1/namespaces/b/pods?watch=1").await, &forbidden(user, "watch", "", "pods", Some("b"), None), hidden);
     assert_denied(&c.get("/api/v1/pods?watch=1").await, &forbidden(user, "watch", "", "pods", None, None), hidden);
     assert_denied(&c.get("/api/v1/namespaces/a/secrets").await, &forbidden(user, "list", "", "secrets", Some("a"), None), hidden);
-    assert_denied(&c.get("/api/v1/namespaces/a/configmaps?watch=1").await, &forbidden(user, "watch", "", "configmaps", Some("a"), None), hidden);
+    assert_denied(
+        &c.get("/api/v1/namespaces/a/configmaps?watch=1").await,
+        &forbidden(user, "watch", "", "configmaps", Some("a"), None),
+        hidden,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,13 +184,24 @@ async fn a_user_allowed_pods_in_one_namespace_sees_only_it_by_token_certificate_
     let r = carol.get_with("/api/v1/namespaces/b/pods", &[("impersonate-user", "alice")]).await;
     assert_denied(&r, &forbidden("alice", "list", "", "pods", Some("b"), None), &hidden);
     let r = carol.get_with("/api/v1/namespaces/a/pods", &[("impersonate-user", "bob")]).await;
-    assert_denied(&r, "users \"bob\" is forbidden: User \"carol\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope", &hidden);
+    assert_denied(
+        &r,
+        "users \"bob\" is forbidden: User \"carol\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+        &hidden,
+    );
     let r = carol.get_with("/api/v1/namespaces/a/pods", &[("impersonate-user", "alice"), ("impersonate-group", "system:masters")]).await;
     assert_denied(&r, "groups \"system:masters\" is forbidden: User \"carol\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope", &hidden);
     let nobody = k.client(Who::Token("nobody-token"));
     let r = nobody.get_with("/api/v1/namespaces/a/pods", &[("impersonate-user", "admin")]).await;
-    assert_denied(&r, "users \"admin\" is forbidden: User \"anchor-nobody\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope", &hidden);
-    assert!(sim.audit(|r| ["alice", "cert-alice", "carol", "anchor-nobody"].contains(&r.user.username.as_str())).is_empty(), "every read was kache's");
+    assert_denied(
+        &r,
+        "users \"admin\" is forbidden: User \"anchor-nobody\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+        &hidden,
+    );
+    assert!(
+        sim.audit(|r| ["alice", "cert-alice", "carol", "anchor-nobody"].contains(&r.user.username.as_str())).is_empty(),
+        "every read was kache's"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,17 +217,34 @@ async fn a_node_user_lists_and_watches_only_what_it_may() {
         let items = l["items"].as_array().unwrap();
         assert!(items.iter().any(|p| p["metadata"]["name"] == "b-pod-0"), "its own pods, in every namespace");
         assert!(items.iter().all(|p| p["spec"]["nodeName"] == "node-0001"));
-        let (status, events, _) = node.watch_events("/api/v1/pods?watch=1&resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-0001", items.len()).await;
+        let (status, events, _) =
+            node.watch_events("/api/v1/pods?watch=1&resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-0001", items.len()).await;
         assert_eq!(status, 200);
         assert!(events.iter().all(|e| e["object"]["spec"]["nodeName"] == "node-0001"));
         node.must(node.get("/api/v1/nodes").await);
         node.must(node.get("/api/v1/nodes/node-0001").await);
         assert_denied(&node.get("/api/v1/pods").await, &forbidden(user, "list", "", "pods", None, None), &hidden);
-        assert_denied(&node.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0002").await, &forbidden(user, "list", "", "pods", None, None), &hidden);
-        assert_denied(&node.get("/api/v1/pods?watch=1&labelSelector=app%3Dweb").await, &forbidden(user, "watch", "", "pods", None, None), &hidden);
-        assert_denied(&node.get("/api/v1/namespaces/b/pods/b-pod-0").await, &forbidden(user, "get", "", "pods", Some("b"), Some("b-pod-0")), &hidden);
+        assert_denied(
+            &node.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0002").await,
+            &forbidden(user, "list", "", "pods", None, None),
+            &hidden,
+        );
+        assert_denied(
+            &node.get("/api/v1/pods?watch=1&labelSelector=app%3Dweb").await,
+            &forbidden(user, "watch", "", "pods", None, None),
+            &hidden,
+        );
+        assert_denied(
+            &node.get("/api/v1/namespaces/b/pods/b-pod-0").await,
+            &forbidden(user, "get", "", "pods", Some("b"), Some("b-pod-0")),
+            &hidden,
+        );
         assert_denied(&node.get("/api/v1/secrets").await, &forbidden(user, "list", "", "secrets", None, None), &hidden);
-        assert_denied(&node.get("/api/v1/namespaces/b/secrets?watch=1").await, &forbidden(user, "watch", "", "secrets", Some("b"), None), &hidden);
+        assert_denied(
+            &node.get("/api/v1/namespaces/b/secrets?watch=1").await,
+            &forbidden(user, "watch", "", "secrets", Some("b"), None),
+            &hidden,
+        );
         let new_reviews = sim.access_reviews() - reviews;
         assert!(if pass == "cold" { new_reviews > 0 } else { new_reviews == 0 }, "{pass}: {new_reviews} reviews");
     }
@@ -225,7 +261,13 @@ async fn unknown_expired_and_missing_credentials_get_401_cold_and_warm() {
         let c = k.client(Who::Token(token));
         for pass in ["cold", "warm"] {
             let reviews = sim.token_reviews();
-            for path in ["/api/v1/namespaces/a/pods", "/api/v1/namespaces/a/pods?watch=1", "/api/v1/namespaces/a/pods/a-pod-0", "/api/v1/namespaces/a/configmaps", "/apis"] {
+            for path in [
+                "/api/v1/namespaces/a/pods",
+                "/api/v1/namespaces/a/pods?watch=1",
+                "/api/v1/namespaces/a/pods/a-pod-0",
+                "/api/v1/namespaces/a/configmaps",
+                "/apis",
+            ] {
                 let r = c.get(path).await;
                 assert_eq!((r.status, &r.body[..]), (401, &golden[..]), "{token} {pass} {path}");
                 assert_eq!(r.header("x-content-type-options"), None);

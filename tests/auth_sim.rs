@@ -37,7 +37,12 @@ async fn reviews_answer_like_the_apiserver() {
     let sim = SecureSim::start().await;
     let kache = sim.client(Who::Token("kache-token"));
     // 13a: the nobody token (the users file maps it as the capture's cluster did).
-    let r = kache.post("/apis/authentication.k8s.io/v1/tokenreviews", &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "nobody-token"}})).await;
+    let r = kache
+        .post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "nobody-token"}}),
+        )
+        .await;
     assert_eq!(r.status, 201);
     let mut want = golden_json("13a-tokenreview-nobody-token.json.body");
     want["spec"]["token"] = json!("nobody-token");
@@ -52,11 +57,18 @@ async fn reviews_answer_like_the_apiserver() {
     }
     // 14: who am I.
     let nobody = sim.client(Who::Token("nobody-token"));
-    let r = nobody.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})).await;
+    let r = nobody
+        .post(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+        )
+        .await;
     assert_eq!(r.status, 201);
     assert_eq!(timeless(r.json()), timeless(golden_json("14-selfsubjectreview-nobody.json.body")));
     // Only those allowed may ask for reviews.
-    let r = nobody.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", &golden_request("13b-subjectaccessreview-nobody-list-pods.json.req")).await;
+    let r = nobody
+        .post("/apis/authorization.k8s.io/v1/subjectaccessreviews", &golden_request("13b-subjectaccessreview-nobody-list-pods.json.req"))
+        .await;
     assert_eq!(r.status, 403);
     assert_eq!(
         r.json()["message"],
@@ -90,7 +102,16 @@ async fn the_simulator_authenticates_authorizes_and_impersonates_like_the_apiser
     let me = c.must(c.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", &json!({})).await);
     assert_eq!(me["status"]["userInfo"], json!({"username": "cert-alice", "groups": ["readers", "system:authenticated"]}));
     // Impersonating a service account gives its groups.
-    let me = admin.must(admin.request(http::Method::POST, "/apis/authentication.k8s.io/v1/selfsubjectreviews", &[("impersonate-user", "system:serviceaccount:ns1:sa"), ("content-type", "application/json")], b"{}".to_vec()).await);
+    let me = admin.must(
+        admin
+            .request(
+                http::Method::POST,
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                &[("impersonate-user", "system:serviceaccount:ns1:sa"), ("content-type", "application/json")],
+                b"{}".to_vec(),
+            )
+            .await,
+    );
     assert_eq!(me["status"]["userInfo"]["groups"], json!(["system:serviceaccounts", "system:serviceaccounts:ns1", "system:authenticated"]));
     // The audit log names who acted and who impersonated.
     let rec = sim.audit(|r| r.user.username == "anchor-nobody" && r.impersonator.as_deref() == Some("admin"));

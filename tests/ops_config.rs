@@ -36,7 +36,10 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Outcome {
         }
         if Instant::now() > end {
             let _ = child.0.kill();
-            panic!("kache {args:?} {env:?} was still running after 30 s instead of rejecting its configuration: {}", std::fs::read_to_string(&err).unwrap_or_default());
+            panic!(
+                "kache {args:?} {env:?} was still running after 30 s instead of rejecting its configuration: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -111,7 +114,11 @@ fn bad_values_from_the_environment_exit_2_naming_the_flag() {
         &["--listen", "loopback"],
     );
     // A flag given on the command line wins over its environment variable.
-    rejected(&["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http", "--cache-window-events", "0"], &[("KACHE_CACHE_WINDOW_EVENTS", "100")], &["--cache-window-events"]);
+    rejected(
+        &["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http", "--cache-window-events", "0"],
+        &[("KACHE_CACHE_WINDOW_EVENTS", "100")],
+        &["--cache-window-events"],
+    );
 }
 
 #[test]

@@ -25,7 +25,11 @@ fn cell(s: &str) -> String {
 
 /// The long flags `kache serve --help` lists, in its order.
 fn help_flags() -> Vec<String> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kache")).args(["serve", "--help"]).env_remove("KUBECONFIG").output().expect("kache serve --help");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kache"))
+        .args(["serve", "--help"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kache serve --help");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     let mut flags = Vec::new();
@@ -54,10 +58,15 @@ fn flags_table() -> String {
         if name == "help" || name == "version" {
             continue;
         }
-        let a = args.iter().find(|a| a.get_long() == Some(name.as_str())).unwrap_or_else(|| panic!("--{name} is in --help but not in the clap definition"));
-        let takes_value = a.get_num_args().is_none_or(|n| n.takes_values()) && !matches!(a.get_action(), clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count);
+        let a = args
+            .iter()
+            .find(|a| a.get_long() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("--{name} is in --help but not in the clap definition"));
+        let takes_value = a.get_num_args().is_none_or(|n| n.takes_values())
+            && !matches!(a.get_action(), clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count);
         let value = if takes_value {
-            let v = a.get_value_names().and_then(|v| v.first()).map(|s| s.to_string()).unwrap_or_else(|| a.get_id().as_str().to_uppercase());
+            let v =
+                a.get_value_names().and_then(|v| v.first()).map(|s| s.to_string()).unwrap_or_else(|| a.get_id().as_str().to_uppercase());
             format!(" {v}")
         } else {
             String::new()
@@ -123,7 +132,8 @@ fn the_metrics_table_matches_src_telemetry() {
 #[test]
 fn the_grafana_dashboard_uses_exactly_the_declared_metrics() {
     let path = repo("deploy/grafana-dashboard.json");
-    let dash: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let dash: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut exprs = Vec::new();
     for p in dash["panels"].as_array().expect("panels") {
         for t in p["targets"].as_array().into_iter().flatten() {
@@ -135,7 +145,8 @@ fn the_grafana_dashboard_uses_exactly_the_declared_metrics() {
     let mut used = BTreeSet::new();
     for e in &exprs {
         for word in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("kache_")) {
-            let base = ["_bucket", "_sum", "_count"].iter().find_map(|s| word.strip_suffix(s).filter(|b| declared.contains(*b))).unwrap_or(word);
+            let base =
+                ["_bucket", "_sum", "_count"].iter().find_map(|s| word.strip_suffix(s).filter(|b| declared.contains(*b))).unwrap_or(word);
             assert!(declared.contains(base), "the dashboard queries {word}, which src/telemetry.rs does not declare: {e}");
             used.insert(base.to_string());
         }
@@ -174,7 +185,11 @@ fn manifests_set_only_variables_kache_reads() {
         let text = std::fs::read_to_string(&f).unwrap();
         for line in text.lines().map(str::trim).filter(|l| !l.starts_with('#')) {
             // `KACHE_X=...` in .env files, `name: KACHE_X` in manifests.
-            let name = line.split_once('=').map(|(k, _)| k).filter(|k| k.starts_with("KACHE_")).or_else(|| line.strip_prefix("- name: ").or_else(|| line.strip_prefix("name: ")).filter(|k| k.starts_with("KACHE_")));
+            let name = line
+                .split_once('=')
+                .map(|(k, _)| k)
+                .filter(|k| k.starts_with("KACHE_"))
+                .or_else(|| line.strip_prefix("- name: ").or_else(|| line.strip_prefix("name: ")).filter(|k| k.starts_with("KACHE_")));
             if let Some(name) = name {
                 seen += 1;
                 assert!(known.contains(name.trim()), "{} sets {name}, which is not an environment variable of `kache serve`", f.display());

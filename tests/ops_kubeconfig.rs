@@ -15,7 +15,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 const USERS: &str = "tokens:\n  kache-token: {username: \"system:serviceaccount:kache:kache\", groups: [\"system:masters\"]}\n  alice-token: {username: alice, uid: uid-alice, groups: [devs]}\n";
-const RBAC: &str = "rules:\n- name: alice-reads-pods\n  users: [alice]\n  verbs: [get, list, watch]\n  apiGroups: [\"\"]\n  resources: [pods]\n";
+const RBAC: &str =
+    "rules:\n- name: alice-reads-pods\n  users: [alice]\n  verbs: [get, list, watch]\n  apiGroups: [\"\"]\n  resources: [pods]\n";
 
 fn kache(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kache"));
@@ -77,7 +78,8 @@ async fn kubeconfig_for_a_running_kache_carries_the_users_credentials() {
     let src = source_kubeconfig(dir.path(), &format!("http://{}", sim.addr));
     let server = format!("https://{}", k.addr);
     // kache's CA, from the kubeconfig its --client-kubeconfig-out wrote (server and CA, no user).
-    let written: Value = serde_saphyr::from_str(&std::fs::read_to_string(k.client_kubeconfig()).expect("--client-kubeconfig-out written")).expect("YAML");
+    let written: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(k.client_kubeconfig()).expect("--client-kubeconfig-out written")).expect("YAML");
     let ca_b64 = written["clusters"][0]["cluster"]["certificate-authority-data"].as_str().expect("CA in the client kubeconfig");
     use base64::Engine;
     let ca = dir.path().join("kache-ca.pem");
@@ -85,7 +87,19 @@ async fn kubeconfig_for_a_running_kache_carries_the_users_credentials() {
 
     // The current context's user: a token, and its namespace; kache's CA embedded.
     let out = dir.path().join("alice.kubeconfig");
-    ok(&["--server", &server, "--from-kubeconfig", src.to_str().unwrap(), "--certificate-authority", ca.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    ok(
+        &[
+            "--server",
+            &server,
+            "--from-kubeconfig",
+            src.to_str().unwrap(),
+            "--certificate-authority",
+            ca.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -109,11 +123,29 @@ async fn kubeconfig_for_a_running_kache_carries_the_users_credentials() {
     assert_eq!(String::from_utf8_lossy(&who.stdout), "alice-token", "kubectl parses the written kubeconfig");
     // ... and only as alice: RBAC gives her pods, not nodes.
     let nodes = kubectl(&out, &cache, &["get", "nodes"]);
-    assert!(!nodes.status.success() && String::from_utf8_lossy(&nodes.stderr).contains("forbidden"), "alice may not list nodes: {}", String::from_utf8_lossy(&nodes.stderr));
+    assert!(
+        !nodes.status.success() && String::from_utf8_lossy(&nodes.stderr).contains("forbidden"),
+        "alice may not list nodes: {}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
 
     // A token the upstream does not know, copied the same way, is refused by kache.
     let bad = dir.path().join("nobody.kubeconfig");
-    ok(&["--server", &server, "--from-kubeconfig", src.to_str().unwrap(), "--context", "ctx-nobody", "--certificate-authority", ca.to_str().unwrap(), "--out", bad.to_str().unwrap()], &[]);
+    ok(
+        &[
+            "--server",
+            &server,
+            "--from-kubeconfig",
+            src.to_str().unwrap(),
+            "--context",
+            "ctx-nobody",
+            "--certificate-authority",
+            ca.to_str().unwrap(),
+            "--out",
+            bad.to_str().unwrap(),
+        ],
+        &[],
+    );
     let denied = kubectl(&bad, &cache, &["get", "pods", "-A"]);
     assert!(!denied.status.success(), "an unknown token must not read through kache");
     assert!(String::from_utf8_lossy(&denied.stderr).contains("Unauthorized"), "{}", String::from_utf8_lossy(&denied.stderr));
@@ -126,7 +158,21 @@ fn relative_paths_ca_name_stdout_and_environment() {
     let src = src.to_str().unwrap();
     // Client-certificate files given relative to the source become absolute.
     let out = dir.path().join("b.kubeconfig");
-    ok(&["--server", "http://127.0.0.1:6444", "--from-kubeconfig", src, "--context", "ctx-certs", "--name", "kache-b", "--out", out.to_str().unwrap()], &[]);
+    ok(
+        &[
+            "--server",
+            "http://127.0.0.1:6444",
+            "--from-kubeconfig",
+            src,
+            "--context",
+            "ctx-certs",
+            "--name",
+            "kache-b",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
     let kc = read_json(&out);
     let user = &kc["users"][0]["user"];
     let base = dir.path().canonicalize().unwrap_or(dir.path().to_path_buf());
@@ -143,7 +189,19 @@ fn relative_paths_ca_name_stdout_and_environment() {
     let ca_pem = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
     std::fs::write(dir.path().join("ca.pem"), ca_pem).unwrap();
     let ca = dir.path().join("ca.pem");
-    let out = ok(&["--server", "https://kache.kache.svc:443", "--from-kubeconfig", src, "--certificate-authority", ca.to_str().unwrap(), "--out", "-"], &[]);
+    let out = ok(
+        &[
+            "--server",
+            "https://kache.kache.svc:443",
+            "--from-kubeconfig",
+            src,
+            "--certificate-authority",
+            ca.to_str().unwrap(),
+            "--out",
+            "-",
+        ],
+        &[],
+    );
     let kc: Value = serde_json::from_slice(&out.stdout).expect("stdout is the kubeconfig");
     use base64::Engine;
     let data = kc["clusters"][0]["cluster"]["certificate-authority-data"].as_str().expect("CA embedded");
@@ -152,7 +210,15 @@ fn relative_paths_ca_name_stdout_and_environment() {
 
     // Every flag from the environment.
     let out = dir.path().join("env.kubeconfig");
-    ok(&[], &[("KACHE_KUBECONFIG_SERVER", "http://127.0.0.1:6444"), ("KACHE_KUBECONFIG_FROM", src), ("KACHE_KUBECONFIG_CONTEXT", "ctx-nobody"), ("KACHE_KUBECONFIG_OUT", out.to_str().unwrap())]);
+    ok(
+        &[],
+        &[
+            ("KACHE_KUBECONFIG_SERVER", "http://127.0.0.1:6444"),
+            ("KACHE_KUBECONFIG_FROM", src),
+            ("KACHE_KUBECONFIG_CONTEXT", "ctx-nobody"),
+            ("KACHE_KUBECONFIG_OUT", out.to_str().unwrap()),
+        ],
+    );
     assert_eq!(read_json(&out)["users"][0]["user"]["token"], "no-such-token");
 }
 
@@ -171,8 +237,32 @@ fn bad_input_exits_2_naming_the_flag() {
         (vec!["--server", "http://127.0.0.1:6444", "--from-kubeconfig", "/nonexistent/kubeconfig", "--out", out], "--from-kubeconfig"),
         (vec!["--server", "http://127.0.0.1:6444", "--from-kubeconfig", src, "--context", "no-such", "--out", out], "--context"),
         (vec!["--server", "http://127.0.0.1:6444", "--from-kubeconfig", src, "--context", "ctx-ghost", "--out", out], "ghost"),
-        (vec!["--server", "https://kache:443", "--from-kubeconfig", src, "--certificate-authority", not_ca.to_str().unwrap(), "--out", out], "--certificate-authority"),
-        (vec!["--server", "http://127.0.0.1:6444", "--from-kubeconfig", src, "--certificate-authority", not_ca.to_str().unwrap(), "--out", out], "--certificate-authority"),
+        (
+            vec![
+                "--server",
+                "https://kache:443",
+                "--from-kubeconfig",
+                src,
+                "--certificate-authority",
+                not_ca.to_str().unwrap(),
+                "--out",
+                out,
+            ],
+            "--certificate-authority",
+        ),
+        (
+            vec![
+                "--server",
+                "http://127.0.0.1:6444",
+                "--from-kubeconfig",
+                src,
+                "--certificate-authority",
+                not_ca.to_str().unwrap(),
+                "--out",
+                out,
+            ],
+            "--certificate-authority",
+        ),
         (vec!["--from-kubeconfig", src, "--out", out], "--server"),
     ] {
         let o = kache(&args, &[]);

@@ -31,7 +31,9 @@ const KNOWN_MISSING: &[&str] = &[];
 async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET /api/v1/pods?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: kache\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
+    let req = format!(
+        "GET /api/v1/pods?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: kache\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+    );
     s.write_all(req.as_bytes()).await.expect("send watch");
     let mut buf = vec![0u8; 32 * 1024];
     let (mut total, mut tail) = (0, Vec::new());
@@ -60,9 +62,24 @@ fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     // Large pods (16 kB) so a slow client falls behind within seconds.
-    let sim = start(&cluster(&["--nodes", "20", "--pods", "600", "--namespaces", "4", "--pod-bytes", "16000", "--churn-per-sec", "50", "--bookmark-interval-seconds", "1"])).await;
+    let sim = start(&cluster(&[
+        "--nodes",
+        "20",
+        "--pods",
+        "600",
+        "--namespaces",
+        "4",
+        "--pod-bytes",
+        "16000",
+        "--churn-per-sec",
+        "50",
+        "--bookmark-interval-seconds",
+        "1",
+    ]))
+    .await;
     // A small --watcher-lag so a slow client is ended quickly.
-    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--watch-bookmark-interval-seconds", "1", "--watcher-lag", "16"], &[], 120).await;
+    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--watch-bookmark-interval-seconds", "1", "--watcher-lag", "16"], &[], 120)
+        .await;
     k.readyz_becomes(200, 120).await;
 
     // First scrape: caches synced, churn flowing, no client of ours yet.
@@ -110,7 +127,8 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     });
     // A client too slow for the churn is ended (counted), without holding anyone up.
     let slow = tokio::spawn(slow_watcher(k.addr, rv));
-    let (read, clean) = tokio::time::timeout(Duration::from_secs(120), slow).await.expect("kache ended the slow watcher within 120 s").expect("join");
+    let (read, clean) =
+        tokio::time::timeout(Duration::from_secs(120), slow).await.expect("kache ended the slow watcher within 120 s").expect("join");
     assert!(read > 0 && clean, "the slow watcher got events and a properly terminated stream ({read} bytes, clean end: {clean})");
     // The upstream drops every watch (as an apiserver restart would): informers resume.
     sim.sim.disconnect_watchers();
@@ -130,7 +148,8 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     // Every declared family is on the page (except the ones src/ does not record yet).
     let declared = telemetry_metrics();
     let families = s2.families();
-    let missing: Vec<&str> = declared.iter().map(|d| d.name.as_str()).filter(|n| !families.contains(*n) && !KNOWN_MISSING.contains(n)).collect();
+    let missing: Vec<&str> =
+        declared.iter().map(|d| d.name.as_str()).filter(|n| !families.contains(*n) && !KNOWN_MISSING.contains(n)).collect();
     assert!(missing.is_empty(), "families declared in src/telemetry.rs but not on /metrics: {missing:?}\npage has: {families:?}");
     for known in KNOWN_MISSING {
         if families.contains(*known) {
@@ -158,8 +177,18 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
 
     // Requests by verb, source and code.
     use kache::telemetry as t;
-    for (verb, source, code) in [("list", "cache", "200"), ("get", "cache", "200"), ("get", "cache", "404"), ("watch", "cache", "200"), ("create", "upstream", "201")] {
-        assert!(s2.sum(t::REQUESTS, &[("verb", verb), ("source", source), ("code", code)]) >= 1.0, "no {t} sample for verb={verb} source={source} code={code}", t = t::REQUESTS);
+    for (verb, source, code) in [
+        ("list", "cache", "200"),
+        ("get", "cache", "200"),
+        ("get", "cache", "404"),
+        ("watch", "cache", "200"),
+        ("create", "upstream", "201"),
+    ] {
+        assert!(
+            s2.sum(t::REQUESTS, &[("verb", verb), ("source", source), ("code", code)]) >= 1.0,
+            "no {t} sample for verb={verb} source={source} code={code}",
+            t = t::REQUESTS
+        );
     }
     // Latency histogram with the explicit buckets, one count per request.
     assert_eq!(s2.types.get(t::REQUEST_SECONDS).map(String::as_str), Some("histogram"), "latency is a histogram: {:?}", s2.types);
@@ -205,7 +234,11 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     let kr = &k;
     eventually(30, 100, || async move {
         let open = kr.scrape().await.sum(t::WATCHES_OPEN, &[("resource", "pods")]);
-        if open == 0.0 { Ok(()) } else { Err(format!("watches_open is {open} after the client left")) }
+        if open == 0.0 {
+            Ok(())
+        } else {
+            Err(format!("watches_open is {open} after the client left"))
+        }
     })
     .await;
 }
@@ -245,7 +278,10 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
     let checks = check_lines(&verbose);
     let expect = default_cache_checks();
     for e in &expect {
-        assert!(verbose.lines().any(|l| l.starts_with("[-]") && l.contains(e) && l.ends_with("not synced")), "/readyz?verbose lacks a failing check for {e}:\n{verbose}");
+        assert!(
+            verbose.lines().any(|l| l.starts_with("[-]") && l.contains(e) && l.ends_with("not synced")),
+            "/readyz?verbose lacks a failing check for {e}:\n{verbose}"
+        );
     }
     assert_eq!(checks.len(), expect.len(), "one check per preloaded cache: {checks:?}");
     assert!(proxy.seen().iter().any(|c| c.path.starts_with("/api/v1/pods?limit=")), "kache asked for the pod list (held at the gate)");
@@ -255,7 +291,10 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
     proxy.open_gate();
     let verbose = k.readyz_becomes(200, 120).await;
     for e in &expect {
-        assert!(verbose.lines().any(|l| l.starts_with("[+]") && l.contains(e) && l.ends_with(" ok")), "/readyz?verbose after sync lacks a passing {e}:\n{verbose}");
+        assert!(
+            verbose.lines().any(|l| l.starts_with("[+]") && l.contains(e) && l.ends_with(" ok")),
+            "/readyz?verbose after sync lacks a passing {e}:\n{verbose}"
+        );
     }
     assert!(verbose.contains("readyz check passed"), "{verbose}");
 

@@ -130,7 +130,11 @@ fn needs(c: &Call) -> Vec<(String, String, String)> {
     // Impersonated: the request runs as the client; kache needs the impersonate rights.
     for (h, v) in &c.impersonate {
         let need = if h == "impersonate-user" {
-            if v.starts_with("system:serviceaccount:") { ("", "serviceaccounts") } else { ("", "users") }
+            if v.starts_with("system:serviceaccount:") {
+                ("", "serviceaccounts")
+            } else {
+                ("", "users")
+            }
         } else if h == "impersonate-group" {
             ("", "groups")
         } else if h == "impersonate-uid" {
@@ -151,7 +155,12 @@ fn needs(c: &Call) -> Vec<(String, String, String)> {
 async fn the_cluster_role_covers_exactly_what_kache_calls() {
     let rules = cluster_role_rules();
     let grants = granted(&rules);
-    let sim = AuthSim::start(&users(), &rbac(&rules), &["--nodes", "10", "--pods", "100", "--namespaces", "3", "--bookmark-interval-seconds", "1"]).await;
+    let sim = AuthSim::start(
+        &users(),
+        &rbac(&rules),
+        &["--nodes", "10", "--pods", "100", "--namespaces", "3", "--bookmark-interval-seconds", "1"],
+    )
+    .await;
     let proxy = Proxy::start(&sim.addr, true).await;
     // Default --preload and --passthrough-auth: what deploy/replicas runs.
     let k = KacheBin::spawn_with_token(&proxy.url(), "kache-token", &[], &[], 120).await;
@@ -161,7 +170,8 @@ async fn the_cluster_role_covers_exactly_what_kache_calls() {
         // Cached reads: token review, access review.
         let (code, body) = request_as(k.addr, token, Method::GET, "/api/v1/pods?resourceVersion=0", None).await;
         assert_eq!(code, 200, "{token}: cached LIST: {body}");
-        let (code, body) = request_as(k.addr, token, Method::GET, &format!("/api/v1/namespaces/{ns}/configmaps?resourceVersion=0"), None).await;
+        let (code, body) =
+            request_as(k.addr, token, Method::GET, &format!("/api/v1/namespaces/{ns}/configmaps?resourceVersion=0"), None).await;
         assert_eq!(code, 200, "{token}: cached LIST of configmaps: {body}");
         // Pass-through write: impersonation.
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("rbac-{}", token.trim_end_matches("-token")), "namespace": ns}});
@@ -179,7 +189,13 @@ async fn the_cluster_role_covers_exactly_what_kache_calls() {
     let mut used = BTreeSet::new();
     for c in &calls {
         for n in needs(c) {
-            assert!(grants.contains(&n), "kache needs {n:?} for {} {} (impersonating {:?}), which deploy/base/clusterrole.yaml does not grant", c.method, c.path, c.impersonate);
+            assert!(
+                grants.contains(&n),
+                "kache needs {n:?} for {} {} (impersonating {:?}), which deploy/base/clusterrole.yaml does not grant",
+                c.method,
+                c.path,
+                c.impersonate
+            );
             used.insert(n);
         }
     }

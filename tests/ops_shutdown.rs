@@ -27,7 +27,8 @@ use tokio::time::Instant;
 async fn open_stream(addr: std::net::SocketAddr, path: &str) -> (http::response::Parts, Incoming) {
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let req = http::Request::get(format!("http://{addr}{path}")).header("accept", "application/json").body(Empty::new()).expect("request");
-    let resp = tokio::time::timeout(Duration::from_secs(60), client.request(req)).await.expect("response head within 60 s").expect("response");
+    let resp =
+        tokio::time::timeout(Duration::from_secs(60), client.request(req)).await.expect("response head within 60 s").expect("response");
     resp.into_parts()
 }
 
@@ -70,7 +71,8 @@ async fn cached_watch_open(k: &KacheBin) {
 }
 
 async fn big_sim(pods: &str) -> TestSim {
-    start(&cluster(&["--nodes", "100", "--pods", pods, "--namespaces", "10", "--pod-bytes", "4000", "--bookmark-interval-seconds", "1"])).await
+    start(&cluster(&["--nodes", "100", "--pods", pods, "--namespaces", "10", "--pod-bytes", "4000", "--bookmark-interval-seconds", "1"]))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,7 +80,13 @@ async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace
     const GRACE: u64 = 30;
     let sim = big_sim("30000").await;
     let grace = GRACE.to_string();
-    let mut k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace-seconds", &grace], &[], 300).await;
+    let mut k = KacheBin::spawn(
+        &format!("http://{}", sim.addr),
+        &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace-seconds", &grace],
+        &[],
+        300,
+    )
+    .await;
     k.readyz_becomes(200, 300).await;
 
     // A watch from the cache's current RV, shown live by a pod created through kache.
@@ -100,7 +108,12 @@ async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace
     // read its first megabyte, then stop reading.
     let (head, mut body) = open_stream(k.addr, "/api/v1/pods?resourceVersion=0").await;
     assert_eq!(head.status, 200);
-    let length: usize = head.headers.get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).expect("cached LIST has a Content-Length");
+    let length: usize = head
+        .headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("cached LIST has a Content-Length");
     assert!(length > 100_000_000, "the LIST is large ({length} bytes)");
     let mut list = Vec::with_capacity(length);
     assert!(read_at_least(&mut body, &mut list, 1 << 20, deadline(60)).await.expect("first MB of the LIST"), "LIST ended early");
@@ -124,7 +137,9 @@ async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace
     // ... which completes: read the rest in 4 MB steps with a pause between them.
     loop {
         let want = (list.len() + (4 << 20)).min(length);
-        let more = read_at_least(&mut body, &mut list, want, t0 + Duration::from_secs(GRACE)).await.unwrap_or_else(|e| panic!("LIST after SIGTERM: {e}"));
+        let more = read_at_least(&mut body, &mut list, want, t0 + Duration::from_secs(GRACE))
+            .await
+            .unwrap_or_else(|e| panic!("LIST after SIGTERM: {e}"));
         if !more || list.len() >= length {
             break;
         }
@@ -137,7 +152,10 @@ async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace
     assert!(parsed.metadata["resourceVersion"].as_str().is_some_and(|v| !v.is_empty()), "list metadata");
     drop(parsed);
 
-    let status = k.wait_exit(t0 + Duration::from_secs(GRACE)).await.unwrap_or_else(|| panic!("kache did not exit within the {GRACE} s grace period:\n{}", k.stderr()));
+    let status = k
+        .wait_exit(t0 + Duration::from_secs(GRACE))
+        .await
+        .unwrap_or_else(|| panic!("kache did not exit within the {GRACE} s grace period:\n{}", k.stderr()));
     assert!(status.success(), "kache exit status after SIGTERM: {status}\n{}", k.stderr());
     assert!(k.stderr().contains("shutting down"), "shutdown is logged:\n{}", k.stderr());
     // The simulator is still up: only kache went away.
@@ -149,7 +167,13 @@ async fn sigint_with_a_stalled_list_reader_exits_once_the_grace_period_ends() {
     const GRACE: u64 = 3;
     let sim = big_sim("5000").await;
     let grace = GRACE.to_string();
-    let mut k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace-seconds", &grace], &[], 300).await;
+    let mut k = KacheBin::spawn(
+        &format!("http://{}", sim.addr),
+        &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace-seconds", &grace],
+        &[],
+        300,
+    )
+    .await;
     k.readyz_becomes(200, 300).await;
     let rv = list_rv(&k.api.get_ok("/api/v1/pods?resourceVersion=0&limit=1").await);
     let mut w = k.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}"), "application/json").await;
@@ -158,7 +182,8 @@ async fn sigint_with_a_stalled_list_reader_exits_once_the_grace_period_ends() {
     // About 20 MB: more than the sockets buffer, so the response cannot finish unread.
     let (head, mut body) = open_stream(k.addr, "/api/v1/pods?resourceVersion=0").await;
     assert_eq!(head.status, 200);
-    let length: usize = head.headers.get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).expect("Content-Length");
+    let length: usize =
+        head.headers.get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).expect("Content-Length");
     let mut list = Vec::new();
     read_at_least(&mut body, &mut list, 64 << 10, deadline(60)).await.expect("first bytes of the LIST");
 
@@ -169,7 +194,10 @@ async fn sigint_with_a_stalled_list_reader_exits_once_the_grace_period_ends() {
         other => panic!("watch after SIGINT: expected a clean end, got {other:?}"),
     }
     // Generous: the grace period plus time for the process to go away.
-    let status = k.wait_exit(t0 + Duration::from_secs(GRACE + 30)).await.unwrap_or_else(|| panic!("kache still running {} s after SIGINT with a stalled reader:\n{}", GRACE + 30, k.stderr()));
+    let status = k
+        .wait_exit(t0 + Duration::from_secs(GRACE + 30))
+        .await
+        .unwrap_or_else(|| panic!("kache still running {} s after SIGINT with a stalled reader:\n{}", GRACE + 30, k.stderr()));
     assert!(status.success(), "exit status: {status}");
     assert!(k.stderr().contains("grace period"), "the cut-off is logged:\n{}", k.stderr());
     // The stalled response was cut at the end of the grace period, not completed.

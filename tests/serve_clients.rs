@@ -7,8 +7,8 @@ mod common;
 
 use common::{cluster, deadline, eventually, keys_rvs, list_rv, start, Api, Kubectl, Next, TestSim, PROTOBUF};
 use k8s_openapi::api::core::v1::Pod;
-use kache::config::CacheArgs;
 use kache::app::{plain_upstream, start_serve, Serving};
+use kache::config::CacheArgs;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -37,9 +37,16 @@ struct TestKache {
 async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
     let (stop, stopped) = oneshot::channel::<()>();
     let up = plain_upstream(&format!("http://{upstream_addr}")).expect("upstream");
-    let serving = start_serve(up, "127.0.0.1:0", None, &cache_args(flags), async move {
-        let _ = stopped.await;
-    }, Duration::from_secs(1))
+    let serving = start_serve(
+        up,
+        "127.0.0.1:0",
+        None,
+        &cache_args(flags),
+        async move {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    )
     .await
     .expect("kache starts");
     assert!(serving.serve.wait_synced(Duration::from_secs(60)).await, "preloaded caches sync");
@@ -83,7 +90,10 @@ fn pb_keys(body: &[u8]) -> (u64, Vec<(String, String)>) {
         .iter()
         .map(|p| {
             let m = p.metadata.as_ref().unwrap();
-            (format!("{}/{}", m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()), m.resource_version.clone().unwrap_or_default())
+            (
+                format!("{}/{}", m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()),
+                m.resource_version.clone().unwrap_or_default(),
+            )
         })
         .collect();
     (rv, items)
@@ -239,7 +249,11 @@ async fn a_relist_after_410_ends_watches_and_old_resume_points_get_410() {
     eventually(60, 50, || async move {
         let now = kr.api.get_ok("/api/v1/configmaps?resourceVersion=0").await;
         let (got, want) = (keys_rvs(now["items"].as_array().unwrap()), keys_rvs(want["items"].as_array().unwrap()));
-        if got == want { Ok(()) } else { Err(format!("kache did not converge after the relist: {} vs {} objects", got.len(), want.len())) }
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("kache did not converge after the relist: {} vs {} objects", got.len(), want.len()))
+        }
     })
     .await;
     let mut old = k.api.watch(&format!("/api/v1/configmaps?watch=1&resourceVersion={before}"), "application/json").await;
@@ -284,9 +298,18 @@ async fn kube_rs_reflector_converges_to_the_simulator_through_kache() {
         let got: BTreeMap<String, String> = reader
             .state()
             .iter()
-            .map(|p| (format!("{}/{}", p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()), p.metadata.resource_version.clone().unwrap_or_default()))
+            .map(|p| {
+                (
+                    format!("{}/{}", p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()),
+                    p.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            })
             .collect();
-        if got == *expected { Ok(()) } else { Err(format!("reflector store did not converge: {} vs {} objects", got.len(), expected.len())) }
+        if got == *expected {
+            Ok(())
+        } else {
+            Err(format!("reflector store did not converge: {} vs {} objects", got.len(), expected.len()))
+        }
     })
     .await;
     drain.abort();
@@ -327,7 +350,8 @@ async fn kubectl_works_unchanged_through_kache() {
     assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
     assert!(String::from_utf8_lossy(&table.stdout).starts_with("NAME"));
     let manifest = kc.dir().join("cm.yaml");
-    std::fs::write(&manifest, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: through-kache\n  namespace: default\ndata:\n  k: v\n").unwrap();
+    std::fs::write(&manifest, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: through-kache\n  namespace: default\ndata:\n  k: v\n")
+        .unwrap();
     let applied = kc.run(&["apply", "-f", manifest.to_str().unwrap()]).await;
     assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
     let got = kc.json(&["get", "configmap", "through-kache", "-n", "default", "-o", "json"]).await;
@@ -347,7 +371,11 @@ async fn python_client_lists_and_watches_through_kache() {
     let k = kache_in_front(&sim.addr.to_string(), &[]).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sim_client.py");
     let server = format!("http://{}", k.serving.addr);
-    let out = tokio::task::spawn_blocking(move || std::process::Command::new("python3").arg(script).arg(server).arg("400").arg("20").output()).await.unwrap().expect("python3 runs");
+    let out =
+        tokio::task::spawn_blocking(move || std::process::Command::new("python3").arg(script).arg(server).arg("400").arg("20").output())
+            .await
+            .unwrap()
+            .expect("python3 runs");
     let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!text.contains("No module named 'kubernetes'"), "the Python client is missing: pip install kubernetes");
     assert!(out.status.success(), "python client through kache failed:\n{text}");

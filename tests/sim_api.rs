@@ -155,7 +155,10 @@ async fn list_not_older_than_waits_then_504() {
     assert_eq!(st["reason"], "Timeout");
     assert_eq!(st["code"], 504);
     assert_eq!(st["message"], format!("Timeout: Too large resource version: {far}, current: {cur}"));
-    assert_eq!(st["details"], json!({"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1}));
+    assert_eq!(
+        st["details"],
+        json!({"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1})
+    );
     // Same shape as the capture, modulo the two numbers.
     let g = String::from_utf8(golden("10d-list-rv-too-large-notolderthan-504.json.body")).unwrap();
     assert_eq!(r.text(), g.replace("10061515", &far.to_string()).replace("61515", &cur.to_string()));
@@ -311,7 +314,15 @@ async fn errors_are_status_objects_in_json_and_protobuf() {
         assert_eq!(st.code, Some(code as i32));
     }
     // Tables are JSON only; the 406 is indented JSON although protobuf was asked for (11d).
-    let r = s.request(http::Method::GET, "/api/v1/namespaces/golden/pods", Some("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"), None, Vec::new()).await;
+    let r = s
+        .request(
+            http::Method::GET,
+            "/api/v1/namespaces/golden/pods",
+            Some("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"),
+            None,
+            Vec::new(),
+        )
+        .await;
     assert_eq!(r.status, 406);
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert_eq!(r.body.to_vec(), golden("11d-list-pods-as-table-protobuf-accept.pb.body"));
@@ -354,7 +365,13 @@ async fn errors_are_status_objects_in_json_and_protobuf() {
         json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"conflict-demo\" already exists","reason":"AlreadyExists","details":{"name":"conflict-demo","kind":"configmaps"},"code":409})
     );
     let r = s
-        .request(http::Method::POST, &format!("/api/v1/namespaces/{ns}/configmaps"), Some(PROTOBUF), Some("application/json"), dup.to_string().into_bytes())
+        .request(
+            http::Method::POST,
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            Some(PROTOBUF),
+            Some("application/json"),
+            dup.to_string().into_bytes(),
+        )
         .await;
     assert_eq!(r.status, 409);
     let st: PbStatus = decode_envelope(&r.body, "Status");
@@ -453,7 +470,9 @@ async fn field_selectors_see_unset_fields_as_the_apiserver_does() {
     // `spec.nodeName=` is the scheduler's query for unscheduled pods (served from the index).
     let ns = "default";
     let r0 = s.sim.resource_version();
-    let watch = s.watch(&format!("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3D&resourceVersion={r0}&timeoutSeconds=2"), "application/json").await;
+    let watch = s
+        .watch(&format!("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3D&resourceVersion={r0}&timeoutSeconds=2"), "application/json")
+        .await;
     let pending = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unscheduled"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
     let created = s.must("create", s.post(&format!("/api/v1/namespaces/{ns}/pods"), &pending).await).await;
     for path in ["/api/v1/pods?fieldSelector=spec.nodeName%3D", "/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3D&limit=1"] {
@@ -466,7 +485,10 @@ async fn field_selectors_see_unset_fields_as_the_apiserver_does() {
         let mut w = watch;
         w.json_until_end(deadline(20)).await
     };
-    assert_eq!(evs.iter().map(|e| (e["type"].as_str().unwrap(), obj_rv(&e["object"]))).collect::<Vec<_>>(), vec![("ADDED", obj_rv(&created))]);
+    assert_eq!(
+        evs.iter().map(|e| (e["type"].as_str().unwrap(), obj_rv(&e["object"]))).collect::<Vec<_>>(),
+        vec![("ADDED", obj_rv(&created))]
+    );
 }
 
 fn item_names_of(l: &Value) -> Vec<String> {
@@ -481,7 +503,10 @@ async fn protobuf_request_bodies_create_and_update() {
     let s = start(&cluster(NS_PODS)).await;
     let envelope = |cm: &ConfigMap| {
         let u = Unknown {
-            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta { api_version: Some("v1".into()), kind: Some("ConfigMap".into()) }),
+            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+                api_version: Some("v1".into()),
+                kind: Some("ConfigMap".into()),
+            }),
             raw: Some(cm.encode_to_vec()),
             content_encoding: Some(String::new()),
             content_type: Some(String::new()),
@@ -508,10 +533,19 @@ async fn protobuf_request_bodies_create_and_update() {
 
     cm.metadata = Some(meta);
     cm.data.insert("k".into(), "v2".into());
-    let r = s.request(http::Method::PUT, "/api/v1/namespaces/default/configmaps/from-pb", Some(PROTOBUF), Some(PROTOBUF), envelope(&cm)).await;
+    let r =
+        s.request(http::Method::PUT, "/api/v1/namespaces/default/configmaps/from-pb", Some(PROTOBUF), Some(PROTOBUF), envelope(&cm)).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(s.get_ok("/api/v1/namespaces/default/configmaps/from-pb").await["data"], json!({"k": "v2"}));
-    let r = s.request(http::Method::POST, "/api/v1/namespaces/default/configmaps", Some("application/json"), Some(PROTOBUF), b"not protobuf".to_vec()).await;
+    let r = s
+        .request(
+            http::Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            Some("application/json"),
+            Some(PROTOBUF),
+            b"not protobuf".to_vec(),
+        )
+        .await;
     assert_eq!(r.status, 400, "{}", r.text());
 }
 
@@ -520,14 +554,27 @@ async fn strategic_merge_and_json_patches() {
     let s = start(&cluster(NS_PODS)).await;
     let deploys = s.get_ok("/apis/apps/v1/deployments?limit=1").await;
     let d = &deploys["items"][0];
-    let path = format!("/apis/apps/v1/namespaces/{}/deployments/{}", d["metadata"]["namespace"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap());
+    let path = format!(
+        "/apis/apps/v1/namespaces/{}/deployments/{}",
+        d["metadata"]["namespace"].as_str().unwrap(),
+        d["metadata"]["name"].as_str().unwrap()
+    );
     let before = d["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone();
     assert!(before.len() >= 2, "a sidecar to keep");
     let first = before[0]["name"].as_str().unwrap();
     // `kubectl set image deploy/d <first>=new:v2`.
     let order: Vec<Value> = before.iter().map(|c| json!({"name": c["name"]})).collect();
-    let smp = json!({"spec": {"template": {"spec": {"$setElementOrder/containers": order, "containers": [{"image": "new:v2", "name": first}]}}}});
-    let r = s.request(http::Method::PATCH, &path, Some("application/json"), Some("application/strategic-merge-patch+json"), smp.to_string().into_bytes()).await;
+    let smp =
+        json!({"spec": {"template": {"spec": {"$setElementOrder/containers": order, "containers": [{"image": "new:v2", "name": first}]}}}});
+    let r = s
+        .request(
+            http::Method::PATCH,
+            &path,
+            Some("application/json"),
+            Some("application/strategic-merge-patch+json"),
+            smp.to_string().into_bytes(),
+        )
+        .await;
     let after = s.must("set image", r).await;
     let after = after["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone();
     assert_eq!(after.len(), before.len(), "containers merged by name, none dropped");

@@ -43,7 +43,11 @@ async fn binary_sim_writes_its_address_and_churns() {
     let b = &b;
     eventually(60, 100, || async move {
         let rv = list_rv(&b.api.get_ok("/api/v1/pods?limit=1").await);
-        if rv > rv0 { Ok(()) } else { Err(format!("no churn; stderr: {}", b.stderr())) }
+        if rv > rv0 {
+            Ok(())
+        } else {
+            Err(format!("no churn; stderr: {}", b.stderr()))
+        }
     })
     .await;
 }
@@ -86,7 +90,9 @@ async fn kubectl_label_selectors_match_client_side_filtering() {
         (format!("app={app}"), Box::new(move |p: &Value| label(p, "app").as_deref() == Some(app.as_str()))),
         (
             "tier in (frontend,edge),env!=prod".into(),
-            Box::new(move |p: &Value| matches!(label(p, "tier").as_deref(), Some("frontend" | "edge")) && label(p, "env").as_deref() != Some("prod")),
+            Box::new(move |p: &Value| {
+                matches!(label(p, "tier").as_deref(), Some("frontend" | "edge")) && label(p, "env").as_deref() != Some("prod")
+            }),
         ),
         ("!nonexistent,team=identity".into(), Box::new(move |p: &Value| label(p, "team").as_deref() == Some("identity"))),
     ];
@@ -283,7 +289,8 @@ async fn kubectl_get_watch_prints_table_rows() {
     }
     // A change arrives as a Table watch event: one more row for that pod.
     let target = in_ns[3]["metadata"]["name"].as_str().unwrap();
-    let p = s.patch(&format!("/api/v1/namespaces/{ns}/pods/{target}"), &serde_json::json!({"metadata": {"labels": {"watched": "yes"}}})).await;
+    let p =
+        s.patch(&format!("/api/v1/namespaces/{ns}/pods/{target}"), &serde_json::json!({"metadata": {"labels": {"watched": "yes"}}})).await;
     s.must("patch", p).await;
     let row = next_line(&mut lines, end).await;
     assert!(row.starts_with(target), "watch row {row:?}");
@@ -304,7 +311,10 @@ async fn kubectl_table_output_is_paged_and_has_wide_columns() {
     let text = String::from_utf8_lossy(&out.stdout);
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]);
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]
+    );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 3000);
     let (_, all) = s.all_pods().await;

@@ -22,10 +22,12 @@ async fn python_kubernetes_client_lists_and_watches() {
     let s = start(&cluster(&["--nodes", &nodes.to_string(), "--pods", &pods.to_string()])).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sim_client.py");
     let server = s.base.clone();
-    let out = tokio::task::spawn_blocking(move || Command::new("python3").arg(script).arg(&server).arg(pods.to_string()).arg(nodes.to_string()).output())
-        .await
-        .unwrap()
-        .expect("run python3");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("python3").arg(script).arg(&server).arg(pods.to_string()).arg(nodes.to_string()).output()
+    })
+    .await
+    .unwrap()
+    .expect("run python3");
     println!("{}", String::from_utf8_lossy(&out.stdout));
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "sim_client.py failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));

@@ -29,7 +29,11 @@ async fn watch_resumes_from_an_rv_inside_the_window() {
     let modified = s.must("patch", p).await;
     // A change of another kind in between must not show up.
     let other = s.get_ok("/api/v1/pods?limit=1").await["items"][0].clone();
-    let op = format!("/api/v1/namespaces/{}/pods/{}", other["metadata"]["namespace"].as_str().unwrap(), other["metadata"]["name"].as_str().unwrap());
+    let op = format!(
+        "/api/v1/namespaces/{}/pods/{}",
+        other["metadata"]["namespace"].as_str().unwrap(),
+        other["metadata"]["name"].as_str().unwrap()
+    );
     let p = s.patch(&op, &json!({"metadata": {"annotations": {"noise": "1"}}})).await;
     s.must("patch pod", p).await;
     let d = s.delete(&format!("{path}/resume-me")).await;
@@ -57,7 +61,11 @@ async fn watch_resumes_from_an_rv_inside_the_window() {
             }
             out
         } else {
-            w.json_until_end(deadline(20)).await.into_iter().map(|e| (ev_type(&e).to_string(), ev_rv(&e), e["object"]["data"].clone())).collect()
+            w.json_until_end(deadline(20))
+                .await
+                .into_iter()
+                .map(|e| (ev_type(&e).to_string(), ev_rv(&e), e["object"]["data"].clone()))
+                .collect()
         };
         let want = vec![
             ("ADDED".to_string(), obj_rv(&created), json!({"v": "1"})),
@@ -124,7 +132,9 @@ async fn bookmarks_never_go_backwards() {
     c.churn_per_sec = 20.0;
     let s = start(&c).await;
     let from = s.sim.resource_version();
-    let mut w = s.watch(&format!("/api/v1/pods?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=5"), "application/json").await;
+    let mut w = s
+        .watch(&format!("/api/v1/pods?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=5"), "application/json")
+        .await;
     let evs = w.json_until_end(deadline(30)).await;
     let bookmarks: Vec<&Value> = evs.iter().filter(|e| e["type"] == "BOOKMARK").collect();
     assert!(bookmarks.len() >= 2, "{} bookmarks in 5 s at a 1 s interval", bookmarks.len());
@@ -269,7 +279,11 @@ async fn label_selector_transitions_become_added_modified_deleted() {
     let probe = Some("probe".to_string());
     assert_eq!(
         seq,
-        vec![("ADDED".into(), obj_rv(&a1), probe.clone()), ("MODIFIED".into(), obj_rv(&a2), probe.clone()), ("DELETED".into(), obj_rv(&a3), probe)]
+        vec![
+            ("ADDED".into(), obj_rv(&a1), probe.clone()),
+            ("MODIFIED".into(), obj_rv(&a2), probe.clone()),
+            ("DELETED".into(), obj_rv(&a3), probe)
+        ]
     );
 }
 
@@ -326,7 +340,8 @@ async fn watch_rv_too_large_times_out_and_rv_zero_lists_first() {
 async fn timeout_seconds_zero_means_no_timeout_given() {
     let s = start(&cluster(SMALL)).await;
     let cur = s.sim.resource_version();
-    let mut w = s.watch(&format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={cur}&timeoutSeconds=0"), "application/json").await;
+    let mut w =
+        s.watch(&format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={cur}&timeoutSeconds=0"), "application/json").await;
     assert_eq!(w.status, 200);
     let created = s.create_cm("default", "after-zero", json!({})).await;
     let ev = w.next_json(deadline(20)).await.item("the watch is still open after timeoutSeconds=0");
@@ -372,7 +387,8 @@ async fn node_name_watches_follow_a_pod_from_pending_to_bound() {
         s.watch(&w("spec.nodeName=node-0003"), "application/json").await,
         s.watch(&w("spec.nodeName=node-0004"), "application/json").await,
     );
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "to-bind"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    let pod =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "to-bind"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
     let path = "/api/v1/namespaces/default/pods";
     let created = s.must("create", s.post(path, &pod).await).await;
     let bound = s.must("bind", s.patch(&format!("{path}/to-bind"), &json!({"spec": {"nodeName": "node-0003"}})).await).await;

@@ -64,7 +64,13 @@ impl Bare {
             tail.push_str(&format!("Authorization: Bearer {t}\r\n"));
         }
         tail.push_str("\r\n");
-        Bare { authority: authority.to_string(), tail: tail.into_bytes(), stream: None, buf: Vec::with_capacity(BUF), req: Vec::with_capacity(512) }
+        Bare {
+            authority: authority.to_string(),
+            tail: tail.into_bytes(),
+            stream: None,
+            buf: Vec::with_capacity(BUF),
+            req: Vec::with_capacity(512),
+        }
     }
 
     /// GET `pq` and read the whole response. The connection is kept only after a whole
@@ -74,7 +80,10 @@ impl Bare {
         let mut stream = match self.stream.take() {
             Some(s) => s,
             None => {
-                let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.authority)).await.map_err(|_| anyhow::anyhow!("connecting to {}: timed out", self.authority))?.with_context(|| format!("connecting to {}", self.authority))?;
+                let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.authority))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("connecting to {}: timed out", self.authority))?
+                    .with_context(|| format!("connecting to {}", self.authority))?;
                 s.set_nodelay(true)?;
                 s
             }
@@ -99,7 +108,13 @@ impl Bare {
         let body_bytes = match head.framing {
             Framing::Length(n) => read_length(&mut stream, &mut self.buf, n, &mut excerpt, keep).await?,
             Framing::Chunked => read_chunked(&mut stream, &mut self.buf, &mut excerpt, keep).await?,
-            Framing::Close => return Ok(Answer { status: head.status, body_bytes: read_to_close(&mut stream, &mut self.buf, &mut excerpt, keep).await?, excerpt }),
+            Framing::Close => {
+                return Ok(Answer {
+                    status: head.status,
+                    body_bytes: read_to_close(&mut stream, &mut self.buf, &mut excerpt, keep).await?,
+                    excerpt,
+                })
+            }
         };
         if head.keep_alive {
             self.stream = Some(stream);
@@ -141,7 +156,8 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<
             let mut keep_alive = resp.version == Some(1) && status != 101;
             for h in resp.headers.iter() {
                 if h.name.eq_ignore_ascii_case("content-length") {
-                    length = Some(std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<u64>().ok()).context("a bad Content-Length")?);
+                    length =
+                        Some(std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<u64>().ok()).context("a bad Content-Length")?);
                 } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                     // What matters is the last coding applied.
                     coding = tokens(h.value).last().or(coding);
@@ -273,7 +289,10 @@ mod tests {
                         }
                         // Answers that end by closing: `close`, HTTP/1.0, or a body whose last coding is gzip.
                         let head = &a[..a.windows(4).position(|w| w == b"\r\n\r\n").map_or(a.len(), |p| p + 4)];
-                        if head.windows(5).any(|w| w.eq_ignore_ascii_case(b"close")) || head.starts_with(b"HTTP/1.0") || head.windows(6).any(|w| w == b"gzip\r\n") {
+                        if head.windows(5).any(|w| w.eq_ignore_ascii_case(b"close"))
+                            || head.starts_with(b"HTTP/1.0")
+                            || head.windows(6).any(|w| w == b"gzip\r\n")
+                        {
                             continue 'conns;
                         }
                     }
@@ -310,7 +329,8 @@ mod tests {
     #[tokio::test]
     async fn interim_responses_are_skipped_and_chunked_overrides_content_length() {
         let addr = serve(vec![
-            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                .to_vec(),
             b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n".to_vec(),
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n!".to_vec(),
         ])
@@ -375,7 +395,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_cut_short_is_an_error_and_the_next_request_reconnects() {
-        let addr = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\nshort".to_vec(), b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()]).await;
+        let addr = serve(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\nshort".to_vec(),
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+        ])
+        .await;
         let mut c = Bare::new(&addr, "application/json", None);
         let e = c.get("/a").await.unwrap_err();
         assert!(format!("{e:#}").contains("5 of 10"), "{e:#}");

@@ -46,14 +46,29 @@ impl Http {
         let mut b = Client::builder(TokioExecutor::new());
         b.pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(4096);
         if protocol == Protocol::Http2 {
-            b.http2_only(true).http2_initial_stream_window_size(4 << 20).http2_initial_connection_window_size(8 << 20).http2_max_frame_size(1 << 20);
+            b.http2_only(true)
+                .http2_initial_stream_window_size(4 << 20)
+                .http2_initial_connection_window_size(8 << 20)
+                .http2_max_frame_size(1 << 20);
         }
         Http { client: b.build(conn) }
     }
 
     /// Send a request; return the response with its body still streaming.
-    pub async fn send(&self, method: Method, authority: &str, pq: &str, accept: &str, token: Option<&str>, body: Option<(&'static str, Bytes)>) -> anyhow::Result<http::Response<Incoming>> {
-        let mut req = Request::builder().method(method).uri(format!("http://{authority}{pq}")).header(header::ACCEPT, accept).header(header::USER_AGENT, "kache-loadtest/0.1");
+    pub async fn send(
+        &self,
+        method: Method,
+        authority: &str,
+        pq: &str,
+        accept: &str,
+        token: Option<&str>,
+        body: Option<(&'static str, Bytes)>,
+    ) -> anyhow::Result<http::Response<Incoming>> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://{authority}{pq}"))
+            .header(header::ACCEPT, accept)
+            .header(header::USER_AGENT, "kache-loadtest/0.1");
         if let Some(t) = token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
         }

@@ -110,7 +110,14 @@ fn wait_file(path: &Path, child: &mut Child, what: &str, limit: Duration) -> any
 
 /// Start `kache sim` and `kache serve` in front of it; return the two targets once kache's
 /// preloaded caches have synced.
-pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, dir: &Path, log: &Path, server_cpu: Option<&str>) -> anyhow::Result<(Vec<Target>, Observed, Started)> {
+pub async fn start(
+    kache_bin: &Path,
+    cluster: &Cluster,
+    kache: &KacheSettings,
+    dir: &Path,
+    log: &Path,
+    server_cpu: Option<&str>,
+) -> anyhow::Result<(Vec<Target>, Observed, Started)> {
     std::fs::create_dir_all(dir)?;
     if !kache_bin.exists() {
         bail!("{} not found: build it with `cargo build --release` or pass --kache-bin", kache_bin.display());
@@ -121,7 +128,8 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
     let _ = std::fs::remove_file(&sim_addr);
     let mut cmd = on_cpu(kache_bin, server_cpu);
     cmd.args(["sim", "--listen", "127.0.0.1:0", "--log-level", "warn"])
-        .arg("--addr-file").arg(&sim_addr)
+        .arg("--addr-file")
+        .arg(&sim_addr)
         .args(["--nodes", &cluster.nodes.to_string(), "--pods", &cluster.pods.to_string()])
         .args(["--namespaces", &cluster.namespaces.to_string(), "--seed", &cluster.seed.to_string()])
         .args(["--churn-per-sec", &cluster.churn_per_sec.to_string()])
@@ -148,9 +156,12 @@ pub async fn start(kache_bin: &Path, cluster: &Cluster, kache: &KacheSettings, d
         cmd.arg("serve");
     }
     cmd.args(["--insecure-http", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-level", "warn"])
-        .arg("--upstream-kubeconfig").arg(&upstream_kc)
-        .arg("--addr-file").arg(&addr)
-        .arg("--admin-addr-file").arg(&admin)
+        .arg("--upstream-kubeconfig")
+        .arg(&upstream_kc)
+        .arg("--addr-file")
+        .arg(&addr)
+        .arg("--admin-addr-file")
+        .arg(&admin)
         .args(["--preload", &kache.preload, "--preload-encodings", &kache.preload_encodings])
         .args(&kache.extra_args);
     eprintln!("starting: {cmd:?}");

@@ -155,7 +155,14 @@ fn resolve(dir: &Path, s: &str) -> PathBuf {
 }
 
 fn git_commit() -> String {
-    let out = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let out = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
     let rev = out(&["rev-parse", "--short", "HEAD"]);
     let dirty = !out(&["status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml", "Cargo.lock"]).is_empty();
     if dirty {
@@ -182,7 +189,8 @@ fn main() -> anyhow::Result<()> {
         Cmd::TrivialServer { body_bytes, addr_file } => phases::reference::serve_trivial(body_bytes, &addr_file),
         Cmd::Render { json } => {
             for f in json {
-                let rep: report::RunReport = serde_json::from_slice(&std::fs::read(&f)?).with_context(|| format!("reading {}", f.display()))?;
+                let rep: report::RunReport =
+                    serde_json::from_slice(&std::fs::read(&f)?).with_context(|| format!("reading {}", f.display()))?;
                 let dir = f.parent().unwrap_or(Path::new("."));
                 let stem = f.file_stem().and_then(|s| s.to_str()).context("file name")?;
                 report::write(dir, stem, &rep)?;
@@ -191,7 +199,11 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::List { scenarios_dir } => {
-            let mut files: Vec<_> = std::fs::read_dir(&scenarios_dir)?.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+            let mut files: Vec<_> = std::fs::read_dir(&scenarios_dir)?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .collect();
             files.sort();
             for f in files {
                 let s = scenario::load(&f)?;
@@ -201,7 +213,8 @@ fn main() -> anyhow::Result<()> {
         }
         Cmd::Run(args) => {
             // Placement is fixed before the runtime starts: every scenario of a run shares it.
-            let scenarios = args.scenarios.iter().map(|s| scenario::load(&resolve(&args.scenarios_dir, s))).collect::<anyhow::Result<Vec<_>>>()?;
+            let scenarios =
+                args.scenarios.iter().map(|s| scenario::load(&resolve(&args.scenarios_dir, s))).collect::<anyhow::Result<Vec<_>>>()?;
             let split: Vec<bool> = scenarios.iter().map(|s| s.placement.split_cores).collect();
             if !args.split_cores && split.contains(&true) && split.contains(&false) {
                 bail!("scenarios with [placement] split_cores and without it cannot run in one invocation");
@@ -211,7 +224,8 @@ fn main() -> anyhow::Result<()> {
                 if args.direct_kubeconfig.is_some() {
                     bail!("--split-cores places the servers this run starts; it cannot place external endpoints");
                 }
-                if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. }))) {
+                if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. })))
+                {
                     bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
                 }
                 split_cores()?;
@@ -262,12 +276,32 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'sta
     let ctx = phases::Ctx { upstream, observed, names, self_exe: std::env::current_exe()?, work_dir, server_cpu };
     let mut results = Vec::new();
     for phase in &s.phases {
-        let runs: Vec<&env::Target> = if phase.is_reference() { vec![&targets[1]] } else { targets.iter().filter(|t| args.only.as_ref().is_none_or(|o| *o == t.name)).collect() };
+        let runs: Vec<&env::Target> = if phase.is_reference() {
+            vec![&targets[1]]
+        } else {
+            targets.iter().filter(|t| args.only.as_ref().is_none_or(|o| *o == t.name)).collect()
+        };
         for t in runs {
             for r in phases::run(&ctx, phase, t).await? {
-                let lat = r.latency.as_ref().map(|p| format!("p50 {:.2} ms p99 {:.2} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
-                let lag = r.lag.as_ref().map(|p| format!(" lag p50 {:.1} ms p99 {:.1} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
-                eprintln!("  {} c={} [{}]: {:.1} req/s {:.1} MB/s err {} {lat}{lag}", r.workload, r.concurrency, r.target, r.requests_per_sec, r.bytes_per_sec / 1e6, r.errors);
+                let lat = r
+                    .latency
+                    .as_ref()
+                    .map(|p| format!("p50 {:.2} ms p99 {:.2} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3))
+                    .unwrap_or_default();
+                let lag = r
+                    .lag
+                    .as_ref()
+                    .map(|p| format!(" lag p50 {:.1} ms p99 {:.1} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3))
+                    .unwrap_or_default();
+                eprintln!(
+                    "  {} c={} [{}]: {:.1} req/s {:.1} MB/s err {} {lat}{lag}",
+                    r.workload,
+                    r.concurrency,
+                    r.target,
+                    r.requests_per_sec,
+                    r.bytes_per_sec / 1e6,
+                    r.errors
+                );
                 results.push(r);
             }
             // Let sockets in TIME_WAIT and the servers' buffers drain between runs.
@@ -284,7 +318,8 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'sta
         machine,
         placement: match server_cpu {
             Some(cpu) => {
-                let siblings = std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")).unwrap_or_default();
+                let siblings =
+                    std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")).unwrap_or_default();
                 format!("split cores: the servers (simulator, kache, trivial reference server) on CPU {cpu}; the load generator on CPU {} (CPU {cpu}'s hardware thread siblings: {})", phases::LOADGEN_CPU, siblings.trim())
             }
             None => "shared: every process may run on every CPU".into(),

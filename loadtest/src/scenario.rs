@@ -57,7 +57,16 @@ pub struct Cluster {
 
 impl Default for Cluster {
     fn default() -> Self {
-        Cluster { nodes: 1000, pods: 30_000, namespaces: 10, seed: 1, pod_bytes: None, churn_per_sec: 0.0, window_events: 10_000, bookmark_interval_seconds: 60 }
+        Cluster {
+            nodes: 1000,
+            pods: 30_000,
+            namespaces: 10,
+            seed: 1,
+            pod_bytes: None,
+            churn_per_sec: 0.0,
+            window_events: 10_000,
+            bookmark_interval_seconds: 60,
+        }
     }
 }
 
@@ -200,12 +209,7 @@ pub enum Phase {
         patch_rate: f64,
     },
     /// PATCH pods at `rate`/s (or as fast as `concurrency` allows when 0), timing each write.
-    Writes {
-        rate: f64,
-        concurrency: usize,
-        seconds: f64,
-        max_requests: u64,
-    },
+    Writes { rate: f64, concurrency: usize, seconds: f64, max_requests: u64 },
     /// Bytes/s over a loopback TCP socket for a payload the size of `sample`.
     LoopbackReference { sample: Sample, seconds: f64, max_transfers: u64 },
     /// Requests/s of a trivial hyper server returning a static body the size of `sample`.
@@ -246,7 +250,9 @@ pub fn load(path: &Path) -> anyhow::Result<Scenario> {
                 }
                 (*seconds, *max_requests)
             }
-            Phase::Kubelets { clients, watch_seconds, .. } | Phase::Informers { clients, watch_seconds, .. } => (*watch_seconds, *clients as u64),
+            Phase::Kubelets { clients, watch_seconds, .. } | Phase::Informers { clients, watch_seconds, .. } => {
+                (*watch_seconds, *clients as u64)
+            }
             Phase::Writes { seconds, max_requests, .. } => (*seconds, *max_requests),
             Phase::LoopbackReference { seconds, max_transfers, .. } => (*seconds, *max_transfers),
             Phase::TrivialServerReference { seconds, max_requests, .. } => (*seconds, *max_requests),

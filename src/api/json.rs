@@ -58,10 +58,7 @@ mod tests {
     #[test]
     fn escapes_like_go() {
         let v = serde_json::json!({"v": "é ✓ \"quotes\" <tag> &"});
-        assert_eq!(
-            String::from_utf8(to_vec(&v)).unwrap(),
-            r#"{"v":"é ✓ \"quotes\" \u003ctag\u003e \u0026"}"#
-        );
+        assert_eq!(String::from_utf8(to_vec(&v)).unwrap(), r#"{"v":"é ✓ \"quotes\" \u003ctag\u003e \u0026"}"#);
     }
 
     #[test]

@@ -49,9 +49,7 @@ impl Resource {
 
     /// Whether `field` may be used in a field selector on this resource.
     pub fn supports_field(&self, field: &str) -> bool {
-        field == "metadata.name"
-            || (field == "metadata.namespace" && self.namespaced)
-            || self.fields.iter().any(|f| f == field)
+        field == "metadata.name" || (field == "metadata.namespace" && self.namespaced) || self.fields.iter().any(|f| f == field)
     }
 
     /// Every field a field selector may use.

@@ -91,8 +91,7 @@ fn is_label_name(s: &str) -> bool {
         (Some(first), Some(last)) => {
             first.is_ascii_alphanumeric()
                 && last.is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         }
         _ => false,
     }
@@ -104,11 +103,7 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.split('.').all(|part| {
         let b = part.as_bytes();
         match (b.first(), b.last()) {
-            (Some(first), Some(last)) => {
-                lower_alnum(first)
-                    && lower_alnum(last)
-                    && b.iter().all(|c| lower_alnum(c) || *c == b'-')
-            }
+            (Some(first), Some(last)) => lower_alnum(first) && lower_alnum(last) && b.iter().all(|c| lower_alnum(c) || *c == b'-'),
             _ => false,
         }
     })
@@ -132,19 +127,13 @@ fn label_key_errors(key: &str) -> Vec<String> {
         None => key,
         Some((_, name)) if name.contains('/') => {
             let re = regex_error(NAME_MSG, NAME_FMT, NAME_EXAMPLES);
-            return vec![format!(
-                "a valid label key {re} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            )];
+            return vec![format!("a valid label key {re} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")];
         }
         Some((prefix, name)) => {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_owned());
             } else {
-                errs.extend(
-                    subdomain_errors(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
+                errs.extend(subdomain_errors(prefix).into_iter().map(|m| format!("prefix part {m}")));
             }
             name
         }
@@ -155,10 +144,7 @@ fn label_key_errors(key: &str) -> Vec<String> {
         errs.push(format!("name part {}", max_len_error(NAME_MAX)));
     }
     if !is_label_name(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(NAME_MSG, NAME_FMT, NAME_EXAMPLES)
-        ));
+        errs.push(format!("name part {}", regex_error(NAME_MSG, NAME_FMT, NAME_EXAMPLES)));
     }
     errs
 }
@@ -246,10 +232,7 @@ struct Token<'a> {
     lit: &'a str,
 }
 
-const END: Token<'static> = Token {
-    tok: Tok::End,
-    lit: "",
-};
+const END: Token<'static> = Token { tok: Tok::End, lit: "" };
 
 fn is_whitespace(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n')
@@ -351,10 +334,7 @@ impl<'a> Lexer<'a> {
             self.pos += 1;
         }
         // Every special byte, and `==`/`!=`, is a token, so the fallback is never used.
-        Token {
-            tok: special_tok(lit).unwrap_or(Tok::End),
-            lit,
-        }
+        Token { tok: special_tok(lit).unwrap_or(Tok::End), lit }
     }
 }
 
@@ -433,9 +413,7 @@ impl<'a> Parser<'a> {
             let (tok, lit) = self.peek(Ctx::Values);
             match tok {
                 Tok::Ident | Tok::Bang => {
-                    let req = self
-                        .requirement()
-                        .map_err(|e| format!("unable to parse requirement: {e}"))?;
+                    let req = self.requirement().map_err(|e| format!("unable to parse requirement: {e}"))?;
                     reqs.push(req);
                     match self.next(Ctx::Values) {
                         (Tok::End, _) => return Ok(reqs),
@@ -457,11 +435,7 @@ impl<'a> Parser<'a> {
     fn requirement(&mut self) -> Result<Requirement, String> {
         let (key, unary) = self.key_and_inferred_operator()?;
         if let Some(op) = unary {
-            return Ok(Requirement {
-                key: key.to_owned(),
-                op,
-                values: Vec::new(),
-            });
+            return Ok(Requirement { key: key.to_owned(), op, values: Vec::new() });
         }
         let op = self.operator()?;
         let values = match op {
@@ -587,31 +561,19 @@ fn new_requirement(key: &str, op: Op, values: Vec<&str>) -> Result<Requirement, 
             match v.parse::<i64>() {
                 Ok(n) if matches!(op, Op::GreaterThan(_)) => op = Op::GreaterThan(n),
                 Ok(n) => op = Op::LessThan(n),
-                Err(_) => errs.push(invalid(
-                    &format!("values[{i}]"),
-                    v,
-                    "for 'Gt', 'Lt' operators, the value must be an integer",
-                )),
+                Err(_) => errs.push(invalid(&format!("values[{i}]"), v, "for 'Gt', 'Lt' operators, the value must be an integer")),
             }
         }
     }
     for (i, v) in values.iter().enumerate() {
         let problems = label_value_errors(v);
         if !problems.is_empty() {
-            errs.push(invalid(
-                &format!("values[{i}][{key}]"),
-                v,
-                &problems.join("; "),
-            ));
+            errs.push(invalid(&format!("values[{i}][{key}]"), v, &problems.join("; ")));
         }
     }
     errs.dedup();
     match errs.len() {
-        0 => Ok(Requirement {
-            key: key.to_owned(),
-            op,
-            values: values.into_iter().map(str::to_owned).collect(),
-        }),
+        0 => Ok(Requirement { key: key.to_owned(), op, values: values.into_iter().map(str::to_owned).collect() }),
         1 => Err(errs.concat()),
         _ => Err(format!("[{}]", errs.join(", "))),
     }
@@ -662,10 +624,7 @@ pub struct LabelSelector {
 impl LabelSelector {
     /// Parses the `labelSelector` syntax; "" or only whitespace matches everything.
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let mut parser = Parser {
-            toks: tokenize(s),
-            pos: 0,
-        };
+        let mut parser = Parser { toks: tokenize(s), pos: 0 };
         let mut reqs = parser.parse().map_err(SelectorError)?;
         reqs.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(Self { reqs })
@@ -812,18 +771,12 @@ impl FieldSelector {
         let mut terms = Vec::new();
         for part in parts.into_iter().filter(|p| !p.is_empty()) {
             let Some((field, negated, raw)) = split_term(part) else {
-                return Err(SelectorError(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                )));
+                return Err(SelectorError(format!("invalid selector: '{s}'; can't understand '{part}'")));
             };
             let value = unescape_value(raw)?;
             // The apiserver's transform drops a term whose field and value are both empty.
             if !field.is_empty() || !value.is_empty() {
-                terms.push(FieldTerm {
-                    field: field.to_owned(),
-                    value,
-                    negated,
-                });
+                terms.push(FieldTerm { field: field.to_owned(), value, negated });
             }
         }
         terms.sort_by_cached_key(FieldTerm::to_string);
@@ -845,10 +798,7 @@ impl FieldSelector {
 
     /// The value of an equality requirement (`f=v` or `f==v`) on `field`, if there is one (used to pick the spec.nodeName index).
     pub fn exact(&self, field: &str) -> Option<&str> {
-        self.terms
-            .iter()
-            .find(|t| !t.negated && t.field == field)
-            .map(|t| t.value.as_str())
+        self.terms.iter().find(|t| !t.negated && t.field == field).map(|t| t.value.as_str())
     }
 
     /// True when every term matches; a field the object lacks compares as "".
@@ -895,10 +845,7 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
     const INT_ERR: &str = "for 'Gt', 'Lt' operators, the value must be an integer";
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn sel(s: &str) -> LabelSelector {
@@ -926,18 +873,11 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
     /// Label selector `s` against labels, both ways of supplying labels.
     fn lm(s: &str, pairs: &[(&str, &str)]) -> bool {
         let map = labels(pairs);
-        let mut slice: Vec<(Box<str>, Box<str>)> = pairs
-            .iter()
-            .map(|(k, v)| (Box::from(*k), Box::from(*v)))
-            .collect();
+        let mut slice: Vec<(Box<str>, Box<str>)> = pairs.iter().map(|(k, v)| (Box::from(*k), Box::from(*v))).collect();
         slice.sort();
         let selector = sel(s);
         let by_map = selector.matches(&map);
-        assert_eq!(
-            by_map,
-            selector.matches(slice.as_slice()),
-            "map vs slice for {s:?}"
-        );
+        assert_eq!(by_map, selector.matches(slice.as_slice()), "map vs slice for {s:?}");
         by_map
     }
 
@@ -946,7 +886,8 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
     #[test]
     fn matches_besides_skips_only_the_known_equality() {
         let f = FieldSelector::parse("spec.nodeName=a,spec.nodeName!=b,status.phase=Running").unwrap();
-        let obj: BTreeMap<String, String> = [("spec.nodeName", "zzz"), ("status.phase", "Running")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let obj: BTreeMap<String, String> =
+            [("spec.nodeName", "zzz"), ("status.phase", "Running")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert!(!f.matches(&obj));
         assert!(f.matches_besides(&obj, Some(("spec.nodeName", "a"))), "the known term is taken as held");
         assert!(!f.matches_besides(&obj, Some(("spec.nodeName", "c"))), "another value is still checked");
@@ -1062,16 +1003,10 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
     #[test]
     fn prefixed_keys() {
-        assert!(lm(
-            "app.kubernetes.io/name=web",
-            &[("app.kubernetes.io/name", "web")]
-        ));
+        assert!(lm("app.kubernetes.io/name=web", &[("app.kubernetes.io/name", "web")]));
         assert!(lm("example.com/a_b-c.d", &[("example.com/a_b-c.d", "")]));
         let long_name = "a".repeat(63);
-        assert!(lm(
-            &format!("{long_name}={long_name}"),
-            &[(&long_name, &long_name)]
-        ));
+        assert!(lm(&format!("{long_name}={long_name}"), &[(&long_name, &long_name)]));
     }
 
     #[test]
@@ -1096,19 +1031,12 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
         // NUL right after a word or operator separates tokens; at a token start it ends the input.
         assert_eq!(sel("a=\0b"), sel("a=b"));
         assert_eq!(sel("a \0b=c"), sel("a"));
-        assert_eq!(
-            label_err("a\0b"),
-            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
-        );
+        assert_eq!(label_err("a\0b"), "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt");
     }
 
     #[test]
     fn label_source_slice_uses_sorted_keys() {
-        let slice: Vec<(Box<str>, Box<str>)> = vec![
-            ("a".into(), "1".into()),
-            ("c".into(), "3".into()),
-            ("e".into(), "5".into()),
-        ];
+        let slice: Vec<(Box<str>, Box<str>)> = vec![("a".into(), "1".into()), ("c".into(), "3".into()), ("e".into(), "5".into())];
         let s = slice.as_slice();
         assert_eq!(s.label("a"), Some("1"));
         assert_eq!(s.label("c"), Some("3"));
@@ -1123,55 +1051,22 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
     #[test]
     fn error_unterminated_set() {
-        assert_eq!(
-            label_err("a in ("),
-            "unable to parse requirement: found '', expected: ',', ')' or identifier"
-        );
-        assert_eq!(
-            label_err("a in (="),
-            "unable to parse requirement: found '=', expected: ',', ')' or identifier"
-        );
+        assert_eq!(label_err("a in ("), "unable to parse requirement: found '', expected: ',', ')' or identifier");
+        assert_eq!(label_err("a in (="), "unable to parse requirement: found '=', expected: ',', ')' or identifier");
     }
 
     #[test]
     fn error_selector_level() {
-        assert_eq!(
-            label_err(",a"),
-            "found ',', expected: !, identifier, or 'end of string'"
-        );
-        assert_eq!(
-            label_err("=a"),
-            "found '=', expected: !, identifier, or 'end of string'"
-        );
-        assert_eq!(
-            label_err("!=a"),
-            "found '!=', expected: !, identifier, or 'end of string'"
-        );
-        assert_eq!(
-            label_err(")"),
-            "found ')', expected: !, identifier, or 'end of string'"
-        );
+        assert_eq!(label_err(",a"), "found ',', expected: !, identifier, or 'end of string'");
+        assert_eq!(label_err("=a"), "found '=', expected: !, identifier, or 'end of string'");
+        assert_eq!(label_err("!=a"), "found '!=', expected: !, identifier, or 'end of string'");
+        assert_eq!(label_err(")"), "found ')', expected: !, identifier, or 'end of string'");
         assert_eq!(label_err("a,"), "found '', expected: identifier after ','");
-        assert_eq!(
-            label_err("a,,b"),
-            "found ',', expected: identifier after ','"
-        );
-        assert_eq!(
-            label_err("a=b c"),
-            "found 'c', expected: ',' or 'end of string'"
-        );
-        assert_eq!(
-            label_err("a=b)"),
-            "found ')', expected: ',' or 'end of string'"
-        );
-        assert_eq!(
-            label_err("!a=b"),
-            "found '=', expected: ',' or 'end of string'"
-        );
-        assert_eq!(
-            label_err("a in (b) c"),
-            "found 'c', expected: ',' or 'end of string'"
-        );
+        assert_eq!(label_err("a,,b"), "found ',', expected: identifier after ','");
+        assert_eq!(label_err("a=b c"), "found 'c', expected: ',' or 'end of string'");
+        assert_eq!(label_err("a=b)"), "found ')', expected: ',' or 'end of string'");
+        assert_eq!(label_err("!a=b"), "found '=', expected: ',' or 'end of string'");
+        assert_eq!(label_err("a in (b) c"), "found 'c', expected: ',' or 'end of string'");
     }
 
     #[test]
@@ -1198,11 +1093,7 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
             ("a>)", "found ')', expected: identifier"),
         ];
         for (input, msg) in cases {
-            assert_eq!(
-                label_err(input),
-                format!("unable to parse requirement: {msg}"),
-                "{input:?}"
-            );
+            assert_eq!(label_err(input), format!("unable to parse requirement: {msg}"), "{input:?}");
         }
     }
 
@@ -1214,18 +1105,11 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
             label_err("app:monolith"),
             format!("unable to parse requirement: <nil>: Invalid value: \"app:monolith\": name part {NAME_RE}")
         );
-        assert_eq!(
-            label_err("-a=b"),
-            format!(
-                "unable to parse requirement: <nil>: Invalid value: \"-a\": name part {NAME_RE}"
-            )
-        );
+        assert_eq!(label_err("-a=b"), format!("unable to parse requirement: <nil>: Invalid value: \"-a\": name part {NAME_RE}"));
         let long = "a".repeat(64);
         assert_eq!(
             label_err(&long),
-            format!(
-                "unable to parse requirement: <nil>: Invalid value: \"{long}\": name part must be no more than 63 bytes"
-            )
+            format!("unable to parse requirement: <nil>: Invalid value: \"{long}\": name part must be no more than 63 bytes")
         );
     }
 
@@ -1233,26 +1117,17 @@ is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
     fn error_invalid_key_prefix() {
         assert_eq!(
             label_err("app.kubernetes_io/name=x"),
-            format!(
-                "unable to parse requirement: <nil>: Invalid value: \"app.kubernetes_io/name\": prefix part {SUBDOMAIN_RE}"
-            )
+            format!("unable to parse requirement: <nil>: Invalid value: \"app.kubernetes_io/name\": prefix part {SUBDOMAIN_RE}")
         );
-        assert_eq!(
-            label_err("/a"),
-            "unable to parse requirement: <nil>: Invalid value: \"/a\": prefix part must be non-empty"
-        );
+        assert_eq!(label_err("/a"), "unable to parse requirement: <nil>: Invalid value: \"/a\": prefix part must be non-empty");
         assert_eq!(
             label_err("a/"),
-            format!(
-                "unable to parse requirement: <nil>: Invalid value: \"a/\": name part must be non-empty; name part {NAME_RE}"
-            )
+            format!("unable to parse requirement: <nil>: Invalid value: \"a/\": name part must be non-empty; name part {NAME_RE}")
         );
         let prefix = "a".repeat(254);
         assert_eq!(
             label_err(&format!("{prefix}/x")),
-            format!(
-                "unable to parse requirement: <nil>: Invalid value: \"{prefix}/x\": prefix part must be no more than 253 bytes"
-            )
+            format!("unable to parse requirement: <nil>: Invalid value: \"{prefix}/x\": prefix part must be no more than 253 bytes")
         );
         assert_eq!(
             label_err("a/b/c"),
@@ -1265,10 +1140,7 @@ with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
 
     #[test]
     fn error_key_is_go_quoted() {
-        assert_eq!(
-            label_err("a\"b\\"),
-            format!("unable to parse requirement: <nil>: Invalid value: \"a\\\"b\\\\\": name part {NAME_RE}")
-        );
+        assert_eq!(label_err("a\"b\\"), format!("unable to parse requirement: <nil>: Invalid value: \"a\\\"b\\\\\": name part {NAME_RE}"));
         assert_eq!(
             label_err("\u{1}x\u{a0}é"),
             format!("unable to parse requirement: <nil>: Invalid value: \"\\x01x\\u00a0é\": name part {NAME_RE}")
@@ -1289,9 +1161,7 @@ with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         let long_bad = format!("{long}-");
         assert_eq!(
             label_err(&format!("a=={long_bad}")),
-            format!(
-                "unable to parse requirement: values[0][a]: Invalid value: \"{long_bad}\": must be no more than 63 bytes; {VALUE_RE}"
-            )
+            format!("unable to parse requirement: values[0][a]: Invalid value: \"{long_bad}\": must be no more than 63 bytes; {VALUE_RE}")
         );
         assert_eq!(
             label_err("k in (ok,-y,-x)"),
@@ -1304,22 +1174,13 @@ values[1][k]: Invalid value: \"-y\": {VALUE_RE}]"
 
     #[test]
     fn error_numeric_values() {
-        assert_eq!(
-            label_err("environment>qa"),
-            format!("unable to parse requirement: values[0]: Invalid value: \"qa\": {INT_ERR}")
-        );
-        assert_eq!(
-            label_err("a<"),
-            format!("unable to parse requirement: values[0]: Invalid value: \"\": {INT_ERR}")
-        );
+        assert_eq!(label_err("environment>qa"), format!("unable to parse requirement: values[0]: Invalid value: \"qa\": {INT_ERR}"));
+        assert_eq!(label_err("a<"), format!("unable to parse requirement: values[0]: Invalid value: \"\": {INT_ERR}"));
         assert_eq!(
             label_err("a>99999999999999999999"),
             format!("unable to parse requirement: values[0]: Invalid value: \"99999999999999999999\": {INT_ERR}")
         );
-        assert_eq!(
-            label_err("a>-1"),
-            format!("unable to parse requirement: values[0][a]: Invalid value: \"-1\": {VALUE_RE}")
-        );
+        assert_eq!(label_err("a>-1"), format!("unable to parse requirement: values[0][a]: Invalid value: \"-1\": {VALUE_RE}"));
         assert_eq!(
             label_err("a<-x"),
             format!(
@@ -1331,9 +1192,7 @@ values[0][a]: Invalid value: \"-x\": {VALUE_RE}]"
 
     #[test]
     fn error_type_traits() {
-        let e = LabelSelector::parse("a in (")
-            .err()
-            .unwrap_or_else(|| SelectorError(String::new()));
+        let e = LabelSelector::parse("a in (").err().unwrap_or_else(|| SelectorError(String::new()));
         let boxed: Box<dyn std::error::Error> = Box::new(e.clone());
         assert_eq!(boxed.to_string(), e.0);
     }
@@ -1341,14 +1200,8 @@ values[0][a]: Invalid value: \"-x\": {VALUE_RE}]"
     #[test]
     fn go_quote_escapes() {
         assert_eq!(go_quote(""), "\"\"");
-        assert_eq!(
-            go_quote("a\tb\n\u{7}\u{8}\u{b}\u{c}\r"),
-            "\"a\\tb\\n\\a\\b\\v\\f\\r\""
-        );
-        assert_eq!(
-            go_quote("\u{7f}\u{85}\u{200b}日本"),
-            "\"\\x7f\\u0085\\u200b日本\""
-        );
+        assert_eq!(go_quote("a\tb\n\u{7}\u{8}\u{b}\u{c}\r"), "\"a\\tb\\n\\a\\b\\v\\f\\r\"");
+        assert_eq!(go_quote("\u{7f}\u{85}\u{200b}日本"), "\"\\x7f\\u0085\\u200b日本\"");
         assert_eq!(go_quote("\u{f0000}"), "\"\\U000f0000\"");
     }
 
@@ -1418,63 +1271,24 @@ values[0][a]: Invalid value: \"-x\": {VALUE_RE}]"
 
     #[test]
     fn field_errors() {
-        assert_eq!(
-            field_err("x"),
-            "invalid selector: 'x'; can't understand 'x'"
-        );
-        assert_eq!(
-            field_err("a=b,foo"),
-            "invalid selector: 'a=b,foo'; can't understand 'foo'"
-        );
-        assert_eq!(
-            field_err("a!b"),
-            "invalid selector: 'a!b'; can't understand 'a!b'"
-        );
-        assert_eq!(
-            field_err(r"a\,b"),
-            r"invalid selector: 'a\,b'; can't understand 'a\,b'"
-        );
-        assert_eq!(
-            field_err("a=b=c"),
-            "invalid field selector: unescaped character in value: 61"
-        );
-        assert_eq!(
-            field_err("a!==b"),
-            "invalid field selector: unescaped character in value: 61"
-        );
-        assert_eq!(
-            field_err("a===b"),
-            "invalid field selector: unescaped character in value: 61"
-        );
-        assert_eq!(
-            field_err(r"a=b\x"),
-            r"invalid field selector: invalid escape sequence: \x"
-        );
-        assert_eq!(
-            field_err(r"a=b\é"),
-            r"invalid field selector: invalid escape sequence: \é"
-        );
-        assert_eq!(
-            field_err(r"a=b\"),
-            r"invalid field selector: invalid escape sequence: \"
-        );
-        assert_eq!(
-            field_err(r"a=b\,c\"),
-            r"invalid field selector: invalid escape sequence: \"
-        );
+        assert_eq!(field_err("x"), "invalid selector: 'x'; can't understand 'x'");
+        assert_eq!(field_err("a=b,foo"), "invalid selector: 'a=b,foo'; can't understand 'foo'");
+        assert_eq!(field_err("a!b"), "invalid selector: 'a!b'; can't understand 'a!b'");
+        assert_eq!(field_err(r"a\,b"), r"invalid selector: 'a\,b'; can't understand 'a\,b'");
+        assert_eq!(field_err("a=b=c"), "invalid field selector: unescaped character in value: 61");
+        assert_eq!(field_err("a!==b"), "invalid field selector: unescaped character in value: 61");
+        assert_eq!(field_err("a===b"), "invalid field selector: unescaped character in value: 61");
+        assert_eq!(field_err(r"a=b\x"), r"invalid field selector: invalid escape sequence: \x");
+        assert_eq!(field_err(r"a=b\é"), r"invalid field selector: invalid escape sequence: \é");
+        assert_eq!(field_err(r"a=b\"), r"invalid field selector: invalid escape sequence: \");
+        assert_eq!(field_err(r"a=b\,c\"), r"invalid field selector: invalid escape sequence: \");
     }
 
     #[test]
     fn field_errors_follow_sorted_term_order() {
         // The apiserver sorts the terms before parsing them: 'a' is reported before 'z'.
-        assert_eq!(
-            field_err("z,a"),
-            "invalid selector: 'z,a'; can't understand 'a'"
-        );
-        assert_eq!(
-            field_err(r"z=\q,a=1=2"),
-            "invalid field selector: unescaped character in value: 61"
-        );
+        assert_eq!(field_err("z,a"), "invalid selector: 'z,a'; can't understand 'a'");
+        assert_eq!(field_err(r"z=\q,a=1=2"), "invalid field selector: unescaped character in value: 61");
     }
 
     #[test]
@@ -1484,50 +1298,26 @@ values[0][a]: Invalid value: \"-x\": {VALUE_RE}]"
         assert_eq!(f.exact("status.phase"), Some("Running"));
         assert_eq!(f.exact("metadata.name"), None);
         assert_eq!(f.exact("metadata.namespace"), None);
-        assert_eq!(
-            f.fields().collect::<Vec<_>>(),
-            ["metadata.name", "spec.nodeName", "status.phase"]
-        );
-        assert_eq!(
-            f.to_string(),
-            "metadata.name!=x,spec.nodeName=n1,status.phase=Running"
-        );
+        assert_eq!(f.fields().collect::<Vec<_>>(), ["metadata.name", "spec.nodeName", "status.phase"]);
+        assert_eq!(f.to_string(), "metadata.name!=x,spec.nodeName=n1,status.phase=Running");
         assert_eq!(fsel("spec.nodeName=").exact("spec.nodeName"), Some(""));
     }
 
     #[test]
     fn field_validate() {
         let supported = ["metadata.name", "metadata.namespace", "spec.nodeName"];
-        assert_eq!(
-            fsel("spec.nodeName=a,metadata.name!=b").validate(&supported),
-            Ok(())
-        );
+        assert_eq!(fsel("spec.nodeName=a,metadata.name!=b").validate(&supported), Ok(()));
         assert_eq!(fsel("").validate(&supported), Ok(()));
         assert_eq!(
             fsel("spec.nodeName=a,spec.bogus=b").validate(&supported),
-            Err(SelectorError(
-                "field label not supported: spec.bogus".to_owned()
-            ))
+            Err(SelectorError("field label not supported: spec.bogus".to_owned()))
         );
-        assert_eq!(
-            fsel("=x").validate(&supported),
-            Err(SelectorError("field label not supported: ".to_owned()))
-        );
+        assert_eq!(fsel("=x").validate(&supported), Err(SelectorError("field label not supported: ".to_owned())));
     }
 
     #[test]
     fn field_display_round_trips() {
-        for s in [
-            r"b=2,a!=1",
-            r"a==x\,y",
-            r"a\=b",
-            r"a\!=b",
-            r"a\=,c=d",
-            r"x!!=y",
-            "=v",
-            "a=",
-            "a!=",
-        ] {
+        for s in [r"b=2,a!=1", r"a==x\,y", r"a\=b", r"a\!=b", r"a\=,c=d", r"x!!=y", "=v", "a=", "a!="] {
             let f = fsel(s);
             assert_eq!(fsel(&f.to_string()), f, "{s:?} -> {f}");
         }
@@ -1572,8 +1362,7 @@ values[0][a]: Invalid value: \"-x\": {VALUE_RE}]"
     }
 
     fn value_set() -> impl Strategy<Value = Vec<String>> {
-        proptest::collection::btree_set(selector_value(), 1..4)
-            .prop_map(|s| s.into_iter().collect())
+        proptest::collection::btree_set(selector_value(), 1..4).prop_map(|s| s.into_iter().collect())
     }
 
     fn ref_op() -> impl Strategy<Value = RefOp> {
@@ -1639,17 +1428,12 @@ values[0][a]: Invalid value: \"-x\": {VALUE_RE}]"
 
     /// Strings from selector-ish fragments, so that many of them parse.
     fn label_soup() -> impl Strategy<Value = String> {
-        let atoms = &[
-            "a", "b", "in", "notin", "=", "==", "!=", "!", "(", ")", ",", ">", "<", "1", "-", "x/",
-            " ", "\t", "\0",
-        ][..];
+        let atoms = &["a", "b", "in", "notin", "=", "==", "!=", "!", "(", ")", ",", ">", "<", "1", "-", "x/", " ", "\t", "\0"][..];
         proptest::collection::vec(proptest::sample::select(atoms), 0..14).prop_map(|v| v.concat())
     }
 
     fn field_soup() -> impl Strategy<Value = String> {
-        let atoms = &[
-            "a", "b.c", "=", "==", "!=", "!", ",", "\\", "\\,", "\\=", "\\\\", " ", "é",
-        ][..];
+        let atoms = &["a", "b.c", "=", "==", "!=", "!", ",", "\\", "\\,", "\\=", "\\\\", " ", "é"][..];
         proptest::collection::vec(proptest::sample::select(atoms), 0..14).prop_map(|v| v.concat())
     }
 
@@ -1661,8 +1445,7 @@ values[0][a]: Invalid value: \"-x\": {VALUE_RE}]"
     }
 
     fn ref_term() -> impl Strategy<Value = RefTerm> {
-        let field =
-            proptest::sample::select(&["f", "g.h", "spec.nodeName"][..]).prop_map(str::to_owned);
+        let field = proptest::sample::select(&["f", "g.h", "spec.nodeName"][..]).prop_map(str::to_owned);
         let op = proptest::sample::select(&["=", "==", "!="][..]);
         (field, "[ab,=\\\\! ]{0,4}", op).prop_map(|(field, value, op)| RefTerm { field, value, op })
     }

@@ -1,8 +1,8 @@
 //! The one place errors become Kubernetes `Status` objects, encoded as JSON or protobuf the
 //! way the apiserver writes them (key order, empty fields left out in JSON, written in pb).
 
-use crate::serve::body::{self, Body};
 use crate::api::{json, wire};
+use crate::serve::body::{self, Body};
 use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
@@ -83,18 +83,10 @@ struct JsonStatus<'a> {
     code: Option<u16>,
 }
 
-
 impl Status {
     /// A Failure status.
     pub fn failure(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Status {
-            code,
-            success: false,
-            reason: reason.to_string(),
-            message: message.into(),
-            details: None,
-            continue_token: None,
-        }
+        Status { code, success: false, reason: reason.to_string(), message: message.into(), details: None, continue_token: None }
     }
 
     /// The Success status a DELETE of most kinds returns.
@@ -274,7 +266,8 @@ impl Status {
         let mut resp = if self.code == 406 && !self.success {
             // No encoder matched the Accept header, so the apiserver falls back to indented
             // JSON without a trailing newline, whatever was asked for (golden 11d).
-            let b = serde_json::to_vec_pretty(&serde_json::from_slice::<serde_json::Value>(&self.to_json()).unwrap_or_default()).unwrap_or_default();
+            let b = serde_json::to_vec_pretty(&serde_json::from_slice::<serde_json::Value>(&self.to_json()).unwrap_or_default())
+                .unwrap_or_default();
             body::respond(http_code, "application/json", body::full(b))
         } else {
             let ct = if protobuf { wire::PROTOBUF } else { "application/json" };
@@ -364,7 +357,10 @@ mod tests {
 
     #[test]
     fn conflict_and_expired_match_golden() {
-        assert_eq!(Status::conflict("", "configmaps", "conflict-demo").encode(false), golden("10k-conflict-step3-stale-update-409.json.body"));
+        assert_eq!(
+            Status::conflict("", "configmaps", "conflict-demo").encode(false),
+            golden("10k-conflict-step3-stale-update-409.json.body")
+        );
         assert_eq!(Status::conflict("", "configmaps", "conflict-demo").encode(true), golden("10k-conflict-step3-stale-update-409.pb.body"));
         assert_eq!(
             Status::expired("The resourceVersion for the provided list is too old.").encode(false),

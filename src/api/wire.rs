@@ -308,8 +308,7 @@ mod tests {
                 items.push(raw[r].to_vec());
             }
         }
-        let json: serde_json::Value =
-            serde_json::from_slice(&golden("02c-list-pods-limit2-page1.json.body")).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&golden("02c-list-pods-limit2-page1.json.body")).unwrap();
         let rv: u64 = json["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
         // The pb and json captures are separate requests; rebuild ListMeta from the pb's own fields.
         let mut p = 0;

@@ -6,9 +6,9 @@
 //! The output is JSON (a valid kubeconfig for kubectl and every client library), written
 //! with mode 0600 because it holds credentials.
 
-use base64::Engine;
-use crate::config::KubeconfigArgs;
 use crate::app::StartError;
+use crate::config::KubeconfigArgs;
+use base64::Engine;
 use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 use std::io::Write;
 use std::path::Path;
@@ -67,7 +67,11 @@ pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
         .ok_or_else(|| bad(format!("--context {context_name:?}: no such context in {what}")))?;
     let auth_info = match context.user.as_deref().filter(|u| !u.is_empty()) {
         Some(user) => {
-            let found = source.auth_infos.iter().find(|u| u.name == user).ok_or_else(|| bad(format!("context {context_name:?} names user {user:?}, which {what} does not define")))?;
+            let found = source
+                .auth_infos
+                .iter()
+                .find(|u| u.name == user)
+                .ok_or_else(|| bad(format!("context {context_name:?} names user {user:?}, which {what} does not define")))?;
             found.auth_info.clone()
         }
         None => None,
@@ -105,7 +109,8 @@ pub fn for_server(server: &str, name: &str, ca_pem: Option<&str>) -> String {
 /// `kache kubeconfig`.
 pub fn run(args: &KubeconfigArgs) -> Result<(), StartError> {
     let config = build(args)?;
-    let mut text = serde_json::to_string_pretty(&config).map_err(|e| StartError::Kubeconfig(format!("cannot encode the kubeconfig: {e}")))?;
+    let mut text =
+        serde_json::to_string_pretty(&config).map_err(|e| StartError::Kubeconfig(format!("cannot encode the kubeconfig: {e}")))?;
     text.push('\n');
     if args.out.as_os_str() == "-" {
         std::io::stdout().write_all(text.as_bytes())?;

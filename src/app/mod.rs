@@ -9,15 +9,15 @@ use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
 use crate::auth::tls::{self, ServingCert, TlsError};
 use crate::auth::{Security, SecuritySettings};
-use crate::cache::Limits;
 use crate::cache::informer::InformerError;
+use crate::cache::Limits;
 use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
-use crate::serve::limit::InflightLimits;
-use crate::serve::server::ConnLimits;
-use crate::serve::{Serve, ServeSettings};
-use crate::serve::upstream::{Upstream, UpstreamError};
 use crate::serve::handler::WatchSettings;
+use crate::serve::limit::InflightLimits;
 use crate::serve::server;
+use crate::serve::server::ConnLimits;
+use crate::serve::upstream::{Upstream, UpstreamError};
+use crate::serve::{Serve, ServeSettings};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,7 +52,12 @@ pub enum StartError {
 
 /// The serving certificate for `listen`: the given files, or generated (for `extra` names
 /// too).
-pub(crate) fn serving_cert(files: (&Option<std::path::PathBuf>, &Option<std::path::PathBuf>), listen: &str, extra: &[String], name: &str) -> Result<ServingCert, StartError> {
+pub(crate) fn serving_cert(
+    files: (&Option<std::path::PathBuf>, &Option<std::path::PathBuf>),
+    listen: &str,
+    extra: &[String],
+    name: &str,
+) -> Result<ServingCert, StartError> {
     Ok(match files {
         (Some(cert), Some(key)) => ServingCert::load(cert, key)?,
         _ => {
@@ -145,7 +150,11 @@ fn security_settings(s: &SecurityArgs) -> SecuritySettings {
 /// authenticated and cached reads authorized against `upstream`, the limits applied, and
 /// `--client-kubeconfig-out` written. Serves until `shutdown` resolves (then as
 /// [`start_serve`]).
-pub async fn start_serve_args(upstream: Upstream, args: &ServeArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<Serving, StartError> {
+pub async fn start_serve_args(
+    upstream: Upstream,
+    args: &ServeArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Serving, StartError> {
     args.cache.validate()?;
     let s = &args.security;
     s.validate()?;
@@ -257,4 +266,3 @@ pub fn plain_upstream(url: &str) -> Result<Upstream, StartError> {
     let uri = url.parse().map_err(|e: http::uri::InvalidUri| UpstreamError::Client(format!("{url}: {e}")))?;
     Ok(Upstream::new(&kube::Config::new(uri))?)
 }
-

@@ -154,7 +154,8 @@ impl Authorizer {
     async fn review(&self, spec: Value) -> Result<Decision, ReviewError> {
         self.reviews.fetch_add(1, Ordering::Relaxed);
         let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec});
-        let status = review::post(&self.upstream, "/apis/authorization.k8s.io/v1/subjectaccessreviews", "SubjectAccessReview", &body).await?;
+        let status =
+            review::post(&self.upstream, "/apis/authorization.k8s.io/v1/subjectaccessreviews", "SubjectAccessReview", &body).await?;
         let flag = |k: &str| status.get(k).and_then(Value::as_bool).unwrap_or(false);
         let allowed = flag("allowed") && !flag("denied");
         let reason = status.get("reason").and_then(Value::as_str).unwrap_or("").to_string();
@@ -179,7 +180,14 @@ mod tests {
         assert_ne!(base, cache_key(&other_user, &a));
         let extra = Identity { extra: [("k".to_string(), vec!["v".to_string()])].into(), ..id.clone() };
         assert_ne!(base, cache_key(&extra, &a));
-        for (path, query) in [("/api/v1/namespaces/ns2/pods", Some("labelSelector=a%3Db")), ("/api/v1/namespaces/ns/pods", Some("labelSelector=a%3Dc")), ("/api/v1/namespaces/ns/pods", Some("fieldSelector=a%3Db")), ("/api/v1/namespaces/ns/pods", Some("watch=1&labelSelector=a%3Db")), ("/api/v1/namespaces/ns/pods/p", None), ("/apis/apps/v1/namespaces/ns/pods", None)] {
+        for (path, query) in [
+            ("/api/v1/namespaces/ns2/pods", Some("labelSelector=a%3Db")),
+            ("/api/v1/namespaces/ns/pods", Some("labelSelector=a%3Dc")),
+            ("/api/v1/namespaces/ns/pods", Some("fieldSelector=a%3Db")),
+            ("/api/v1/namespaces/ns/pods", Some("watch=1&labelSelector=a%3Db")),
+            ("/api/v1/namespaces/ns/pods/p", None),
+            ("/apis/apps/v1/namespaces/ns/pods", None),
+        ] {
             assert_ne!(base, cache_key(&id, &Attributes::of(&Method::GET, path, query)), "{path}?{query:?}");
         }
         let non_resource = Attributes::of(&Method::GET, "/apis", None);

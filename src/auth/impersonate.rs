@@ -61,7 +61,10 @@ pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, Status> {
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (name, v) in headers.iter() {
         if let Some(key) = name.as_str().strip_prefix(EXTRA_PREFIX) {
-            let key = percent_decode_str(key).decode_utf8().map_err(|_| Status::bad_request("impersonation extra keys must be UTF-8"))?.to_lowercase();
+            let key = percent_decode_str(key)
+                .decode_utf8()
+                .map_err(|_| Status::bad_request("impersonation extra keys must be UTF-8"))?
+                .to_lowercase();
             extra.entry(key).or_default().push(value(v)?);
         }
     }

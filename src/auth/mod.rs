@@ -16,8 +16,8 @@ pub mod ttl;
 
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 
-use crate::serve::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
+use crate::serve::route::{classify, ResourcePath, Target};
 use http::Method;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -189,7 +189,10 @@ impl Attributes {
                 if r.namespace.is_empty() {
                     format!("User {user:?} cannot {} resource {resource:?} in API group {:?} at the cluster scope", self.verb, r.group)
                 } else {
-                    format!("User {user:?} cannot {} resource {resource:?} in API group {:?} in the namespace {:?}", self.verb, r.group, r.namespace)
+                    format!(
+                        "User {user:?} cannot {} resource {resource:?} in API group {:?} in the namespace {:?}",
+                        self.verb, r.group, r.namespace
+                    )
                 }
             }
         };
@@ -212,7 +215,10 @@ mod tests {
     fn attributes_follow_request_info() {
         let a = Attributes::of(&Method::GET, "/api/v1/namespaces/golden/pods", Some("labelSelector=app%3Dweb"));
         let r = a.resource.clone().unwrap();
-        assert_eq!((a.verb.as_str(), r.namespace.as_str(), r.resource.as_str(), r.label_selector.as_str()), ("list", "golden", "pods", "app=web"));
+        assert_eq!(
+            (a.verb.as_str(), r.namespace.as_str(), r.resource.as_str(), r.label_selector.as_str()),
+            ("list", "golden", "pods", "app=web")
+        );
         let a = Attributes::of(&Method::GET, "/api/v1/pods", Some("watch=1&fieldSelector=spec.nodeName%3Dn1"));
         assert_eq!((a.verb.as_str(), a.resource.unwrap().field_selector.as_str()), ("watch", "spec.nodeName=n1"));
         let a = Attributes::of(&Method::GET, "/api/v1/namespaces/kube-system", None);
@@ -236,9 +242,15 @@ mod tests {
         );
         let a = Attributes::of(&Method::GET, "/apis/apps/v1/deployments", None);
         let s = a.forbidden("u", "no");
-        assert_eq!(s.message, "deployments.apps is forbidden: User \"u\" cannot list resource \"deployments\" in API group \"apps\" at the cluster scope: no");
+        assert_eq!(
+            s.message,
+            "deployments.apps is forbidden: User \"u\" cannot list resource \"deployments\" in API group \"apps\" at the cluster scope: no"
+        );
         let a = Attributes::of(&Method::GET, "/api/v1/nodes/n1", None);
-        assert_eq!(a.forbidden("u", "").message, "nodes \"n1\" is forbidden: User \"u\" cannot get resource \"nodes\" in API group \"\" at the cluster scope");
+        assert_eq!(
+            a.forbidden("u", "").message,
+            "nodes \"n1\" is forbidden: User \"u\" cannot get resource \"nodes\" in API group \"\" at the cluster scope"
+        );
         let a = Attributes::of(&Method::GET, "/apis", None);
         assert_eq!(a.forbidden("u", "").message, "forbidden: User \"u\" cannot get path \"/apis\"");
     }

@@ -56,7 +56,8 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
     let resp = upstream.send(req, crate::serve::upstream::Class::Own).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
     let code = resp.status().as_u16();
-    let bytes = Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect().await.map_err(|e| ReviewError::Transport(e.to_string()))?.to_bytes();
+    let bytes =
+        Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect().await.map_err(|e| ReviewError::Transport(e.to_string()))?.to_bytes();
     if !(200..300).contains(&code) {
         return Err(ReviewError::Refused { kind, code, body: String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned() });
     }

@@ -3,12 +3,12 @@
 //! answers from cache, and say how a passed-through request carries the client's identity
 //! (impersonation with kache's credentials, or the client's own bearer token).
 
-use super::authn::{bearer, AuthnSettings, Authenticator};
-use super::authz::{AuthzSettings, Authorizer};
+use super::authn::{bearer, Authenticator, AuthnSettings};
+use super::authz::{Authorizer, AuthzSettings};
 use super::tls::CertIdentity;
 use super::{impersonate, Attributes, Identity};
-use crate::serve::proxy::Credentials;
 use crate::api::status::Status;
+use crate::serve::proxy::Credentials;
 use crate::serve::upstream::Upstream;
 use http::HeaderMap;
 

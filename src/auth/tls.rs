@@ -68,7 +68,10 @@ fn file_error(path: &Path, message: impl ToString) -> TlsError {
 
 /// Every certificate in a PEM file.
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_file_iter(path).map_err(|e| file_error(path, e))?.collect::<Result<Vec<_>, _>>().map_err(|e| file_error(path, e))?;
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_error(path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error(path, e))?;
     if certs.is_empty() {
         return Err(file_error(path, "no PEM certificate in the file"));
     }
@@ -138,7 +141,9 @@ impl ServingCert {
 /// present none).
 pub fn server_config(cert: &ServingCert, client_ca: Option<&[CertificateDer<'static>]>) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
     let builder = match client_ca {
         Some(cas) => {
             let mut roots = RootCertStore::empty();

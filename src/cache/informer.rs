@@ -3,22 +3,22 @@
 //! state swapped in whole), with exponential backoff and jitter on errors. Objects are kept
 //! as the upstream's bytes; each is decoded once here only to extract its key and fields.
 
-use crate::serve::body::BoxError;
-use crate::cache::KindCache;
-use crate::cache::object::Object;
-use crate::serve::query::Format;
 use crate::api::resource::Resource;
-use crate::telemetry;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::api::transcode::{pb_to_json, MessageType};
-use crate::serve::upstream::Upstream;
-use crate::cache::window::EventType;
 use crate::api::wire;
+use crate::cache::object::Object;
+use crate::cache::window::EventType;
+use crate::cache::KindCache;
+use crate::serve::body::BoxError;
+use crate::serve::query::Format;
+use crate::serve::upstream::Upstream;
+use crate::telemetry;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -86,7 +86,17 @@ pub struct Feed {
 impl Feed {
     /// A feed for `cache` (not yet started).
     pub fn new(cache: Arc<KindCache>, fmt: Format, upstream: Upstream) -> Arc<Feed> {
-        Arc::new(Feed { cache, fmt, synced: watch::Sender::new(false), healthy: AtomicBool::new(false), preloaded: AtomicBool::new(false), probe: tokio::sync::Mutex::new(None), upstream, wanted: AtomicU64::new(0), probing: AtomicBool::new(false) })
+        Arc::new(Feed {
+            cache,
+            fmt,
+            synced: watch::Sender::new(false),
+            healthy: AtomicBool::new(false),
+            preloaded: AtomicBool::new(false),
+            probe: tokio::sync::Mutex::new(None),
+            upstream,
+            wanted: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
+        })
     }
 
     /// Whether the last LIST or WATCH request reached the upstream.
@@ -276,7 +286,8 @@ impl Feed {
                 }
                 Format::Protobuf => {
                     let body = fetch(&self.upstream, &path, wire::PROTOBUF).await?;
-                    let (_, _, raw) = wire::open_envelope(&body).ok_or_else(|| InformerError::Decode("bad protobuf list envelope".into()))?;
+                    let (_, _, raw) =
+                        wire::open_envelope(&body).ok_or_else(|| InformerError::Decode("bad protobuf list envelope".into()))?;
                     pb_list(&r, raw, &mut objects)?
                 }
             };

@@ -9,8 +9,8 @@ pub mod store;
 pub mod token;
 pub mod window;
 
-use crate::cache::object::Object;
 use crate::api::resource::ResourceRef;
+use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use arc_swap::ArcSwap;

@@ -94,10 +94,8 @@ impl Snapshot {
         let mut next = self.clone();
         let prev = self.objects.get(&object.key).cloned();
         let object = Arc::new(object);
-        let prev_at_rv = prev
-            .as_ref()
-            .filter(|p| kind == EventType::Modified && !p.same_selectables(&object))
-            .map(|p| Arc::new(p.at_rv(object.rv)));
+        let prev_at_rv =
+            prev.as_ref().filter(|p| kind == EventType::Modified && !p.same_selectables(&object)).map(|p| Arc::new(p.at_rv(object.rv)));
         if kind == EventType::Deleted {
             if let Some(old) = next.objects.remove(&object.key) {
                 next.unindex(&old, index);

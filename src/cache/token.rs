@@ -46,10 +46,9 @@ impl Continue {
 
     /// Decode a token a client sent.
     pub fn decode(token: &str) -> Result<Continue, BadToken> {
-        let raw = URL_SAFE_NO_PAD.decode(token.as_bytes()).map_err(|_| BadToken(format!(
-            "continue key is not valid: illegal base64 data at input byte {}",
-            illegal_byte(token)
-        )))?;
+        let raw = URL_SAFE_NO_PAD
+            .decode(token.as_bytes())
+            .map_err(|_| BadToken(format!("continue key is not valid: illegal base64 data at input byte {}", illegal_byte(token))))?;
         let w: Wire = serde_json::from_slice(&raw).map_err(|e| BadToken(format!("continue key is not valid: {e}")))?;
         if w.v != "meta.k8s.io/v1" {
             return Err(BadToken("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into()));

@@ -115,7 +115,9 @@ impl std::fmt::Debug for Chunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Chunk::One(b) => f.debug_tuple("One").field(&b.len()).finish(),
-            Chunk::Pieces { at, end, remaining, .. } => f.debug_struct("Pieces").field("at", at).field("end", end).field("remaining", remaining).finish(),
+            Chunk::Pieces { at, end, remaining, .. } => {
+                f.debug_struct("Pieces").field("at", at).field("end", end).field("remaining", remaining).finish()
+            }
         }
     }
 }
@@ -256,9 +258,11 @@ impl http_body::Body for StitchedBody {
 
 /// A streamed body fed by a channel (watch events).
 pub fn channel(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, BoxError>(Frame::data(Chunk::One(b))), rx))
-    });
+    let stream =
+        futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, BoxError>(Frame::data(Chunk::One(b))), rx)) },
+        );
     http_body_util::StreamBody::new(stream).boxed_unsync()
 }
 

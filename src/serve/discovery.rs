@@ -83,4 +83,3 @@ pub(crate) async fn rediscover(serve: std::sync::Weak<Serve>) {
         }
     }
 }
-

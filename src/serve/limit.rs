@@ -3,8 +3,8 @@
 //! cap the client gets 429 with `Retry-After`, as from the apiserver's max-in-flight filter.
 //! Watches are long-running and, as in the apiserver, not counted.
 
-use crate::serve::body::{Body, BoxError, Chunk};
 use crate::api::status::Status;
+use crate::serve::body::{Body, BoxError, Chunk};
 use dashmap::DashMap;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;

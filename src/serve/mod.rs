@@ -7,37 +7,37 @@
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
-pub mod server;
-pub mod route;
-pub mod query;
-pub mod limit;
-mod read;
-pub mod handler;
 pub mod body;
-pub mod proxy;
-pub mod upstream;
 pub mod discovery;
+pub mod handler;
+pub mod limit;
+pub mod proxy;
+pub mod query;
+mod read;
+pub mod route;
+pub mod server;
+pub mod upstream;
 
+use crate::api::resource::ResourceRef;
+use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
+use crate::cache::informer::{Feed, InformerError};
+use crate::cache::KindCache;
+use crate::cache::Limits;
 use crate::serve::body::Body;
+use crate::serve::body::RequestBody;
 use crate::serve::limit::{Inflight, InflightLimits};
 use crate::serve::proxy::Credentials;
-use crate::serve::server::Peer;
-use crate::api::status::Status;
-use crate::cache::Limits;
-use handler::WatchSettings;
-use crate::cache::informer::{Feed, InformerError};
 use crate::serve::query::Format;
-use crate::api::resource::ResourceRef;
 use crate::serve::route::{classify, ResourcePath, Target};
 use crate::serve::server::Handler;
+use crate::serve::server::Peer;
 use crate::serve::upstream::Upstream;
-use crate::cache::KindCache;
 use crate::telemetry;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
+use handler::WatchSettings;
 use http::{Request, Response};
-use crate::serve::body::RequestBody;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,7 +112,15 @@ impl Serve {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
-        let serve = Arc::new(Serve { upstream, resources: ArcSwap::from_pointee(resources), feeds: DashMap::new(), settings, hits: Default::default(), metrics: Default::default(), inflight });
+        let serve = Arc::new(Serve {
+            upstream,
+            resources: ArcSwap::from_pointee(resources),
+            feeds: DashMap::new(),
+            settings,
+            hits: Default::default(),
+            metrics: Default::default(),
+            inflight,
+        });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
             match found {
@@ -186,7 +194,10 @@ impl Serve {
 
     /// The cache of a resource in an encoding, if it is running.
     pub fn cache(&self, group: &str, plural: &str, fmt: Format) -> Option<Arc<KindCache>> {
-        self.feeds.iter().find(|e| e.key().group == group && e.key().plural == plural && e.key().format == fmt).map(|e| e.value().cache.clone())
+        self.feeds
+            .iter()
+            .find(|e| e.key().group == group && e.key().plural == plural && e.key().format == fmt)
+            .map(|e| e.value().cache.clone())
     }
 
     /// The feed of `r` in `fmt`, started on first use.

@@ -2,11 +2,11 @@
 //! kache's credentials or the client's own) and streams back (bodies are never buffered whole), including connection upgrades for
 //! exec/attach/port-forward. An unreachable upstream is a 503 `Status`.
 
-use crate::serve::body::{self, Body};
 use crate::api::status::Status;
+use crate::serve::body::RequestBody;
+use crate::serve::body::{self, Body};
 use crate::serve::upstream::{Class, Upstream};
 use http::{header, HeaderMap, Request, Response};
-use crate::serve::body::RequestBody;
 use hyper_util::rt::TokioIo;
 
 /// Hop-by-hop headers (RFC 9110 7.6.1).
@@ -75,7 +75,12 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
 
 /// Forward a connection upgrade (exec, attach, port-forward) over HTTP/1.1 and join the two
 /// upgraded streams.
-async fn forward_upgrade(upstream: &Upstream, out: Request<Body>, creds: Credentials, client_upgrade: Option<hyper::upgrade::OnUpgrade>) -> Response<Body> {
+async fn forward_upgrade(
+    upstream: &Upstream,
+    out: Request<Body>,
+    creds: Credentials,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+) -> Response<Body> {
     let sent = upstream.send_upgrade(out, creds == Credentials::Client).await;
     let mut resp = match sent {
         Ok(r) => r,

@@ -87,9 +87,7 @@ impl Options {
             match &*k {
                 "watch" => o.watch = parse_bool("watch", &v)?,
                 "resourceVersion" if v.is_empty() => o.rv = None,
-                "resourceVersion" => {
-                    o.rv = Some(v.parse().map_err(|_| Status::bad_request(format!("invalid resource version: {v:?}")))?)
-                }
+                "resourceVersion" => o.rv = Some(v.parse().map_err(|_| Status::bad_request(format!("invalid resource version: {v:?}")))?),
                 "resourceVersionMatch" => {
                     o.rv_match = match &*v {
                         "" => None,

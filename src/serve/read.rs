@@ -36,7 +36,12 @@ impl Plan<'_> {
 impl Serve {
     /// Answer from cache, or `None` to pass the request through. A request kache would
     /// answer is authorized first (before its options are judged, as in the apiserver).
-    pub(crate) async fn cached<B: Sync>(&self, req: &Request<B>, p: Option<&ResourcePath>, caller: Option<&Caller>) -> Option<Response<Body>> {
+    pub(crate) async fn cached<B: Sync>(
+        &self,
+        req: &Request<B>,
+        p: Option<&ResourcePath>,
+        caller: Option<&Caller>,
+    ) -> Option<Response<Body>> {
         let plan = self.plan(req, p?)?;
         if let Err(status) = self.authorize(req, plan.path, caller).await {
             return Some(status.into_response(plan.protobuf()));

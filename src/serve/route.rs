@@ -120,7 +120,10 @@ mod tests {
     #[test]
     fn paths_split_like_the_apiserver() {
         let r = res("/api/v1/namespaces/golden/pods/web-1");
-        assert_eq!((r.group.as_str(), r.plural.as_str(), r.namespace.as_deref(), r.name.as_deref()), ("", "pods", Some("golden"), Some("web-1")));
+        assert_eq!(
+            (r.group.as_str(), r.plural.as_str(), r.namespace.as_deref(), r.name.as_deref()),
+            ("", "pods", Some("golden"), Some("web-1"))
+        );
         let r = res("/api/v1/pods");
         assert_eq!((r.plural.as_str(), r.namespace, r.name), ("pods", None, None));
         let r = res("/apis/apps/v1/namespaces/a/deployments/d/scale");

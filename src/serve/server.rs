@@ -143,7 +143,8 @@ pub async fn serve_with<H: Handler>(
                         Ok(Err(e)) => return tracing::debug!(client.addr = %addr, error = %e, "TLS handshake failed"),
                         Err(_) => return tracing::debug!(client.addr = %addr, "TLS handshake timed out"),
                     };
-                    let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c)).map(Arc::new);
+                    let cert =
+                        tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c)).map(Arc::new);
                     let peer = Peer { addr, cert };
                     connection(builder, TokioIo::new(tls), peer, handler, watcher).await
                 });

@@ -7,12 +7,12 @@
 //! of their own, so client pass-through traffic can never queue them.
 
 use crate::serve::body::{self, Body, BoxError};
+use crate::telemetry;
 use http::{header, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use kube::client::ConfigExt;
-use crate::telemetry;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,7 +79,12 @@ struct Pool {
 }
 
 impl Pool {
-    fn new(class: Class, streams: usize, max_connections: usize, make: impl Fn() -> Result<Svc, UpstreamError> + Send + Sync + 'static) -> Result<Pool, UpstreamError> {
+    fn new(
+        class: Class,
+        streams: usize,
+        max_connections: usize,
+        make: impl Fn() -> Result<Svc, UpstreamError> + Send + Sync + 'static,
+    ) -> Result<Pool, UpstreamError> {
         let first = Slot { svc: make()?, active: Arc::default() };
         Ok(Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class })
     }
@@ -141,7 +146,10 @@ impl http_body::Body for Counted {
     type Data = bytes::Bytes;
     type Error = hyper::Error;
 
-    fn poll_frame(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
         std::pin::Pin::new(&mut self.inner).poll_frame(cx)
     }
 
@@ -194,7 +202,9 @@ impl Upstream {
                 let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?;
                 kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?
             }
-            None if context.is_some() => kube::Config::from_kubeconfig(&options).await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?,
+            None if context.is_some() => {
+                kube::Config::from_kubeconfig(&options).await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?
+            }
             None => kube::Config::infer().await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?,
         };
         Self::new(&config)
@@ -237,7 +247,8 @@ impl Upstream {
         http.enforce_http(false);
         http.set_nodelay(true);
         let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
-        let connector = if http2 { builder.enable_all_versions().wrap_connector(http) } else { builder.enable_http1().wrap_connector(http) };
+        let connector =
+            if http2 { builder.enable_all_versions().wrap_connector(http) } else { builder.enable_http1().wrap_connector(http) };
         let client: Client<_, Body> = Client::builder(TokioExecutor::new()).http2_adaptive_window(true).build(connector);
         let auth = config.auth_layer().map_err(|e| UpstreamError::Client(e.to_string()))?;
         let svc = ServiceBuilder::new()

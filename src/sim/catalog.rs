@@ -5,16 +5,7 @@ use crate::api::resource::{builtin_fields, Resource, ResourceRef};
 use serde_json::{json, Value};
 
 #[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    plural: &str,
-    singular: &str,
-    kind: &str,
-    namespaced: bool,
-    protobuf: bool,
-    short: &[&str],
-    all: bool,
-) -> Resource {
+fn builtin(group: &str, plural: &str, singular: &str, kind: &str, namespaced: bool, protobuf: bool, short: &[&str], all: bool) -> Resource {
     let index = (group.is_empty() && kind == "Pod").then(|| "spec.nodeName".to_string());
     Resource {
         group: group.to_string(),

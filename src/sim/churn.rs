@@ -4,9 +4,9 @@
 
 use super::Sim;
 use crate::cache::object;
+use crate::cache::window::EventType;
 use crate::serve::query::Format;
 use crate::sim::synth::{churn_op, ChurnOp};
-use crate::cache::window::EventType;
 use http::StatusCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -54,7 +54,14 @@ pub async fn churn(sim: Arc<Sim>, per_sec: f64, seed: u64) {
     }
 }
 
-fn apply(sim: &Sim, pods: &crate::cache::KindCache, op: ChurnOp, step: u64, live: &mut Vec<object::Key>, next_index: &mut u64) -> Result<(), crate::api::status::Status> {
+fn apply(
+    sim: &Sim,
+    pods: &crate::cache::KindCache,
+    op: ChurnOp,
+    step: u64,
+    live: &mut Vec<object::Key>,
+    next_index: &mut u64,
+) -> Result<(), crate::api::status::Status> {
     let snap = pods.snapshot();
     let slot = (!live.is_empty()).then(|| (step.wrapping_mul(2_654_435_761) % live.len() as u64) as usize);
     let mut pick = || -> Option<Arc<object::Object>> {
@@ -69,7 +76,8 @@ fn apply(sim: &Sim, pods: &crate::cache::KindCache, op: ChurnOp, step: u64, live
     match op {
         ChurnOp::Update => {
             let Some(o) = pick() else { return Ok(()) };
-            let mut v: serde_json::Value = serde_json::from_slice(&o.json_item().unwrap_or_default()).map_err(|e| crate::api::status::Status::internal(e.to_string()))?;
+            let mut v: serde_json::Value = serde_json::from_slice(&o.json_item().unwrap_or_default())
+                .map_err(|e| crate::api::status::Status::internal(e.to_string()))?;
             let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
             sim.synth.mutate_pod(&mut v, step, now);
             sim.commit(pods, &mut rv, EventType::Modified, v, StatusCode::OK, Format::Json, false)?;
@@ -83,7 +91,8 @@ fn apply(sim: &Sim, pods: &crate::cache::KindCache, op: ChurnOp, step: u64, live
         }
         ChurnOp::Delete => {
             let Some(o) = pick() else { return Ok(()) };
-            let v: serde_json::Value = serde_json::from_slice(&o.json_item().unwrap_or_default()).map_err(|e| crate::api::status::Status::internal(e.to_string()))?;
+            let v: serde_json::Value = serde_json::from_slice(&o.json_item().unwrap_or_default())
+                .map_err(|e| crate::api::status::Status::internal(e.to_string()))?;
             sim.commit(pods, &mut rv, EventType::Deleted, v, StatusCode::OK, Format::Json, false)?;
         }
     }

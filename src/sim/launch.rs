@@ -58,10 +58,14 @@ pub async fn start_sim_with(
     c.validate()?;
     crate::config::require_loopback(listen)?;
     crate::serve::upstream::install_crypto_provider();
-    let checks = if auth.auth_enabled() { Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(|e| {
+    let checks = if auth.auth_enabled() {
+        Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(|e| {
             let files = [&auth.users_file, &auth.rbac_file].into_iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>();
             ConfigError::new("--users-file/--rbac-file", files.join(","), e)
-        })?) } else { None };
+        })?)
+    } else {
+        None
+    };
     let tls = if auth.tls_enabled() {
         let cert = serving_cert((&auth.tls_cert_file, &auth.tls_private_key_file), listen, &[], "kache-sim")?;
         let client_ca = auth.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
@@ -75,7 +79,13 @@ pub async fn start_sim_with(
         sim = sim.with_auth(checks);
     }
     let sim = Arc::new(sim);
-    tracing::info!(pods = c.pods, nodes = c.nodes, rv = sim.resource_version(), seconds = started.elapsed().as_secs_f64(), "simulated cluster generated");
+    tracing::info!(
+        pods = c.pods,
+        nodes = c.nodes,
+        rv = sim.resource_version(),
+        seconds = started.elapsed().as_secs_f64(),
+        "simulated cluster generated"
+    );
     let (listener, addr) = server::bind(listen, addr_file).await?;
     let ticker = sim.clone();
     let progress_notify = c.progress_notify_seconds;

@@ -22,20 +22,20 @@ mod write;
 pub use churn::{churn, leases};
 pub use rbac::{AuditRecord, SimAuth};
 
-use crate::auth::{impersonate, Attributes};
-use crate::serve::body::{self, Body};
-use crate::cache::{KindCache, Limits};
-use crate::serve::handler::{self, WatchSettings};
-use crate::cache::object::{self, Object};
-use crate::serve::query::{negotiate, Format, Negotiated, Options};
 use crate::api::resource::{Resource, ResourceRef};
+use crate::api::status::Status;
+use crate::api::transcode::{json_to_pb, MessageType};
+use crate::auth::{impersonate, Attributes};
+use crate::cache::object::{self, Object};
+use crate::cache::{KindCache, Limits};
+use crate::serve::body::RequestBody;
+use crate::serve::body::{self, Body};
+use crate::serve::handler::{self, WatchSettings};
+use crate::serve::query::{negotiate, Format, Negotiated, Options};
 use crate::serve::route::{classify, ResourcePath, Target};
 use crate::serve::server::{Handler, Peer};
-use crate::api::status::Status;
 use crate::sim::synth::{ClusterSpec, Synth};
-use crate::api::transcode::{json_to_pb, MessageType};
 use http::{header, Method, Request, Response, StatusCode};
-use crate::serve::body::RequestBody;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -220,7 +220,11 @@ impl Sim {
         let fmt = match negotiate(accept.as_deref(), r.protobuf) {
             Negotiated::Serve(f) => f,
             // Tables are JSON only: a protobuf Table is a 406, as in the apiserver.
-            Negotiated::Other if crate::api::media::ranges(accept.as_deref()).iter().any(|m| m.essence == "application/json" && m.as_kind == Some("Table")) => {
+            Negotiated::Other
+                if crate::api::media::ranges(accept.as_deref())
+                    .iter()
+                    .any(|m| m.essence == "application/json" && m.as_kind == Some("Table")) =>
+            {
                 return table::respond(&cache, &req, &p, self.watch).await;
             }
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
@@ -328,7 +332,8 @@ impl Handler for Sim {
 pub fn encode(r: &Resource, v: &Value) -> Result<Object, Status> {
     let json = object::item_json(v);
     let pb = if r.protobuf {
-        let ty = MessageType::for_kind(&r.group, &r.version, &r.kind).ok_or_else(|| Status::internal(format!("no protobuf schema for {}", r.kind)))?;
+        let ty = MessageType::for_kind(&r.group, &r.version, &r.kind)
+            .ok_or_else(|| Status::internal(format!("no protobuf schema for {}", r.kind)))?;
         Some(json_to_pb(ty, v).map_err(|e| Status::invalid(&r.kind, v["metadata"]["name"].as_str().unwrap_or(""), &e.to_string()))?)
     } else {
         None

@@ -30,7 +30,14 @@ pub(super) fn merge(target: &mut Value, patch: &Value) {
 /// types); `None` for lists that are replaced as a whole.
 fn merge_key(field: &str, sample: Option<&Value>) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates" => "name",
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "schedulingGates" => "name",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",
         // Container ports merge on containerPort, Service ports on port.
@@ -132,7 +139,8 @@ pub(super) fn strategic_merge(target: &mut Value, patch: &Value) {
 }
 
 fn merge_list(field: &str, cur: &mut Vec<Value>, items: &[Value]) {
-    let is_directive = |i: &Value| i.get("$patch").and_then(Value::as_str) == Some("replace") && i.as_object().is_some_and(|m| m.len() == 1);
+    let is_directive =
+        |i: &Value| i.get("$patch").and_then(Value::as_str) == Some("replace") && i.as_object().is_some_and(|m| m.len() == 1);
     if items.iter().any(is_directive) {
         *cur = items.iter().filter(|i| !is_directive(i)).map(fresh).collect();
         return;

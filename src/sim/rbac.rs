@@ -5,10 +5,10 @@
 //! grants every apiserver has (discovery, health, self reviews, `system:masters`), and an
 //! audit log of every request judged, so tests can see who the upstream thinks did what.
 
+use crate::api::status::Status;
+use crate::api::time::{parse_rfc3339, unix_now};
 use crate::auth::tls::CertIdentity;
 use crate::auth::{authn, Attributes, Identity, AUTHENTICATED, MASTERS, UNAUTHENTICATED};
-use crate::api::time::{parse_rfc3339, unix_now};
-use crate::api::status::Status;
 use http::HeaderMap;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -126,7 +126,6 @@ pub fn now_rfc3339() -> String {
     crate::api::time::rfc3339(unix_now())
 }
 
-
 fn has(list: &[String], v: &str) -> bool {
     list.iter().any(|x| x == "*" || x == v)
 }
@@ -158,7 +157,10 @@ impl Rule {
         let resource_ok = self.resources.iter().any(|x| {
             x == "*"
                 || (r.subresource.is_empty() && *x == r.resource)
-                || (!r.subresource.is_empty() && (*x == format!("{}/{}", r.resource, r.subresource) || *x == format!("{}/*", r.resource) || *x == format!("*/{}", r.subresource)))
+                || (!r.subresource.is_empty()
+                    && (*x == format!("{}/{}", r.resource, r.subresource)
+                        || *x == format!("{}/*", r.resource)
+                        || *x == format!("*/{}", r.subresource)))
         });
         let name_ok = self.resource_names.is_empty() || (!r.name.is_empty() && self.resource_names.contains(&r.name));
         let ns_ok = self.namespaces.as_ref().is_none_or(|nss| !r.namespace.is_empty() && has(nss, &r.namespace));
@@ -191,7 +193,8 @@ fn builtin(id: &Identity, a: &Attributes) -> bool {
                 && a.verb == "create"
                 && matches!(
                     (r.group.as_str(), r.resource.as_str()),
-                    ("authentication.k8s.io", "selfsubjectreviews") | ("authorization.k8s.io", "selfsubjectaccessreviews" | "selfsubjectrulesreviews")
+                    ("authentication.k8s.io", "selfsubjectreviews")
+                        | ("authorization.k8s.io", "selfsubjectaccessreviews" | "selfsubjectrulesreviews")
                 )
         }
     }
@@ -208,7 +211,10 @@ impl SimAuth {
                 return Err("users file: every token needs a non-empty token and username".into());
             }
             if let Some(t) = user.expires_at.as_deref().filter(|t| parse_rfc3339(t).is_none()) {
-                return Err(format!("users file: expiresAt {t:?} of {:?} is not an RFC 3339 UTC time like 2024-01-02T03:04:05Z", user.username));
+                return Err(format!(
+                    "users file: expiresAt {t:?} of {:?} is not an RFC 3339 UTC time like 2024-01-02T03:04:05Z",
+                    user.username
+                ));
             }
         }
         Ok(SimAuth { tokens: u.tokens.into_iter().collect(), rules: r.rules, audit: Mutex::new(VecDeque::new()) })
@@ -302,7 +308,11 @@ mod tests {
         assert!(!a.allows(&alice, &attrs(Method::GET, "/api/v1/pods")));
         assert!(!a.allows(&alice, &attrs(Method::POST, "/api/v1/namespaces/a/pods")));
         assert!(a.allows(&alice, &attrs(Method::GET, "/apis")));
-        let node = Identity { username: "system:node:n1".into(), groups: vec!["system:nodes".into(), AUTHENTICATED.into()], ..Identity::default() };
+        let node = Identity {
+            username: "system:node:n1".into(),
+            groups: vec!["system:nodes".into(), AUTHENTICATED.into()],
+            ..Identity::default()
+        };
         assert!(a.allows(&node, &attrs(Method::GET, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1")));
         assert!(a.allows(&node, &attrs(Method::GET, "/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3D%3Dn1")));
         assert!(!a.allows(&node, &attrs(Method::GET, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn2")));

@@ -4,11 +4,11 @@
 //! `managedFields` naming the caller's User-Agent.
 
 use super::rbac::{now_rfc3339, SimAuth};
-use crate::auth::{Attributes, Identity, ResourceAttributes};
-use crate::serve::body::{self, Body};
 use crate::api::status::Status;
-use http::{header, Request, Response, StatusCode};
+use crate::auth::{Attributes, Identity, ResourceAttributes};
 use crate::serve::body::RequestBody;
+use crate::serve::body::{self, Body};
+use http::{header, Request, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
 /// The paths served here.
@@ -90,11 +90,17 @@ fn access_request(spec: &Value) -> Result<(Identity, Attributes), Status> {
     let id = Identity {
         username: string(spec, "user"),
         uid: string(spec, "uid"),
-        groups: serde_json::from_value(spec.get("groups").cloned().unwrap_or(json!([]))).map_err(|e| Status::bad_request(format!("spec.groups: {e}")))?,
-        extra: serde_json::from_value(spec.get("extra").cloned().unwrap_or(json!({}))).map_err(|e| Status::bad_request(format!("spec.extra: {e}")))?,
+        groups: serde_json::from_value(spec.get("groups").cloned().unwrap_or(json!([])))
+            .map_err(|e| Status::bad_request(format!("spec.groups: {e}")))?,
+        extra: serde_json::from_value(spec.get("extra").cloned().unwrap_or(json!({})))
+            .map_err(|e| Status::bad_request(format!("spec.extra: {e}")))?,
     };
     if id.username.is_empty() && id.groups.is_empty() {
-        return Err(Status::invalid("SubjectAccessReview", "", "spec.user: Invalid value: \"\": at least one of user or group must be specified"));
+        return Err(Status::invalid(
+            "SubjectAccessReview",
+            "",
+            "spec.user: Invalid value: \"\": at least one of user or group must be specified",
+        ));
     }
     let a = match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
         (Some(r), None) => Attributes {
@@ -140,7 +146,13 @@ fn echo(spec: &Value) -> Map<String, Value> {
         m
     };
     if let Some(r) = spec.get("resourceAttributes") {
-        out.insert("resourceAttributes".into(), Value::Object(pick(r, &["namespace", "verb", "group", "version", "resource", "subresource", "name", "fieldSelector", "labelSelector"])));
+        out.insert(
+            "resourceAttributes".into(),
+            Value::Object(pick(
+                r,
+                &["namespace", "verb", "group", "version", "resource", "subresource", "name", "fieldSelector", "labelSelector"],
+            )),
+        );
     }
     if let Some(n) = spec.get("nonResourceAttributes") {
         out.insert("nonResourceAttributes".into(), Value::Object(pick(n, &["path", "verb"])));
@@ -205,7 +217,12 @@ mod tests {
     #[test]
     fn user_info_serializes_like_the_apiserver() {
         let want = golden("14-selfsubjectreview-nobody.json.body");
-        let id = Identity { username: "anchor-nobody".into(), uid: "uid-nobody".into(), groups: vec!["anchors:unprivileged".into(), "system:authenticated".into()], ..Identity::default() };
+        let id = Identity {
+            username: "anchor-nobody".into(),
+            uid: "uid-nobody".into(),
+            groups: vec!["anchors:unprivileged".into(), "system:authenticated".into()],
+            ..Identity::default()
+        };
         assert_eq!(crate::api::json::to_vec(&json!(id)), crate::api::json::to_vec(&want["status"]["userInfo"]));
     }
 }

@@ -115,12 +115,8 @@ const SERVICES: [&str; 16] = [
     "auth", "profile", "notify", "gateway", "inventory", "shipping", "billing", "ledger",
 ];
 const TEAMS: [&str; 4] = ["commerce", "discovery", "identity", "fulfillment"];
-const ROLES: [&str; 8] = [
-    "api", "web", "worker", "consumer", "cron", "proxy", "cache", "indexer",
-];
-const TIERS: [&str; 8] = [
-    "backend", "frontend", "backend", "backend", "batch", "edge", "data", "data",
-];
+const ROLES: [&str; 8] = ["api", "web", "worker", "consumer", "cron", "proxy", "cache", "indexer"];
+const TIERS: [&str; 8] = ["backend", "frontend", "backend", "backend", "batch", "edge", "data", "data"];
 const ENVS: [&str; 3] = ["prod", "staging", "dev"];
 const CPU: [(&str, &str); 3] = [("100m", "200m"), ("250m", "500m"), ("500m", "1")];
 const MEM: [(&str, &str); 3] = [("128Mi", "256Mi"), ("256Mi", "512Mi"), ("512Mi", "1Gi")];
@@ -151,10 +147,7 @@ struct Prng(u64);
 
 impl Prng {
     fn new(seed: u64, stream: Stream, index: u64) -> Self {
-        Prng(mix(seed
-            ^ mix(
-                (stream as u64).wrapping_mul(0xD1B5_4A32_D192_ED03) ^ mix(index)
-            )))
+        Prng(mix(seed ^ mix((stream as u64).wrapping_mul(0xD1B5_4A32_D192_ED03) ^ mix(index))))
     }
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -180,16 +173,12 @@ impl Prng {
         s
     }
     fn alnum(&mut self, len: usize) -> String {
-        (0..len)
-            .map(|_| char::from(self.pick(NAME_ALPHABET)))
-            .collect()
+        (0..len).map(|_| char::from(self.pick(NAME_ALPHABET))).collect()
     }
     /// A random (version 4) UUID string.
     fn uid(&mut self) -> String {
         let bytes = (u128::from(self.next()) << 64 | u128::from(self.next())).to_be_bytes();
-        uuid::Builder::from_random_bytes(bytes)
-            .into_uuid()
-            .to_string()
+        uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
     }
 }
 
@@ -226,8 +215,7 @@ fn node_ip(n: u64) -> String {
 
 /// Namespaced object metadata up to `labels` (callers append annotations etc.).
 fn meta(name: &str, namespace: &str, uid: String, created: u64, labels: Option<Value>) -> Value {
-    let mut m =
-        obj! { "name": name, "namespace": namespace, "uid": uid, "creationTimestamp": ts(created) };
+    let mut m = obj! { "name": name, "namespace": namespace, "uid": uid, "creationTimestamp": ts(created) };
     if let Some(labels) = labels {
         m["labels"] = labels;
     }
@@ -261,20 +249,11 @@ struct Workload {
 
 impl Workload {
     fn image(&self) -> String {
-        format!(
-            "{REGISTRY}/{}/{}-{}:{}",
-            self.team, self.service, self.role, self.version
-        )
+        format!("{REGISTRY}/{}/{}-{}:{}", self.team, self.service, self.role, self.version)
     }
     /// Metadata of a namespaced object belonging to this app (labelled `app=<name>`).
     fn app_meta(&self, name: &str, uid: String) -> Value {
-        meta(
-            name,
-            &self.namespace,
-            uid,
-            self.created,
-            Some(app_label(&self.name)),
-        )
+        meta(name, &self.namespace, uid, self.created, Some(app_label(&self.name)))
     }
     fn rs_name(&self) -> String {
         format!("{}-{}", self.name, self.hash)
@@ -330,12 +309,7 @@ impl Synth {
             .collect();
         let nodes = spec.nodes.max(1) as u64;
         let deployments = (spec.pods as u64).div_ceil(5).max(1);
-        Synth {
-            spec,
-            nodes,
-            deployments,
-            ns_names,
-        }
+        Synth { spec, nodes, deployments, ns_names }
     }
 
     /// Number of deployments `D = max(1, ceil(pods / 5))` (also services, app ConfigMaps, Secrets).
@@ -490,17 +464,8 @@ impl Synth {
             }
         };
         let available = "Deployment has minimum availability.";
-        let progressed = format!(
-            "ReplicaSet \"{}\" has successfully progressed.",
-            w.rs_name()
-        );
-        let mut metadata = meta(
-            &w.name,
-            &w.namespace,
-            w.uid.clone(),
-            w.created,
-            Some(w.template_labels().into()),
-        );
+        let progressed = format!("ReplicaSet \"{}\" has successfully progressed.", w.rs_name());
+        let mut metadata = meta(&w.name, &w.namespace, w.uid.clone(), w.created, Some(w.template_labels().into()));
         if let Some(m) = metadata.as_object_mut() {
             m.shift_insert(3, "generation".into(), json!(1)); // before creationTimestamp
         }
@@ -577,10 +542,7 @@ impl Synth {
         let apps = (0..self.deployments).map(move |d| {
             let w = self.workload(d);
             let mut rng = self.rng(Stream::ConfigMap, (1 << 40) + d);
-            let yaml = format!(
-                "server:\n  port: {}\nlogging:\n  level: info\nfeatures:\n  {}: true\n",
-                w.port, w.role
-            );
+            let yaml = format!("server:\n  port: {}\nlogging:\n  level: info\nfeatures:\n  {}: true\n", w.port, w.role);
             let data = obj! { "ENVIRONMENT": w.env, "LOG_LEVEL": "info", "app.yaml": yaml };
             let name = format!("{}-config", w.name);
             let metadata = w.app_meta(&name, rng.uid());
@@ -617,31 +579,14 @@ impl Synth {
     fn event(&self, k: u64, which: u64) -> Value {
         let pod = self.pod(k);
         let field = |ptr: &str| pod.pointer(ptr).and_then(Value::as_str).unwrap_or_default();
-        let (name, ns, node) = (
-            field("/metadata/name"),
-            field("/metadata/namespace"),
-            field("/spec/nodeName"),
-        );
+        let (name, ns, node) = (field("/metadata/name"), field("/metadata/namespace"), field("/spec/nodeName"));
         let (reason, message) = match which {
-            0 => (
-                "Scheduled",
-                format!("Successfully assigned {ns}/{name} to {node}"),
-            ),
-            1 => (
-                "Pulled",
-                format!(
-                    "Container image \"{}\" already present on machine",
-                    field("/spec/containers/0/image")
-                ),
-            ),
+            0 => ("Scheduled", format!("Successfully assigned {ns}/{name} to {node}")),
+            1 => ("Pulled", format!("Container image \"{}\" already present on machine", field("/spec/containers/0/image"))),
             2 => ("Created", "Created container: app".to_owned()),
             _ => ("Started", "Started container app".to_owned()),
         };
-        let (component, host) = if which == 0 {
-            ("default-scheduler", "")
-        } else {
-            ("kubelet", node)
-        };
+        let (component, host) = if which == 0 { ("default-scheduler", "") } else { ("kubelet", node) };
         let mut involved = obj! {
             "kind": "Pod", "namespace": ns, "name": name, "uid": field("/metadata/uid"),
             "apiVersion": "v1",
@@ -688,10 +633,7 @@ impl Synth {
             bump_heartbeat(pod);
         }
         if let Some(ann) = annotations_mut(pod) {
-            ann.insert(
-                CHANGED_AT_KEY.into(),
-                Value::String(changed_at_unix_nanos.to_string()),
-            );
+            ann.insert(CHANGED_AT_KEY.into(), Value::String(changed_at_unix_nanos.to_string()));
             ann.sort_keys();
         }
     }
@@ -706,10 +648,7 @@ fn node_status(n: u64, rng: &mut Prng, (cores, mem_ki): (u64, u64), name: &str) 
         }
     };
     let image = |rng: &mut Prng, img: &str, tag: &str, size: u64| {
-        let names = vec![
-            format!("{REGISTRY}/{img}@sha256:{}", rng.hex(64)),
-            format!("{REGISTRY}/{img}:{tag}"),
-        ];
+        let names = vec![format!("{REGISTRY}/{img}@sha256:{}", rng.hex(64)), format!("{REGISTRY}/{img}:{tag}")];
         obj! { "names": names, "sizeBytes": size }
     };
     let quantities = |cpu: String, storage: &str, mem: u64| {
@@ -755,10 +694,7 @@ fn pod_meta(w: &Workload, ctx: &PodCtx, rng: &mut Prng) -> Value {
     let mut labels = w.template_labels();
     labels.insert("pod-template-hash".into(), Value::from(w.hash.as_str()));
     labels.insert("topology.kubernetes.io/region".into(), Value::from(REGION));
-    labels.insert(
-        "topology.kubernetes.io/zone".into(),
-        Value::from(node_zone(ctx.node)),
-    );
+    labels.insert("topology.kubernetes.io/zone".into(), Value::from(node_zone(ctx.node)));
     labels.sort_keys();
     let annotations = obj! {
         "example.com/build-id": rng.hex(12), "prometheus.io/port": w.port.to_string(),
@@ -769,13 +705,7 @@ fn pod_meta(w: &Workload, ctx: &PodCtx, rng: &mut Prng) -> Value {
         "uid": w.rs_uid.as_str(),
         "controller": true, "blockOwnerDeletion": true,
     };
-    let mut m = meta(
-        &ctx.name,
-        &w.namespace,
-        rng.uid(),
-        ctx.created,
-        Some(labels.into()),
-    );
+    let mut m = meta(&ctx.name, &w.namespace, rng.uid(), ctx.created, Some(labels.into()));
     m["annotations"] = annotations;
     m["ownerReferences"] = Value::from(vec![owner]);
     m
@@ -880,13 +810,7 @@ fn pod_spec(w: &Workload, ctx: Option<&PodCtx>) -> Value {
         "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority",
     };
     if let (None, Some(m)) = (ctx, spec.as_object_mut()) {
-        for key in [
-            "nodeName",
-            "tolerations",
-            "priority",
-            "enableServiceLinks",
-            "preemptionPolicy",
-        ] {
+        for key in ["nodeName", "tolerations", "priority", "enableServiceLinks", "preemptionPolicy"] {
             m.shift_remove(key);
         }
     }
@@ -895,8 +819,7 @@ fn pod_spec(w: &Workload, ctx: Option<&PodCtx>) -> Value {
 
 fn pod_status(w: &Workload, ctx: &PodCtx, rng: &mut Prng) -> Value {
     let t = ctx.created;
-    let cond =
-        |ty: &str, at: u64| obj! { "type": ty, "status": "True", "lastTransitionTime": ts(at) };
+    let cond = |ty: &str, at: u64| obj! { "type": ty, "status": "True", "lastTransitionTime": ts(at) };
     let status = |name: &str, image: String, started: u64, rng: &mut Prng| {
         obj! {
             "name": name, "state": obj! { "running": obj! { "startedAt": ts(started) } },
@@ -929,21 +852,10 @@ fn pod_status(w: &Workload, ctx: &PodCtx, rng: &mut Prng) -> Value {
 fn pad_to(pod: &mut Value, target: usize, rng: &mut Prng) {
     let size = serde_json::to_vec(pod).map_or(usize::MAX, |b| b.len());
     let overhead = PAD_KEY.len() + 6; // `,"<key>":""`
-    let Some(len) = target
-        .checked_sub(size.saturating_add(overhead))
-        .filter(|&l| l > 0)
-    else {
+    let Some(len) = target.checked_sub(size.saturating_add(overhead)).filter(|&l| l > 0) else {
         return;
     };
-    let fill: String = (0..len)
-        .map(|i| {
-            if i % 64 == 63 {
-                '-'
-            } else {
-                char::from(rng.pick(NAME_ALPHABET))
-            }
-        })
-        .collect();
+    let fill: String = (0..len).map(|i| if i % 64 == 63 { '-' } else { char::from(rng.pick(NAME_ALPHABET)) }).collect();
     if let Some(ann) = annotations_mut(pod) {
         ann.insert(PAD_KEY.into(), Value::String(fill));
         ann.sort_keys();
@@ -952,25 +864,17 @@ fn pad_to(pod: &mut Value, target: usize, rng: &mut Prng) {
 
 fn annotations_mut(pod: &mut Value) -> Option<&mut Map<String, Value>> {
     let meta = pod.get_mut("metadata")?.as_object_mut()?;
-    meta.entry("annotations")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
+    meta.entry("annotations").or_insert_with(|| json!({})).as_object_mut()
 }
 
 /// Toggle Ready/ContainersReady and the app container's `ready`.
 fn flip_readiness(pod: &mut Value, when: &str) -> bool {
-    let Some(conds) = pod
-        .pointer_mut("/status/conditions")
-        .and_then(Value::as_array_mut)
-    else {
+    let Some(conds) = pod.pointer_mut("/status/conditions").and_then(Value::as_array_mut) else {
         return false;
     };
     let mut now_ready = None;
     for c in conds.iter_mut().filter_map(Value::as_object_mut) {
-        if !matches!(
-            c.get("type").and_then(Value::as_str),
-            Some("Ready" | "ContainersReady")
-        ) {
+        if !matches!(c.get("type").and_then(Value::as_str), Some("Ready" | "ContainersReady")) {
             continue;
         }
         let ready = c.get("status").and_then(Value::as_str) != Some("True");
@@ -981,10 +885,7 @@ fn flip_readiness(pod: &mut Value, when: &str) -> bool {
             c.shift_remove("message");
         } else {
             c.insert("reason".into(), json!("ContainersNotReady"));
-            c.insert(
-                "message".into(),
-                json!("containers with unready status: [app]"),
-            );
+            c.insert("message".into(), json!("containers with unready status: [app]"));
         }
         now_ready = Some(ready);
     }
@@ -1003,40 +904,23 @@ fn restart_container(pod: &mut Value, when: &str, rng: &mut Prng) -> bool {
     };
     let count = cs.get("restartCount").and_then(Value::as_u64).unwrap_or(0);
     let old_id = cs.get("containerID").cloned().unwrap_or(Value::Null);
-    let old_start = cs
-        .get("state")
-        .and_then(|s| s.pointer("/running/startedAt"))
-        .cloned()
-        .unwrap_or_else(|| json!(when));
-    let (code, reason) = if rng.below(2) == 0 {
-        (137, "OOMKilled")
-    } else {
-        (1, "Error")
-    };
+    let old_start = cs.get("state").and_then(|s| s.pointer("/running/startedAt")).cloned().unwrap_or_else(|| json!(when));
+    let (code, reason) = if rng.below(2) == 0 { (137, "OOMKilled") } else { (1, "Error") };
     let last = json!({ "terminated": {
         "exitCode": code, "reason": reason, "startedAt": old_start, "finishedAt": when,
         "containerID": old_id,
     } });
     cs.insert("state".into(), json!({ "running": { "startedAt": when } }));
-    let at = cs
-        .keys()
-        .position(|k| k == "state")
-        .map_or(cs.len(), |i| i + 1);
+    let at = cs.keys().position(|k| k == "state").map_or(cs.len(), |i| i + 1);
     cs.shift_insert(at, "lastState".into(), last);
     cs.insert("restartCount".into(), json!(count + 1));
-    cs.insert(
-        "containerID".into(),
-        json!(format!("containerd://{}", rng.hex(64))),
-    );
+    cs.insert("containerID".into(), json!(format!("containerd://{}", rng.hex(64))));
     true
 }
 
 /// Add `kache.dev/canary=true` if absent, remove it if present.
 fn toggle_canary(pod: &mut Value) -> bool {
-    let Some(labels) = pod
-        .pointer_mut("/metadata/labels")
-        .and_then(Value::as_object_mut)
-    else {
+    let Some(labels) = pod.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) else {
         return false;
     };
     if labels.shift_remove(CANARY_KEY).is_none() {
@@ -1049,11 +933,7 @@ fn toggle_canary(pod: &mut Value) -> bool {
 /// Increment the numeric `example.com/heartbeat` annotation.
 fn bump_heartbeat(pod: &mut Value) {
     if let Some(ann) = annotations_mut(pod) {
-        let n = ann
-            .get(HEARTBEAT_KEY)
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0);
+        let n = ann.get(HEARTBEAT_KEY).and_then(Value::as_str).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
         ann.insert(HEARTBEAT_KEY.into(), Value::String((n + 1).to_string()));
         ann.sort_keys();
     }
@@ -1067,13 +947,7 @@ mod tests {
 
     fn synth(nodes: usize, pods: usize, namespaces: usize, seed: u64) -> Synth {
         let pod_bytes = None;
-        Synth::new(ClusterSpec {
-            nodes,
-            pods,
-            namespaces,
-            seed,
-            pod_bytes,
-        })
+        Synth::new(ClusterSpec { nodes, pods, namespaces, seed, pod_bytes })
     }
 
     fn all(s: &Synth) -> Vec<Value> {
@@ -1084,8 +958,7 @@ mod tests {
     }
 
     fn keys(v: &Value) -> Vec<&str> {
-        v.as_object()
-            .map_or(vec![], |m| m.keys().map(String::as_str).collect())
+        v.as_object().map_or(vec![], |m| m.keys().map(String::as_str).collect())
     }
 
     /// String at a JSON pointer (`~1` escapes `/`); panics if missing.
@@ -1097,17 +970,12 @@ mod tests {
     fn dns1123(s: &str) -> bool {
         let ok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
         let b = s.as_bytes();
-        b.first().is_some_and(ok)
-            && b.last().is_some_and(ok)
-            && b.len() <= 253
-            && b.iter().all(|c| ok(c) || *c == b'-' || *c == b'.')
+        b.first().is_some_and(ok) && b.last().is_some_and(ok) && b.len() <= 253 && b.iter().all(|c| ok(c) || *c == b'-' || *c == b'.')
     }
 
     fn quantity(s: &str) -> bool {
         let num = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-        !num.is_empty()
-            && num.bytes().all(|b| b.is_ascii_digit())
-            && ["", "m", "Ki", "Mi", "Gi"].contains(&&s[num.len()..])
+        !num.is_empty() && num.bytes().all(|b| b.is_ascii_digit()) && ["", "m", "Ki", "Mi", "Gi"].contains(&&s[num.len()..])
     }
 
     fn size(v: &Value) -> usize {
@@ -1123,16 +991,9 @@ mod tests {
         // update deliberately when the generator changes.
         let p = synth(3, 10, 3, 1).pod(0);
         assert_eq!(at(&p, "/metadata/name"), "checkout-api-dg9mql5tj6-jqb5f");
-        assert_eq!(
-            at(&p, "/metadata/uid"),
-            "519e1789-a2ad-4dd7-8740-4ba9ca476646"
-        );
-        let fnv = serde_json::to_vec(&p)
-            .unwrap()
-            .iter()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
-                (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3)
-            });
+        assert_eq!(at(&p, "/metadata/uid"), "519e1789-a2ad-4dd7-8740-4ba9ca476646");
+        let fnv =
+            serde_json::to_vec(&p).unwrap().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3));
         assert_eq!(fnv, 10_944_317_521_138_096_771);
     }
 
@@ -1143,27 +1004,13 @@ mod tests {
         assert_eq!(s.deployment_count(), d as u64);
         let n = [s.namespaces().count(), s.nodes().count(), s.pods().count()];
         assert_eq!(n, [5, 7, 103]);
-        let n = [
-            s.deployments().count(),
-            s.services().count(),
-            s.secrets().count(),
-        ];
+        let n = [s.deployments().count(), s.services().count(), s.secrets().count()];
         assert_eq!(n, [d; 3]);
         assert_eq!((s.configmaps().count(), s.events().count()), (5 + d, 5 * 4));
-        let names: Vec<Value> = s
-            .namespaces()
-            .map(|n| n["metadata"]["name"].clone())
-            .collect();
-        assert_eq!(
-            names,
-            ["default", "kube-system", "ns-0000", "ns-0001", "ns-0002"]
-        );
+        let names: Vec<Value> = s.namespaces().map(|n| n["metadata"]["name"].clone()).collect();
+        assert_eq!(names, ["default", "kube-system", "ns-0000", "ns-0001", "ns-0002"]);
         let empty = synth(0, 0, 0, 1);
-        let n = [
-            empty.namespaces().count(),
-            empty.nodes().count(),
-            empty.pods().count(),
-        ];
+        let n = [empty.namespaces().count(), empty.nodes().count(), empty.pods().count()];
         assert_eq!(n, [1, 1, 0]);
         assert_eq!(at(&empty.pod(5), "/spec/nodeName"), "node-0000");
     }
@@ -1175,54 +1022,37 @@ mod tests {
         for (i, p) in s.pods().enumerate() {
             assert_eq!(at(&p, "/spec/nodeName"), format!("node-{:04}", i % 7));
             let app = at(&p, "/metadata/labels/app");
-            *per_app
-                .entry((at(&p, "/metadata/namespace").into(), app.into()))
-                .or_default() += 1;
+            *per_app.entry((at(&p, "/metadata/namespace").into(), app.into())).or_default() += 1;
             let rs = format!("{app}-{}", at(&p, "/metadata/labels/pod-template-hash"));
             assert_eq!(at(&p, "/metadata/ownerReferences/0/name"), rs);
             assert!(at(&p, "/metadata/name").starts_with(&format!("{rs}-")));
             assert_eq!(p["metadata"]["labels"].as_object().map(Map::len), Some(10));
         }
         for (d, dep) in s.deployments().enumerate() {
-            let key = (
-                at(&dep, "/metadata/namespace").into(),
-                at(&dep, "/metadata/name").into(),
-            );
+            let key = (at(&dep, "/metadata/namespace").into(), at(&dep, "/metadata/name").into());
             assert_eq!(dep["spec"]["replicas"].as_u64(), per_app.get(&key).copied());
             let pod = s.pod(d as u64); // pod d is the first replica of deployment d
-            for (k, v) in dep["spec"]["template"]["metadata"]["labels"]
-                .as_object()
-                .unwrap()
-            {
+            for (k, v) in dep["spec"]["template"]["metadata"]["labels"].as_object().unwrap() {
                 assert_eq!(&pod["metadata"]["labels"][k], v);
             }
         }
         let churned = s.pod(103);
-        assert_eq!(
-            at(&churned, "/spec/nodeName"),
-            format!("node-{:04}", 103 % 7)
-        );
-        assert!(s
-            .pods()
-            .all(|p| p["metadata"]["name"] != churned["metadata"]["name"]));
+        assert_eq!(at(&churned, "/spec/nodeName"), format!("node-{:04}", 103 % 7));
+        assert!(s.pods().all(|p| p["metadata"]["name"] != churned["metadata"]["name"]));
     }
 
     #[test]
     fn keys_follow_apiserver_order() {
         let s = synth(3, 20, 4, 5);
         let p = s.pod(7);
-        assert_eq!(
-            keys(&p),
-            ["kind", "apiVersion", "metadata", "spec", "status"]
-        );
+        assert_eq!(keys(&p), ["kind", "apiVersion", "metadata", "spec", "status"]);
         let meta = "name namespace uid creationTimestamp labels annotations ownerReferences";
         assert_eq!(keys(&p["metadata"]).join(" "), meta);
         let spec = "volumes containers restartPolicy terminationGracePeriodSeconds dnsPolicy \
             serviceAccountName serviceAccount nodeName securityContext schedulerName tolerations \
             priority enableServiceLinks preemptionPolicy";
         assert_eq!(keys(&p["spec"]).join(" "), spec);
-        let status =
-            "phase conditions hostIP hostIPs podIP podIPs startTime containerStatuses qosClass";
+        let status = "phase conditions hostIP hostIPs podIP podIPs startTime containerStatuses qosClass";
         assert_eq!(keys(&p["status"]).join(" "), status);
         for obj in all(&s) {
             assert_eq!(keys(&obj)[..3], ["kind", "apiVersion", "metadata"]);
@@ -1246,24 +1076,10 @@ mod tests {
             }
         }
         for target in [6_000, 8_192, 65_536] {
-            let spec = ClusterSpec {
-                nodes: 5,
-                pods: 50,
-                namespaces: 3,
-                seed: 1,
-                pod_bytes: Some(target),
-            };
-            assert!(Synth::new(spec)
-                .pods()
-                .all(|p| size(&p).abs_diff(target) <= 8));
+            let spec = ClusterSpec { nodes: 5, pods: 50, namespaces: 3, seed: 1, pod_bytes: Some(target) };
+            assert!(Synth::new(spec).pods().all(|p| size(&p).abs_diff(target) <= 8));
         }
-        let spec = ClusterSpec {
-            nodes: 5,
-            pods: 50,
-            namespaces: 3,
-            seed: 1,
-            pod_bytes: Some(100),
-        };
+        let spec = ClusterSpec { nodes: 5, pods: 50, namespaces: 3, seed: 1, pod_bytes: Some(100) };
         assert_eq!(Synth::new(spec).pod(3), synth(5, 50, 3, 1).pod(3));
     }
 
@@ -1275,21 +1091,11 @@ mod tests {
             let (kind, name) = (at(&obj, "/kind"), at(&obj, "/metadata/name"));
             let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
             assert!(dns1123(name), "{kind} {name}");
-            assert!(
-                seen.insert(format!("{kind}/{ns}/{name}")),
-                "duplicate {kind} {ns}/{name}"
-            );
+            assert!(seen.insert(format!("{kind}/{ns}/{name}")), "duplicate {kind} {ns}/{name}");
             let uid = at(&obj, "/metadata/uid");
             assert!(uids.insert(uid.to_owned()), "duplicate uid {uid}");
-            assert_eq!(
-                (uid.len(), &uid[14..15], uid.matches('-').count()),
-                (36, "4", 4)
-            );
-            for v in obj["metadata"]["labels"]
-                .as_object()
-                .into_iter()
-                .flat_map(|m| m.values())
-            {
+            assert_eq!((uid.len(), &uid[14..15], uid.matches('-').count()), (36, "4", 4));
+            for v in obj["metadata"]["labels"].as_object().into_iter().flat_map(|m| m.values()) {
                 assert!(v.as_str().is_some_and(|v| v.len() <= 63), "label {v}");
             }
         }
@@ -1302,12 +1108,7 @@ mod tests {
         let s = synth(4, 40, 3, 8);
         for p in s.pods() {
             for c in p["spec"]["containers"].as_array().unwrap() {
-                for q in c["resources"]
-                    .as_object()
-                    .unwrap()
-                    .values()
-                    .flat_map(|r| r.as_object())
-                {
+                for q in c["resources"].as_object().unwrap().values().flat_map(|r| r.as_object()) {
                     assert!(q.values().all(|q| quantity(q.as_str().unwrap())), "{q:?}");
                 }
             }
@@ -1326,41 +1127,21 @@ mod tests {
         }
         assert_eq!(base64(b"demo"), "ZGVtbw==");
         assert_eq!(base64(b"not-a-real-secret"), "bm90LWEtcmVhbC1zZWNyZXQ=");
-        assert_eq!(
-            [ts(0), rfc3339(0)],
-            ["2026-11-01T10:00:00Z", "1970-01-01T00:00:00Z"]
-        );
+        assert_eq!([ts(0), rfc3339(0)], ["2026-11-01T10:00:00Z", "1970-01-01T00:00:00Z"]);
         assert_eq!(rfc3339(1_709_210_096), "2024-02-29T12:34:56Z");
     }
 
     #[test]
     fn mutate_pod_keeps_identity_and_changes_something() {
         let s = synth(5, 50, 3, 4);
-        let ident = |p: &Value| {
-            [
-                "/metadata/name",
-                "/metadata/namespace",
-                "/metadata/uid",
-                "/spec/nodeName",
-            ]
-            .map(|k| at(p, k).to_owned())
-        };
+        let ident = |p: &Value| ["/metadata/name", "/metadata/namespace", "/metadata/uid", "/spec/nodeName"].map(|k| at(p, k).to_owned());
         for step in 0..400u64 {
-            let (orig, nanos) = (
-                s.pod(step % 50),
-                1_800_000_000_123_456_789 + u128::from(step),
-            );
+            let (orig, nanos) = (s.pod(step % 50), 1_800_000_000_123_456_789 + u128::from(step));
             let mut p = orig.clone();
             s.mutate_pod(&mut p, step, nanos);
             assert_eq!(ident(&p), ident(&orig));
-            assert_eq!(
-                at(&p, "/metadata/annotations/kache.dev~1changed-at"),
-                nanos.to_string()
-            );
-            p["metadata"]["annotations"]
-                .as_object_mut()
-                .unwrap()
-                .shift_remove(CHANGED_AT_KEY);
+            assert_eq!(at(&p, "/metadata/annotations/kache.dev~1changed-at"), nanos.to_string());
+            p["metadata"]["annotations"].as_object_mut().unwrap().shift_remove(CHANGED_AT_KEY);
             assert_ne!(p, orig, "step {step} changed nothing");
         }
         let mut p = s.pod(1);
@@ -1370,12 +1151,7 @@ mod tests {
             assert_ne!(p, before);
         }
         let restarts = p["status"]["containerStatuses"].as_array().unwrap().iter();
-        assert!(
-            restarts
-                .map(|c| c["restartCount"].as_u64().unwrap())
-                .sum::<u64>()
-                > 0
-        );
+        assert!(restarts.map(|c| c["restartCount"].as_u64().unwrap()).sum::<u64>() > 0);
         let mut odd = json!({ "metadata": {} });
         s.mutate_pod(&mut odd, 3, 5);
         assert_eq!(odd["metadata"]["annotations"][CHANGED_AT_KEY], "5");
@@ -1432,11 +1208,7 @@ mod tests {
             per_node[at(&p, "/spec/nodeName")[5..].parse::<usize>().unwrap()] += 1;
         }
         assert!(per_node.iter().all(|&c| c == 100));
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "{:?}",
-            start.elapsed()
-        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "{:?}", start.elapsed());
     }
 
     proptest! {

@@ -6,16 +6,16 @@
 //! (`kubectl get -w`) sends each event's object as a one-row Table, with the column
 //! definitions only in the first event, as the apiserver does.
 
-use crate::serve::body::{self, Body};
+use crate::api::status::Status;
 use crate::cache::KindCache;
+use crate::serve::body::RequestBody;
+use crate::serve::body::{self, Body};
 use crate::serve::handler::{self, WatchSettings};
 use crate::serve::query::{Format, Options};
 use crate::serve::route::ResourcePath;
-use crate::api::status::Status;
 use bytes::{BufMut, Bytes};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use crate::serve::body::RequestBody;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -41,8 +41,15 @@ impl Columns {
         let col = |name: &str, format: &str, priority: u8| json!({"name": name, "type": "string", "format": format, "description": "", "priority": priority});
         match self {
             Columns::Pod => json!([
-                col("Name", "name", 0), col("Ready", "", 0), col("Status", "", 0), col("Restarts", "", 0), col("Age", "", 0),
-                col("IP", "", 1), col("Node", "", 1), col("Nominated Node", "", 1), col("Readiness Gates", "", 1),
+                col("Name", "name", 0),
+                col("Ready", "", 0),
+                col("Status", "", 0),
+                col("Restarts", "", 0),
+                col("Age", "", 0),
+                col("IP", "", 1),
+                col("Node", "", 1),
+                col("Nominated Node", "", 1),
+                col("Readiness Gates", "", 1),
             ]),
             Columns::ConfigMap => json!([col("Name", "name", 0), col("Data", "", 0), col("Age", "", 0)]),
             Columns::Plain => json!([col("Name", "name", 0), col("Age", "", 0)]),
@@ -89,14 +96,22 @@ fn row(v: &Value, cols: Columns) -> Value {
             let gates = match v["spec"]["readinessGates"].as_array() {
                 Some(g) if !g.is_empty() => {
                     let conds = v["status"]["conditions"].as_array().cloned().unwrap_or_default();
-                    let met = g.iter().filter(|gate| conds.iter().any(|c| c["type"] == gate["conditionType"] && c["status"] == "True")).count();
+                    let met =
+                        g.iter().filter(|gate| conds.iter().any(|c| c["type"] == gate["conditionType"] && c["status"] == "True")).count();
                     format!("{met}/{}", g.len())
                 }
                 _ => "<none>".into(),
             };
             json!([
-                name, format!("{ready}/{total}"), v["status"]["phase"], restarts.to_string(), age,
-                or_none(&v["status"]["podIP"]), or_none(&v["spec"]["nodeName"]), or_none(&v["status"]["nominatedNodeName"]), gates,
+                name,
+                format!("{ready}/{total}"),
+                v["status"]["phase"],
+                restarts.to_string(),
+                age,
+                or_none(&v["status"]["podIP"]),
+                or_none(&v["spec"]["nodeName"]),
+                or_none(&v["status"]["nominatedNodeName"]),
+                gates,
             ])
         }
         Columns::ConfigMap => {
@@ -114,7 +129,12 @@ fn table(meta: Value, columns: Value, rows: Vec<Value>) -> Vec<u8> {
 }
 
 /// Answer a GET, LIST or WATCH asked for as a Table.
-pub(super) async fn respond<B: RequestBody>(cache: &Arc<KindCache>, req: &Request<B>, p: &ResourcePath, settings: WatchSettings) -> Result<Response<Body>, Status> {
+pub(super) async fn respond<B: RequestBody>(
+    cache: &Arc<KindCache>,
+    req: &Request<B>,
+    p: &ResourcePath,
+    settings: WatchSettings,
+) -> Result<Response<Body>, Status> {
     let r = &cache.resource;
     let cols = Columns::of(cache);
     let opts = Options::parse(req.uri().query())?;
@@ -126,7 +146,8 @@ pub(super) async fn respond<B: RequestBody>(cache: &Arc<KindCache>, req: &Reques
     let mut out = match &p.name {
         Some(name) => {
             let snap = cache.snapshot();
-            let o = snap.get(&crate::cache::object::key(ns.unwrap_or(""), name)).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
+            let o =
+                snap.get(&crate::cache::object::key(ns.unwrap_or(""), name)).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
             table(json!({"resourceVersion": o.rv.to_string()}), cols.definitions(), vec![row(&decode(o)?, cols)])
         }
         None if opts.watch => {

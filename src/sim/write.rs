@@ -4,17 +4,17 @@
 //! Bodies are JSON, or protobuf for built-in kinds.
 
 use super::{encode, object_response, patch, Sim};
-use crate::serve::body::{self, Body};
-use crate::cache::KindCache;
-use crate::cache::object;
-use crate::serve::query::{Format, Options};
-use crate::serve::route::ResourcePath;
 use crate::api::status::{Details, Status};
-use crate::cache::window::EventType;
-use http::{header, Request, Response, StatusCode};
-use crate::serve::body::RequestBody;
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire::PROTOBUF;
+use crate::cache::object;
+use crate::cache::window::EventType;
+use crate::cache::KindCache;
+use crate::serve::body::RequestBody;
+use crate::serve::body::{self, Body};
+use crate::serve::query::{Format, Options};
+use crate::serve::route::ResourcePath;
+use http::{header, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 
 /// Largest request body the simulator reads (the apiserver's limit is 3 MiB).
@@ -25,7 +25,11 @@ async fn read_json<B: RequestBody>(req: Request<B>) -> Result<(Value, String), S
     let media = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if !matches!(
         media.as_str(),
-        "application/json" | "application/merge-patch+json" | "application/strategic-merge-patch+json" | "application/json-patch+json" | PROTOBUF
+        "application/json"
+            | "application/merge-patch+json"
+            | "application/strategic-merge-patch+json"
+            | "application/json-patch+json"
+            | PROTOBUF
     ) {
         return Err(Status::unsupported_media_type(&ct));
     }
@@ -33,7 +37,8 @@ async fn read_json<B: RequestBody>(req: Request<B>) -> Result<(Value, String), S
     if media == PROTOBUF {
         return Ok((from_protobuf(&bytes, &ct)?, "application/json".into()));
     }
-    let v = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))?;
+    let v =
+        serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))?;
     Ok((v, media))
 }
 
@@ -41,7 +46,8 @@ async fn read_json<B: RequestBody>(req: Request<B>) -> Result<(Value, String), S
 /// kinds this way): the `k8s\0` envelope opened and the object transcoded to JSON.
 fn from_protobuf(body: &[u8], ct: &str) -> Result<Value, Status> {
     let undecodable = |e: String| Status::bad_request(format!("the body of the request could not be decoded: {e}"));
-    let (api_version, kind, raw) = crate::api::wire::open_envelope(body).ok_or_else(|| undecodable("not a Kubernetes protobuf envelope".into()))?;
+    let (api_version, kind, raw) =
+        crate::api::wire::open_envelope(body).ok_or_else(|| undecodable("not a Kubernetes protobuf envelope".into()))?;
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
     let ty = MessageType::for_kind(group, version, &kind).ok_or_else(|| Status::unsupported_media_type(ct))?;
     let mut v = pb_to_json(ty, raw).map_err(|e| undecodable(e.to_string()))?;
@@ -70,7 +76,20 @@ fn ordered(r: &crate::api::resource::Resource, v: Value) -> Value {
 fn order_meta(meta: Value) -> Value {
     let Value::Object(mut m) = meta else { return meta };
     let mut out = Map::new();
-    for k in ["name", "generateName", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences", "finalizers"] {
+    for k in [
+        "name",
+        "generateName",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+    ] {
         if let Some(v) = m.remove(k) {
             out.insert(k.into(), v);
         }
@@ -111,14 +130,24 @@ pub(super) async fn delete_is_dry_run<B: RequestBody>(req: Request<B>) -> Result
         }
         return Ok(false);
     }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))?;
+    let v: Value =
+        serde_json::from_slice(&bytes).map_err(|e| Status::bad_request(format!("the body of the request could not be decoded: {e}")))?;
     Ok(v["dryRun"].as_array().is_some_and(|d| d.iter().any(|x| x == "All")))
 }
 
 impl Sim {
     /// Store `v` as the next revision of an object and return the response.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn commit(&self, cache: &KindCache, rv: &mut u64, kind: EventType, mut v: Value, code: StatusCode, fmt: Format, dry: bool) -> Result<Response<Body>, Status> {
+    pub(super) fn commit(
+        &self,
+        cache: &KindCache,
+        rv: &mut u64,
+        kind: EventType,
+        mut v: Value,
+        code: StatusCode,
+        fmt: Format,
+        dry: bool,
+    ) -> Result<Response<Body>, Status> {
         let next = *rv + 1;
         v["metadata"]["resourceVersion"] = Value::String(next.to_string());
         let v = ordered(&cache.resource, v);
@@ -134,7 +163,13 @@ impl Sim {
         Ok(object_response(&cache.resource, &o, code, fmt))
     }
 
-    pub(super) async fn create<B: RequestBody>(&self, cache: &KindCache, req: Request<B>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+    pub(super) async fn create<B: RequestBody>(
+        &self,
+        cache: &KindCache,
+        req: Request<B>,
+        p: &ResourcePath,
+        fmt: Format,
+    ) -> Result<Response<Body>, Status> {
         let r = cache.resource.clone();
         let dry = dry_run(req.uri().query());
         let (mut v, _) = read_json(req).await?;
@@ -143,14 +178,21 @@ impl Sim {
         }
         for (k, want) in [("kind", r.kind.clone()), ("apiVersion", r.api_version())] {
             if let Some(got) = v.get(k).and_then(Value::as_str).filter(|g| *g != want) {
-                return Err(Status::bad_request(format!("the API version in the data ({got}) does not match the expected API version ({want})")));
+                return Err(Status::bad_request(format!(
+                    "the API version in the data ({got}) does not match the expected API version ({want})"
+                )));
             }
         }
-        let meta = v.get_mut("metadata").and_then(Value::as_object_mut).ok_or_else(|| Status::invalid(&r.kind, "", "metadata.name: Required value: name or generateName is required"))?;
+        let meta = v
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| Status::invalid(&r.kind, "", "metadata.name: Required value: name or generateName is required"))?;
         if let Some(ns) = &p.namespace {
             match meta.get("namespace").and_then(Value::as_str) {
                 Some(given) if given != ns => {
-                    return Err(Status::bad_request("the namespace of the provided object does not match the namespace sent on the request"))
+                    return Err(Status::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ))
                 }
                 _ => {
                     meta.insert("namespace".into(), Value::String(ns.clone()));
@@ -175,13 +217,25 @@ impl Sim {
         self.commit(cache, &mut rv, EventType::Added, v, StatusCode::CREATED, fmt, dry)
     }
 
-    pub(super) async fn update<B: RequestBody>(&self, cache: &KindCache, req: Request<B>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+    pub(super) async fn update<B: RequestBody>(
+        &self,
+        cache: &KindCache,
+        req: Request<B>,
+        p: &ResourcePath,
+        fmt: Format,
+    ) -> Result<Response<Body>, Status> {
         let dry = dry_run(req.uri().query());
         let (v, _) = read_json(req).await?;
         self.replace(cache, p, fmt, dry, |_cur| Ok(v))
     }
 
-    pub(super) async fn patch<B: RequestBody>(&self, cache: &KindCache, req: Request<B>, p: &ResourcePath, fmt: Format) -> Result<Response<Body>, Status> {
+    pub(super) async fn patch<B: RequestBody>(
+        &self,
+        cache: &KindCache,
+        req: Request<B>,
+        p: &ResourcePath,
+        fmt: Format,
+    ) -> Result<Response<Body>, Status> {
         let dry = dry_run(req.uri().query());
         let (patch, media) = read_json(req).await?;
         // Custom resources have no strategic merge patch: kubectl sends them merge patches.
@@ -200,7 +254,14 @@ impl Sim {
     /// Update an object to what `change` makes of its current state, with the apiserver's
     /// rules: a stale resourceVersion conflicts, identity fields are kept, the main resource
     /// keeps status and `/status` changes only status.
-    fn replace(&self, cache: &KindCache, p: &ResourcePath, fmt: Format, dry: bool, change: impl FnOnce(&Value) -> Result<Value, Status>) -> Result<Response<Body>, Status> {
+    fn replace(
+        &self,
+        cache: &KindCache,
+        p: &ResourcePath,
+        fmt: Format,
+        dry: bool,
+        change: impl FnOnce(&Value) -> Result<Value, Status>,
+    ) -> Result<Response<Body>, Status> {
         let r = cache.resource.clone();
         let name = p.name.as_deref().unwrap_or("");
         let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
@@ -272,7 +333,14 @@ impl Sim {
         Ok(Status::success(details).into_response(fmt == Format::Protobuf))
     }
 
-    pub(super) fn delete_collection(&self, cache: &KindCache, ns: Option<&str>, query: Option<&str>, fmt: Format, dry: bool) -> Result<Response<Body>, Status> {
+    pub(super) fn delete_collection(
+        &self,
+        cache: &KindCache,
+        ns: Option<&str>,
+        query: Option<&str>,
+        fmt: Format,
+        dry: bool,
+    ) -> Result<Response<Body>, Status> {
         let opts = Options::parse(query)?;
         opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
         let snap = cache.snapshot();

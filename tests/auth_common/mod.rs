@@ -11,8 +11,8 @@ use http::{HeaderMap, Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use kache::config::{ServeArgs, SimAuthArgs};
 use kache::app::{start_serve_args, Serving};
+use kache::config::{ServeArgs, SimAuthArgs};
 use kache::sim::launch::{start_sim_with, Running};
 use kache::sim::AuditRecord;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
@@ -223,7 +223,8 @@ impl SecureSim {
 
     /// SubjectAccessReviews kache has sent so far.
     pub fn access_reviews(&self) -> usize {
-        self.audit(|r| r.user.username == KACHE_SA && r.attributes.resource.as_ref().is_some_and(|a| a.resource == "subjectaccessreviews")).len()
+        self.audit(|r| r.user.username == KACHE_SA && r.attributes.resource.as_ref().is_some_and(|a| a.resource == "subjectaccessreviews"))
+            .len()
     }
 
     /// TokenReviews kache has sent so far.
@@ -256,9 +257,24 @@ impl SecureKache {
         let kubeconfig = sim.dir.path().join(format!("kache-{}.kubeconfig", uuid::Uuid::new_v4().simple()));
         let ca = sim.dir.path().join("client-ca.pem");
         let mut flags: Vec<String> = vec![
-            "--listen", "127.0.0.1:0", "--preload", PRELOAD, "--client-ca-file", ca.to_str().unwrap(), "--client-kubeconfig-out", kubeconfig.to_str().unwrap(),
-            "--token-cache-ttl-seconds", "600", "--token-cache-negative-ttl-seconds", "600", "--authz-cache-allow-ttl-seconds", "600", "--authz-cache-deny-ttl-seconds", "600",
-            "--shutdown-grace-seconds", "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--preload",
+            PRELOAD,
+            "--client-ca-file",
+            ca.to_str().unwrap(),
+            "--client-kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+            "--token-cache-ttl-seconds",
+            "600",
+            "--token-cache-negative-ttl-seconds",
+            "600",
+            "--authz-cache-allow-ttl-seconds",
+            "600",
+            "--authz-cache-deny-ttl-seconds",
+            "600",
+            "--shutdown-grace-seconds",
+            "1",
         ]
         .into_iter()
         .map(String::from)
@@ -309,7 +325,8 @@ fn tls_config(ca_pem: &str, who: &Who<'_>) -> rustls::ClientConfig {
         roots.add(c.unwrap()).unwrap();
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let b = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots);
+    let b =
+        rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots);
     let cfg = match who {
         Who::Cert(cert, key) => {
             let chain = CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<Vec<_>, _>>().unwrap();
@@ -322,7 +339,11 @@ fn tls_config(ca_pem: &str, who: &Who<'_>) -> rustls::ClientConfig {
 
 impl TlsClient {
     pub fn new(base: &str, ca_pem: &str, who: Who<'_>) -> TlsClient {
-        let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls_config(ca_pem, &who)).https_or_http().enable_all_versions().build();
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca_pem, &who))
+            .https_or_http()
+            .enable_all_versions()
+            .build();
         let token = match who {
             Who::Token(t) => Some(t.to_string()),
             _ => None,
@@ -335,7 +356,11 @@ impl TlsClient {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(std::iter::empty());
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let cfg = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         let http = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(cfg).https_or_http().enable_all_versions().build();
         let token = match who {
             Who::Token(t) => Some(t.to_string()),
@@ -369,7 +394,8 @@ impl TlsClient {
             .unwrap_or_else(|e| panic!("{what}: {e:?}"));
         let status = resp.status().as_u16();
         let headers: HeaderMap = resp.headers().clone();
-        let body = tokio::time::timeout(crate::common::QUICK, resp.into_body().collect()).await.expect("body in time").expect("body").to_bytes();
+        let body =
+            tokio::time::timeout(crate::common::QUICK, resp.into_body().collect()).await.expect("body in time").expect("body").to_bytes();
         crate::common::Resp { status, headers, body }
     }
 

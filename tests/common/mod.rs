@@ -175,7 +175,13 @@ impl Api {
     /// Open a watch (or any streaming GET); waits for the response headers.
     pub async fn watch(&self, path: &str, accept: &str) -> WatchStream {
         let resp = self.send(self.build(Method::GET, path, Some(accept), None, Vec::new())).await;
-        WatchStream { status: resp.status().as_u16(), headers: resp.headers().clone(), body: resp.into_body(), buf: Vec::new(), ended: false }
+        WatchStream {
+            status: resp.status().as_u16(),
+            headers: resp.headers().clone(),
+            body: resp.into_body(),
+            buf: Vec::new(),
+            ended: false,
+        }
     }
 
     /// Create a ConfigMap in `ns` and return it.
@@ -249,7 +255,8 @@ impl WatchStream {
         loop {
             if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
-                let v = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("watch line is not JSON ({e}): {}", String::from_utf8_lossy(&line)));
+                let v = serde_json::from_slice(&line)
+                    .unwrap_or_else(|e| panic!("watch line is not JSON ({e}): {}", String::from_utf8_lossy(&line)));
                 return Next::Item(v);
             }
             match self.fill(deadline).await {
@@ -495,7 +502,10 @@ impl BinarySim {
                 break a;
             }
             if let Some(status) = child.0.try_wait().expect("try_wait") {
-                panic!("kache sim exited with {status} before writing its address: {}", std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default());
+                panic!(
+                    "kache sim exited with {status} before writing its address: {}",
+                    std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()
+                );
             }
             assert!(Instant::now() < end, "kache sim wrote no address to {} within 60 s", addr_file.display());
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -60,10 +60,15 @@ pub async fn read_addr_file(path: &Path, child: &mut ChildGuard, log: &Path, sec
         let got = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse::<SocketAddr>().ok());
         if got.is_none() {
             if let Some(status) = child.0.try_wait().expect("try_wait") {
-                panic!("kache exited with {status} before writing {}: {}", path.display(), std::fs::read_to_string(log).unwrap_or_default());
+                panic!(
+                    "kache exited with {status} before writing {}: {}",
+                    path.display(),
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
             }
         }
-        let r = got.ok_or_else(|| format!("kache wrote no address to {}: {}", path.display(), std::fs::read_to_string(log).unwrap_or_default()));
+        let r = got
+            .ok_or_else(|| format!("kache wrote no address to {}: {}", path.display(), std::fs::read_to_string(log).unwrap_or_default()));
         std::future::ready(r)
     })
     .await
@@ -274,7 +279,10 @@ impl Scrape {
 
     /// Samples named `name` whose labels include all of `want`.
     pub fn find(&self, name: &str, want: &[(&str, &str)]) -> Vec<&Sample> {
-        self.samples.iter().filter(|s| s.name == name && want.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))).collect()
+        self.samples
+            .iter()
+            .filter(|s| s.name == name && want.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+            .collect()
     }
 
     /// Sum of the samples `find` returns (0 when there are none).
@@ -411,8 +419,18 @@ fn status_body(code: StatusCode, msg: &str) -> Response<UnsyncBoxBody<Bytes, Box
 
 async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<UnsyncBoxBody<Bytes, BoxError>> {
     let pq = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-    let token = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).map(str::to_string);
-    let impersonate = req.headers().iter().filter(|(n, _)| n.as_str().starts_with("impersonate-")).map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    let token = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let impersonate = req
+        .headers()
+        .iter()
+        .filter(|(n, _)| n.as_str().starts_with("impersonate-"))
+        .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
     let index = {
         let mut seen = state.seen.lock().unwrap();
         seen.push(Call { method: req.method().to_string(), path: pq.clone(), token, impersonate, status: 0 });
@@ -537,7 +555,11 @@ impl AuthSim {
 /// A request to `addr` with a bearer token; (status, body).
 pub async fn request_as(addr: SocketAddr, token: &str, method: http::Method, path: &str, body: Option<serde_json::Value>) -> (u16, String) {
     let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let mut b = Request::builder().method(method).uri(format!("http://{addr}{path}")).header("authorization", format!("Bearer {token}")).header("accept", "application/json");
+    let mut b = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("authorization", format!("Bearer {token}"))
+        .header("accept", "application/json");
     if body.is_some() {
         b = b.header("content-type", "application/json");
     }

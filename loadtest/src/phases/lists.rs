@@ -73,7 +73,8 @@ pub async fn run(ctx: &Ctx, target: &Target, spec: &ListSpec) -> anyhow::Result<
     let accept = if spec.encoding == Encoding::Protobuf { PROTOBUF } else { JSON };
     let paths: Vec<String> = (0..1024u64).map(|n| path(ctx, spec.query, spec.read, n)).collect();
     let label = format!("{} c={} {}", spec.workload(), spec.concurrency, target.name);
-    let r = closed_loop(ctx.procs(), target, &label, &paths, accept, spec.concurrency, spec.seconds, spec.max_requests, spec.protocol).await?;
+    let r =
+        closed_loop(ctx.procs(), target, &label, &paths, accept, spec.concurrency, spec.seconds, spec.max_requests, spec.protocol).await?;
     let mut r = r;
     r.workload = spec.workload();
     Ok(r)
@@ -111,7 +112,17 @@ impl Conn {
 
 /// `concurrency` workers GET `paths` in turn (after one unmeasured warm-up request each).
 #[allow(clippy::too_many_arguments)]
-pub async fn closed_loop(procs: Vec<(String, u32)>, target: &Target, label: &str, paths: &[String], accept: &'static str, concurrency: usize, seconds: f64, max_requests: u64, protocol: Protocol) -> anyhow::Result<PhaseResult> {
+pub async fn closed_loop(
+    procs: Vec<(String, u32)>,
+    target: &Target,
+    label: &str,
+    paths: &[String],
+    accept: &'static str,
+    concurrency: usize,
+    seconds: f64,
+    max_requests: u64,
+    protocol: Protocol,
+) -> anyhow::Result<PhaseResult> {
     let paths = Arc::new(paths.to_vec());
     let counters = Arc::new(Counters::default());
     let hist = Arc::new(Hist::default());
@@ -130,7 +141,8 @@ pub async fn closed_loop(procs: Vec<(String, u32)>, target: &Target, label: &str
     let deadline = start + Duration::from_secs_f64(seconds);
     let mut tasks = Vec::new();
     for mut conn in conns {
-        let (paths, counters, hist, errors, tickets, target) = (paths.clone(), counters.clone(), hist.clone(), errors.clone(), tickets.clone(), target.clone());
+        let (paths, counters, hist, errors, tickets, target) =
+            (paths.clone(), counters.clone(), hist.clone(), errors.clone(), tickets.clone(), target.clone());
         tasks.push(tokio::spawn(async move {
             loop {
                 let n = tickets.fetch_add(1, Relaxed);

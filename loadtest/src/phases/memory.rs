@@ -30,7 +30,8 @@ fn gauge(text: &str, metric: &str) -> BTreeMap<String, f64> {
 
 /// Wait `settle_seconds`, then compare kache's RSS with what it caches.
 pub async fn run(ctx: &Ctx, settle_seconds: f64) -> anyhow::Result<PhaseResult> {
-    let admin = ctx.observed.kache_admin.clone().context("the memory phase needs kache's admin address (self-contained run or --kache-admin)")?;
+    let admin =
+        ctx.observed.kache_admin.clone().context("the memory phase needs kache's admin address (self-contained run or --kache-admin)")?;
     let pid = ctx.observed.kache_pid.context("the memory phase needs kache's pid (self-contained run or --kache-pid)")?;
     let counters = Arc::new(Counters::default());
     let bar = Bar::start("memory: settling", settle_seconds, counters);

@@ -107,14 +107,27 @@ pub async fn run(ctx: &Ctx, phase: &Phase, target: &Target) -> anyhow::Result<Ve
         Phase::List { label, query, read, encoding, concurrency, seconds, max_requests, protocol } => {
             let mut out = Vec::new();
             for &c in concurrency {
-                let spec = lists::ListSpec { label: label.clone(), query: *query, read: *read, encoding: *encoding, concurrency: c, seconds: *seconds, max_requests: *max_requests, protocol: *protocol };
+                let spec = lists::ListSpec {
+                    label: label.clone(),
+                    query: *query,
+                    read: *read,
+                    encoding: *encoding,
+                    concurrency: c,
+                    seconds: *seconds,
+                    max_requests: *max_requests,
+                    protocol: *protocol,
+                };
                 out.push(lists::run(ctx, target, &spec).await?);
             }
             out
         }
         Phase::Kubelets { .. } | Phase::Informers { .. } => vec![watches::run(ctx, target, phase).await?],
-        Phase::Writes { rate, concurrency, seconds, max_requests } => vec![writes::run(ctx, target, *rate, *concurrency, *seconds, *max_requests).await?],
-        Phase::LoopbackReference { sample, seconds, max_transfers } => vec![reference::loopback(ctx, *sample, *seconds, *max_transfers).await?],
+        Phase::Writes { rate, concurrency, seconds, max_requests } => {
+            vec![writes::run(ctx, target, *rate, *concurrency, *seconds, *max_requests).await?]
+        }
+        Phase::LoopbackReference { sample, seconds, max_transfers } => {
+            vec![reference::loopback(ctx, *sample, *seconds, *max_transfers).await?]
+        }
         Phase::TrivialServerReference { sample, concurrency, seconds, max_requests, protocol } => {
             vec![reference::trivial(ctx, *sample, *concurrency, *seconds, *max_requests, *protocol).await?]
         }

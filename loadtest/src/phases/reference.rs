@@ -80,7 +80,14 @@ pub async fn loopback(ctx: &Ctx, sample: Sample, seconds: f64, max_transfers: u6
 }
 
 /// (b) Drive a trivial hyper server (this binary, `trivial-server`) at `concurrency`.
-pub async fn trivial(ctx: &Ctx, sample: Sample, concurrency: usize, seconds: f64, max_requests: u64, protocol: Protocol) -> anyhow::Result<PhaseResult> {
+pub async fn trivial(
+    ctx: &Ctx,
+    sample: Sample,
+    concurrency: usize,
+    seconds: f64,
+    max_requests: u64,
+    protocol: Protocol,
+) -> anyhow::Result<PhaseResult> {
     let size = sample_bytes(ctx, sample).await?;
     let addr_file = ctx.work_dir.join("trivial.addr");
     let _ = std::fs::remove_file(&addr_file);
@@ -138,9 +145,7 @@ pub fn serve_trivial(body_bytes: usize, addr_file: &std::path::Path) -> anyhow::
             let body = body.clone();
             let svc = hyper::service::service_fn(move |_req| {
                 let body = body.clone();
-                async move {
-                    http::Response::builder().header(http::header::CONTENT_TYPE, PROTOBUF).body(Full::new(body))
-                }
+                async move { http::Response::builder().header(http::header::CONTENT_TYPE, PROTOBUF).body(Full::new(body)) }
             });
             let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), svc).into_owned();
             tokio::spawn(async move {

@@ -54,9 +54,15 @@ const SETUP_LIMIT_SECS: u64 = 600;
 /// Run a kubelets or informers phase against `target`.
 pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<PhaseResult> {
     let (clients, encoding, watch_seconds, protocol, setup, patch_rate, workload) = match phase {
-        Phase::Kubelets { clients, encoding, watch_seconds, protocol, setup_concurrency, patch_rate } => {
-            (*clients, *encoding, *watch_seconds, *protocol, *setup_concurrency, *patch_rate, format!("kubelets {} x{clients}", encoding.label()))
-        }
+        Phase::Kubelets { clients, encoding, watch_seconds, protocol, setup_concurrency, patch_rate } => (
+            *clients,
+            *encoding,
+            *watch_seconds,
+            *protocol,
+            *setup_concurrency,
+            *patch_rate,
+            format!("kubelets {} x{clients}", encoding.label()),
+        ),
         Phase::Informers { clients, encoding, watch_seconds, mode, protocol, patch_rate } => {
             let m = if *mode == InformerMode::WatchList { "watchlist" } else { "list+watch" };
             (*clients, *encoding, *watch_seconds, *protocol, 16, *patch_rate, format!("informers {} {m} x{clients}", encoding.label()))
@@ -133,7 +139,9 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
         }
         if !ready(&shared) {
             // Measured anyway, but said: the steady phase runs with fewer watchers than asked.
-            shared.errors.add(format!("setup not done after {SETUP_LIMIT_SECS} s: {} of {clients} watches open", shared.opened.load(Relaxed)));
+            shared
+                .errors
+                .add(format!("setup not done after {SETUP_LIMIT_SECS} s: {} of {clients} watches open", shared.opened.load(Relaxed)));
             setup_incomplete = true;
         }
     }

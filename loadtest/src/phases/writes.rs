@@ -17,7 +17,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The pass-through write phase: PATCHes against `target`.
-pub async fn run(ctx: &Ctx, target: &Target, rate: f64, concurrency: usize, seconds: f64, max_requests: u64) -> anyhow::Result<PhaseResult> {
+pub async fn run(
+    ctx: &Ctx,
+    target: &Target,
+    rate: f64,
+    concurrency: usize,
+    seconds: f64,
+    max_requests: u64,
+) -> anyhow::Result<PhaseResult> {
     let counters = Arc::new(Counters::default());
     let label = format!("patch pods c={concurrency} {}", target.name);
     let bar = Bar::start(&label, seconds, counters.clone());
@@ -33,7 +40,16 @@ async fn patch_one(http: &Http, target: &Target, pod: &(String, String)) -> anyh
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let body = format!(r#"{{"metadata":{{"annotations":{{"kache.dev/changed-at":"{now}"}}}}}}"#);
     let pq = format!("/api/v1/namespaces/{}/pods/{}", pod.0, pod.1);
-    let resp = http.send(Method::PATCH, &target.authority, &pq, JSON, target.token.as_deref(), Some(("application/merge-patch+json", Bytes::from(body)))).await?;
+    let resp = http
+        .send(
+            Method::PATCH,
+            &target.authority,
+            &pq,
+            JSON,
+            target.token.as_deref(),
+            Some(("application/merge-patch+json", Bytes::from(body))),
+        )
+        .await?;
     let status = resp.status();
     let body = resp.into_body().collect().await?.to_bytes();
     if status != 200 {
@@ -74,7 +90,15 @@ async fn one(s: Arc<Shared>, http: Http, n: u64) -> Http {
 /// flight, or closed-loop with `concurrency` workers when `rate` is 0. Bounded by `seconds`
 /// and `max_requests`.
 #[allow(clippy::too_many_arguments)]
-pub async fn patch_load(target: &Target, pods: &[(String, String)], rate: f64, concurrency: usize, seconds: f64, max_requests: u64, counters: Option<Arc<Counters>>) -> PhaseResult {
+pub async fn patch_load(
+    target: &Target,
+    pods: &[(String, String)],
+    rate: f64,
+    concurrency: usize,
+    seconds: f64,
+    max_requests: u64,
+    counters: Option<Arc<Counters>>,
+) -> PhaseResult {
     let counters = counters.unwrap_or_default();
     let hist = Arc::new(Hist::default());
     let errors = Arc::new(ErrorSamples::default());
@@ -90,7 +114,16 @@ pub async fn patch_load(target: &Target, pods: &[(String, String)], rate: f64, c
     let workers: Vec<Http> = (0..concurrency.max(1)).map(|_| Http::new(Protocol::Http1)).collect();
     // Warm the connections so connection setup is not counted as write latency.
     for (i, w) in workers.iter().enumerate() {
-        let _ = tokio::time::timeout(Duration::from_secs(10), w.get_full(&target.authority, &format!("/api/v1/namespaces/{}/pods/{}", pods[i % pods.len()].0, pods[i % pods.len()].1), JSON, target.token.as_deref())).await;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            w.get_full(
+                &target.authority,
+                &format!("/api/v1/namespaces/{}/pods/{}", pods[i % pods.len()].0, pods[i % pods.len()].1),
+                JSON,
+                target.token.as_deref(),
+            ),
+        )
+        .await;
     }
     let shared = Arc::new(Shared { target: target.clone(), pods, counters: counters.clone(), hist: hist.clone(), errors: errors.clone() });
     if rate > 0.0 {

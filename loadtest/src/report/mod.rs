@@ -28,12 +28,23 @@ pub struct Machine {
 impl Machine {
     pub fn detect() -> Machine {
         let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpu.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())).unwrap_or_default();
+        let cpu_model = cpu
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+            .unwrap_or_default();
         let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
-        let fd_limit = limits.lines().find(|l| l.starts_with("Max open files")).map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join("/")).unwrap_or_default();
-        let load_average = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+        let fd_limit = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join("/"))
+            .unwrap_or_default();
+        let load_average =
+            std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ");
         // The CPUs the run had: a --split-cores run holds itself to one after counting them.
-        let nproc = std::env::var(NPROC_ENV).ok().and_then(|n| n.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let nproc = std::env::var(NPROC_ENV)
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Machine { nproc, cpu_model, fd_limit, load_average }
     }
 }
@@ -113,13 +124,21 @@ pub fn targets(results: &[PhaseResult]) -> Vec<TargetCheck> {
     let mut out = Vec::new();
     let kache = |r: &PhaseResult| r.target == "kache";
     let loopback = find(results, |r| r.workload.starts_with("reference: loopback"));
-    let full = results.iter().filter(|r| kache(r) && r.workload.contains("list pb rv0 all")).max_by(|a, b| a.bytes_per_sec.total_cmp(&b.bytes_per_sec));
+    let full = results
+        .iter()
+        .filter(|r| kache(r) && r.workload.contains("list pb rv0 all"))
+        .max_by(|a, b| a.bytes_per_sec.total_cmp(&b.bytes_per_sec));
     if let (Some(lb), Some(f)) = (loopback, full) {
         let q = f.bytes_per_sec / lb.bytes_per_sec.max(1.0);
         out.push(TargetCheck {
             target: "full protobuf LIST of 30k pods >= 0.5x loopback bytes/s".into(),
             met: Some(q >= 0.5),
-            figure: format!("kache {:.0} MB/s at c={} vs loopback {:.0} MB/s = {q:.2}x", f.bytes_per_sec / 1e6, f.concurrency, lb.bytes_per_sec / 1e6),
+            figure: format!(
+                "kache {:.0} MB/s at c={} vs loopback {:.0} MB/s = {q:.2}x",
+                f.bytes_per_sec / 1e6,
+                f.concurrency,
+                lb.bytes_per_sec / 1e6
+            ),
         });
     }
     let trivial = find(results, |r| r.workload.starts_with("reference: trivial"));
@@ -130,7 +149,12 @@ pub fn targets(results: &[PhaseResult]) -> Vec<TargetCheck> {
         out.push(TargetCheck {
             target: "spec.nodeName LIST at c=64 >= 0.5x trivial server req/s, p99 < 5 ms".into(),
             met: Some(q >= 0.5 && p99 < 5000),
-            figure: format!("kache {:.0} req/s vs trivial {:.0} req/s = {q:.2}x; p99 {} ms", n.requests_per_sec, t.requests_per_sec, ms(p99)),
+            figure: format!(
+                "kache {:.0} req/s vs trivial {:.0} req/s = {q:.2}x; p99 {} ms",
+                n.requests_per_sec,
+                t.requests_per_sec,
+                ms(p99)
+            ),
         });
     }
     if let Some(k) = find(results, |r| kache(r) && r.workload.starts_with("kubelets")) {
@@ -195,7 +219,11 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
     let s = &rep.scenario;
     let mut md = String::new();
     let _ = writeln!(md, "# Load test `{}` v{}\n\n{}\n", s.name, s.version, s.description.trim());
-    let _ = writeln!(md, "- commit `{}`, {} x {} (fd limit {}), load average at start {}, unix time {}", rep.commit, rep.machine.nproc, rep.machine.cpu_model, rep.machine.fd_limit, rep.machine.load_average, rep.started_unix);
+    let _ = writeln!(
+        md,
+        "- commit `{}`, {} x {} (fd limit {}), load average at start {}, unix time {}",
+        rep.commit, rep.machine.nproc, rep.machine.cpu_model, rep.machine.fd_limit, rep.machine.load_average, rep.started_unix
+    );
     let _ = writeln!(md, "- command: `{}`", rep.command);
     if !rep.placement.is_empty() {
         let _ = writeln!(md, "- placement: {}", rep.placement);
@@ -288,10 +316,22 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
     }
     let refs: Vec<_> = rep.results.iter().filter(|r| r.target == "reference" || r.workload.starts_with("memory")).collect();
     if !refs.is_empty() {
-        let _ = writeln!(md, "\n## Reference limits and memory\n\n| measurement | c | req/s | MB/s | latency | figures |\n|---|---|---|---|---|---|");
+        let _ = writeln!(
+            md,
+            "\n## Reference limits and memory\n\n| measurement | c | req/s | MB/s | latency | figures |\n|---|---|---|---|---|---|"
+        );
         for r in refs {
             let extra: Vec<String> = r.extra.iter().map(|(k, v)| format!("{k} {}", num(*v))).collect();
-            let _ = writeln!(md, "| {} | {} | {} | {} | {} | {} |", r.workload, r.concurrency, num(r.requests_per_sec), num(r.bytes_per_sec / 1e6), pcts(&r.latency), extra.join(", "));
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} |",
+                r.workload,
+                r.concurrency,
+                num(r.requests_per_sec),
+                num(r.bytes_per_sec / 1e6),
+                pcts(&r.latency),
+                extra.join(", ")
+            );
         }
     }
     let _ = writeln!(md, "\n## Processes (CPU % of one core over the phase, RSS MB end / peak)\n\n| workload | c | target | kache CPU | kache RSS | upstream CPU | upstream RSS | loadtest CPU | other |\n|---|---|---|---|---|---|---|---|---|");
@@ -300,7 +340,18 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
         let cpu = |role: &str| p(role).map(|p| format!("{:.0}%", p.cpu_percent)).unwrap_or("-".into());
         let rss = |role: &str| p(role).map(|p| format!("{:.0} / {:.0}", p.rss_mb_end, p.rss_mb_peak)).unwrap_or("-".into());
         let other = p("trivial-server").map(|p| format!("trivial server {:.0}%", p.cpu_percent)).unwrap_or_default();
-        let _ = writeln!(md, "| {} | {} | {} | {} | {} | {} | {} | {} | {other} |", r.workload, r.concurrency, r.target, cpu("kache"), rss("kache"), cpu("upstream"), rss("upstream"), cpu("loadtest"));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {other} |",
+            r.workload,
+            r.concurrency,
+            r.target,
+            cpu("kache"),
+            rss("kache"),
+            cpu("upstream"),
+            rss("upstream"),
+            cpu("loadtest")
+        );
     }
     let errs: Vec<_> = rep.results.iter().filter(|r| !r.error_samples.is_empty()).collect();
     if !errs.is_empty() {

@@ -33,7 +33,10 @@ pub fn plot(title: &str, results: &[PhaseResult]) -> String {
     }
     let pts: Vec<&(f64, f64, f64)> = series.values().flatten().collect();
     let mut svg = String::new();
-    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>"#);
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>"#
+    );
     let _ = write!(svg, r#"<text x="{}" y="22" font-size="14" text-anchor="middle">{}</text>"#, (LEFT + W - RIGHT) / 2.0, esc(title));
     if pts.is_empty() {
         svg.push_str("<text x=\"100\" y=\"100\">no latency figures</text></svg>\n");
@@ -49,18 +52,38 @@ pub fn plot(title: &str, results: &[PhaseResult]) -> String {
     let _ = write!(svg, r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##);
     for e in (ly0 as i32)..=(ly1 as i32) {
         let v = 10f64.powi(e);
-        let _ = write!(svg, r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##, LEFT + pw, LEFT - 6.0, y(v) + 4.0, fmt_ms(v), y = y(v));
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + pw,
+            LEFT - 6.0,
+            y(v) + 4.0,
+            fmt_ms(v),
+            y = y(v)
+        );
     }
     let mut xt = 10f64.powf(lx0);
     for _ in 0..40 {
         if xt > 10f64.powf(lx1) * 1.0001 {
             break;
         }
-        let _ = write!(svg, r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{}" stroke="#eee"/><text x="{xx:.1}" y="{}" text-anchor="middle">{}</text>"##, TOP + ph, TOP + ph + 16.0, xt, xx = x(xt));
+        let _ = write!(
+            svg,
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{}" stroke="#eee"/><text x="{xx:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            TOP + ph,
+            TOP + ph + 16.0,
+            xt,
+            xx = x(xt)
+        );
         xt *= if xt < 10f64.powf(lx1) { 2.0 } else { 10.0 };
     }
     let _ = write!(svg, r#"<text x="{}" y="{}" text-anchor="middle">concurrency (clients)</text>"#, LEFT + pw / 2.0, H - 12.0);
-    let _ = write!(svg, r#"<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">ms (p50 solid, p99 dashed)</text>"#, TOP + ph / 2.0, TOP + ph / 2.0);
+    let _ = write!(
+        svg,
+        r#"<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">ms (p50 solid, p99 dashed)</text>"#,
+        TOP + ph / 2.0,
+        TOP + ph / 2.0
+    );
     for (i, (name, mut v)) in series.into_iter().enumerate() {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         let c = COLOURS[i % COLOURS.len()];
@@ -72,7 +95,15 @@ pub fn plot(title: &str, results: &[PhaseResult]) -> String {
             }
         }
         let ly = TOP + 10.0 + i as f64 * 16.0;
-        let _ = write!(svg, r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="3"/><text x="{}" y="{}" font-size="10">{}</text>"#, W - RIGHT + 12.0, W - RIGHT + 30.0, W - RIGHT + 34.0, ly + 4.0, esc(&name));
+        let _ = write!(
+            svg,
+            r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="3"/><text x="{}" y="{}" font-size="10">{}</text>"#,
+            W - RIGHT + 12.0,
+            W - RIGHT + 30.0,
+            W - RIGHT + 34.0,
+            ly + 4.0,
+            esc(&name)
+        );
     }
     svg.push_str("</svg>\n");
     svg

@@ -121,31 +121,13 @@ enum MapValue {
 }
 
 /// Constructor used by the generated table.
-const fn field(
-    tag: u32,
-    name: &'static str,
-    json: &'static str,
-    kind: FieldKind,
-    repeated: bool,
-    inline: bool,
-) -> FieldDesc {
-    FieldDesc {
-        tag,
-        name,
-        json,
-        kind,
-        repeated,
-        inline,
-    }
+const fn field(tag: u32, name: &'static str, json: &'static str, kind: FieldKind, repeated: bool, inline: bool) -> FieldDesc {
+    FieldDesc { tag, name, json, kind, repeated, inline }
 }
 
 fn message(id: u16) -> &'static MessageDesc {
     // Ids in the generated table always index it; fall back to an empty message otherwise.
-    static EMPTY: MessageDesc = MessageDesc {
-        name: "",
-        special: Special::None,
-        fields: &[],
-    };
+    static EMPTY: MessageDesc = MessageDesc { name: "", special: Special::None, fields: &[] };
     schema::MESSAGES.get(usize::from(id)).unwrap_or(&EMPTY)
 }
 
@@ -161,10 +143,7 @@ impl MessageType {
     /// `("apps", "v1", "Deployment")`. `Status` is found as `("", "v1", "Status")` and also as
     /// `("meta.k8s.io", "v1", "Status")`. `None` for kinds the transcoder does not know.
     pub fn for_kind(group: &str, version: &str, kind: &str) -> Option<MessageType> {
-        schema::ROOTS
-            .iter()
-            .find(|(g, v, k, _)| *g == group && *v == version && *k == kind)
-            .map(|&(_, _, _, id)| MessageType(id))
+        schema::ROOTS.iter().find(|(g, v, k, _)| *g == group && *v == version && *k == kind).map(|&(_, _, _, id)| MessageType(id))
     }
 
     /// The full protobuf message name, e.g. `k8s.io.api.core.v1.Pod`.
@@ -274,11 +253,7 @@ impl TranscodeError {
         if !name.is_empty() {
             let path = self.path_mut();
             let rest = std::mem::take(path);
-            *path = if rest.is_empty() || rest.starts_with('[') {
-                format!("{name}{rest}")
-            } else {
-                format!("{name}.{rest}")
-            };
+            *path = if rest.is_empty() || rest.starts_with('[') { format!("{name}{rest}") } else { format!("{name}.{rest}") };
         }
         self
     }
@@ -287,27 +262,16 @@ impl TranscodeError {
     fn in_item(mut self, item: impl std::fmt::Display) -> Self {
         let path = self.path_mut();
         let rest = std::mem::take(path);
-        *path = if rest.is_empty() || rest.starts_with('[') {
-            format!("[{item}]{rest}")
-        } else {
-            format!("[{item}].{rest}")
-        };
+        *path = if rest.is_empty() || rest.starts_with('[') { format!("[{item}]{rest}") } else { format!("[{item}].{rest}") };
         self
     }
 
     fn json(expected: &'static str, found: &Value) -> Self {
-        TranscodeError::InvalidJson {
-            path: String::new(),
-            expected,
-            found: describe(found),
-        }
+        TranscodeError::InvalidJson { path: String::new(), expected, found: describe(found) }
     }
 
     fn proto(reason: impl Into<String>) -> Self {
-        TranscodeError::InvalidProto {
-            path: String::new(),
-            reason: reason.into(),
-        }
+        TranscodeError::InvalidProto { path: String::new(), reason: reason.into() }
     }
 }
 
@@ -409,9 +373,7 @@ impl<'a> Reader<'a> {
         let mut v = 0u64;
         for i in 0..10 {
             let Some(&b) = self.buf.get(self.pos) else {
-                return Err(TranscodeError::Truncated {
-                    path: String::new(),
-                });
+                return Err(TranscodeError::Truncated { path: String::new() });
             };
             self.pos += 1;
             v |= u64::from(b & 0x7f) << (7 * i);
@@ -419,9 +381,7 @@ impl<'a> Reader<'a> {
                 return Ok(v);
             }
         }
-        Err(TranscodeError::BadVarint {
-            path: String::new(),
-        })
+        Err(TranscodeError::BadVarint { path: String::new() })
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], TranscodeError> {
@@ -432,17 +392,13 @@ impl<'a> Reader<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(TranscodeError::Truncated {
-                path: String::new(),
-            }),
+            None => Err(TranscodeError::Truncated { path: String::new() }),
         }
     }
 
     fn len_delimited(&mut self) -> Result<&'a [u8], TranscodeError> {
         let n = self.varint()?;
-        let n = usize::try_from(n).map_err(|_| TranscodeError::Truncated {
-            path: String::new(),
-        })?;
+        let n = usize::try_from(n).map_err(|_| TranscodeError::Truncated { path: String::new() })?;
         self.take(n)
     }
 
@@ -452,11 +408,7 @@ impl<'a> Reader<'a> {
         let tag = k >> 3;
         let wt = (k & 7) as u8;
         if tag == 0 || tag > u64::from(u32::MAX >> 3) || !matches!(wt, 0 | 1 | 2 | 5) {
-            return Err(TranscodeError::BadKey {
-                path: String::new(),
-                tag,
-                wire_type: wt,
-            });
+            return Err(TranscodeError::BadKey { path: String::new(), tag, wire_type: wt });
         }
         Ok((tag, wt))
     }
@@ -468,11 +420,7 @@ impl<'a> Reader<'a> {
             WT_I64 => self.take(8).map(drop),
             WT_LEN => self.len_delimited().map(drop),
             WT_I32 => self.take(4).map(drop),
-            _ => Err(TranscodeError::BadKey {
-                path: String::new(),
-                tag: 0,
-                wire_type: wt,
-            }),
+            _ => Err(TranscodeError::BadKey { path: String::new(), tag: 0, wire_type: wt }),
         }
     }
 }
@@ -494,11 +442,7 @@ fn lookup(msg: &MessageDesc, key: &str, path: &mut Vec<usize>, depth: usize) -> 
         path.push(i);
         return true;
     }
-    if let Some(i) = msg
-        .fields
-        .iter()
-        .position(|f| !f.inline && loose_eq(key, f.name))
-    {
+    if let Some(i) = msg.fields.iter().position(|f| !f.inline && loose_eq(key, f.name)) {
         path.push(i);
         return true;
     }
@@ -556,9 +500,7 @@ fn insert_slot<'v>(slots: &mut Vec<(usize, Slot<'v>)>, path: &[usize], v: &'v Va
         [] => {}
         [i] => slots.push((*i, Slot::Value(v))),
         [i, rest @ ..] => {
-            let pos = slots
-                .iter()
-                .position(|(j, s)| j == i && matches!(s, Slot::Inline(_)));
+            let pos = slots.iter().position(|(j, s)| j == i && matches!(s, Slot::Inline(_)));
             let idx = match pos {
                 Some(p) => p,
                 None => {
@@ -596,17 +538,9 @@ fn complete_inline(msg: &MessageDesc, slots: &mut Vec<(usize, Slot<'_>)>, depth:
 }
 
 /// Encode a JSON value as the body of `msg` (special messages included).
-fn encode_message_body(
-    msg: &MessageDesc,
-    value: &Value,
-    buf: &mut Vec<u8>,
-    depth: usize,
-) -> Result<(), TranscodeError> {
+fn encode_message_body(msg: &MessageDesc, value: &Value, buf: &mut Vec<u8>, depth: usize) -> Result<(), TranscodeError> {
     if depth > MAX_DEPTH {
-        return Err(TranscodeError::TooDeep {
-            path: String::new(),
-            limit: MAX_DEPTH,
-        });
+        return Err(TranscodeError::TooDeep { path: String::new(), limit: MAX_DEPTH });
     }
     if msg.special != Special::None {
         return encode_special(msg.special, value, buf);
@@ -626,12 +560,7 @@ fn encode_message_body(
     encode_slots(msg, slots, buf, depth)
 }
 
-fn encode_slots(
-    msg: &MessageDesc,
-    mut slots: Vec<(usize, Slot<'_>)>,
-    buf: &mut Vec<u8>,
-    depth: usize,
-) -> Result<(), TranscodeError> {
+fn encode_slots(msg: &MessageDesc, mut slots: Vec<(usize, Slot<'_>)>, buf: &mut Vec<u8>, depth: usize) -> Result<(), TranscodeError> {
     // Tag order; of two keys for the same field (e.g. `hostIPC` and `hostipc`) the last wins.
     slots.sort_by_key(|(i, _)| *i);
     let mut iter = slots.into_iter().peekable();
@@ -644,9 +573,7 @@ fn encode_slots(
             Slot::Value(v) => encode_field(f, v, buf, depth).map_err(|e| e.in_field(f.json))?,
             Slot::Inline(inner) => {
                 if let FieldKind::Message(id) = f.kind {
-                    put_nested(buf, f.tag, |b| {
-                        encode_slots(message(id), inner, b, depth + 1)
-                    })?;
+                    put_nested(buf, f.tag, |b| encode_slots(message(id), inner, b, depth + 1))?;
                 }
             }
         }
@@ -654,12 +581,7 @@ fn encode_slots(
     Ok(())
 }
 
-fn encode_field(
-    f: &FieldDesc,
-    v: &Value,
-    buf: &mut Vec<u8>,
-    depth: usize,
-) -> Result<(), TranscodeError> {
+fn encode_field(f: &FieldDesc, v: &Value, buf: &mut Vec<u8>, depth: usize) -> Result<(), TranscodeError> {
     if let FieldKind::Map(mv) = f.kind {
         return encode_map(f.tag, mv, v, buf, depth);
     }
@@ -675,13 +597,7 @@ fn encode_field(
     encode_single(f.kind, f.tag, v, buf, depth)
 }
 
-fn encode_map(
-    tag: u32,
-    mv: MapValue,
-    v: &Value,
-    buf: &mut Vec<u8>,
-    depth: usize,
-) -> Result<(), TranscodeError> {
+fn encode_map(tag: u32, mv: MapValue, v: &Value, buf: &mut Vec<u8>, depth: usize) -> Result<(), TranscodeError> {
     let Value::Object(obj) = v else {
         return Err(TranscodeError::json("an object", v));
     };
@@ -703,13 +619,7 @@ fn encode_map(
 
 /// Encode one value (not a list, not a map) as field `tag`. A `null` (inside a list or map)
 /// is written as the type's zero value, which is what Go decodes it to.
-fn encode_single(
-    kind: FieldKind,
-    tag: u32,
-    v: &Value,
-    buf: &mut Vec<u8>,
-    depth: usize,
-) -> Result<(), TranscodeError> {
+fn encode_single(kind: FieldKind, tag: u32, v: &Value, buf: &mut Vec<u8>, depth: usize) -> Result<(), TranscodeError> {
     match kind {
         FieldKind::String => {
             let s = match v {
@@ -721,9 +631,7 @@ fn encode_single(
         }
         FieldKind::Bytes => {
             let data = match v {
-                Value::String(s) => BASE64
-                    .decode(s)
-                    .map_err(|_| TranscodeError::json("a base64 string", v))?,
+                Value::String(s) => BASE64.decode(s).map_err(|_| TranscodeError::json("a base64 string", v))?,
                 Value::Null => Vec::new(),
                 _ => return Err(TranscodeError::json("a base64 string", v)),
             };
@@ -741,9 +649,7 @@ fn encode_single(
         FieldKind::Int32 => {
             let n = match v {
                 Value::Null => 0,
-                _ => json_int(v)
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(|| TranscodeError::json("a 32-bit integer", v))?,
+                _ => json_int(v).and_then(|n| i32::try_from(n).ok()).ok_or_else(|| TranscodeError::json("a 32-bit integer", v))?,
             };
             put_key(buf, tag, WT_VARINT);
             put_varint(buf, i64::from(n) as u64);
@@ -759,9 +665,7 @@ fn encode_single(
         FieldKind::Double => {
             let x = match v {
                 Value::Null => 0.0,
-                Value::Number(n) => n
-                    .as_f64()
-                    .ok_or_else(|| TranscodeError::json("a number", v))?,
+                Value::Number(n) => n.as_f64().ok_or_else(|| TranscodeError::json("a number", v))?,
                 _ => return Err(TranscodeError::json("a number", v)),
             };
             put_key(buf, tag, WT_I64);
@@ -793,9 +697,7 @@ fn encode_special(special: Special, v: &Value, buf: &mut Vec<u8>) -> Result<(), 
         Special::Time | Special::MicroTime => {
             let (secs, nanos) = match v {
                 Value::Null => (GO_ZERO_TIME_UNIX, 0),
-                Value::String(s) => {
-                    parse_rfc3339(s).ok_or_else(|| TranscodeError::json("an RFC 3339 time", v))?
-                }
+                Value::String(s) => parse_rfc3339(s).ok_or_else(|| TranscodeError::json("an RFC 3339 time", v))?,
                 _ => return Err(TranscodeError::json("an RFC 3339 time", v)),
             };
             // Go writes its zero time (also `null`) as an empty message.
@@ -808,9 +710,7 @@ fn encode_special(special: Special, v: &Value, buf: &mut Vec<u8>) -> Result<(), 
         }
         Special::Duration => {
             let d = match v {
-                Value::String(s) => {
-                    parse_go_duration(s).ok_or_else(|| TranscodeError::json("a Go duration", v))?
-                }
+                Value::String(s) => parse_go_duration(s).ok_or_else(|| TranscodeError::json("a Go duration", v))?,
                 _ => return Err(TranscodeError::json("a Go duration string", v)),
             };
             put_key(buf, 1, WT_VARINT);
@@ -878,10 +778,7 @@ fn go_compact_json(v: &Value) -> Result<String, TranscodeError> {
 
 fn decode_message(msg: &MessageDesc, bytes: &[u8], depth: usize) -> Result<Value, TranscodeError> {
     if depth > MAX_DEPTH {
-        return Err(TranscodeError::TooDeep {
-            path: String::new(),
-            limit: MAX_DEPTH,
-        });
+        return Err(TranscodeError::TooDeep { path: String::new(), limit: MAX_DEPTH });
     }
     if msg.special != Special::None {
         return decode_special(msg.special, bytes);
@@ -932,18 +829,8 @@ fn scalar_wire_type(kind: FieldKind) -> u8 {
     }
 }
 
-fn decode_field(
-    f: &FieldDesc,
-    wt: u8,
-    r: &mut Reader<'_>,
-    slot: &mut Option<Value>,
-    depth: usize,
-) -> Result<(), TranscodeError> {
-    let mismatch = || TranscodeError::WireTypeMismatch {
-        path: String::new(),
-        expected: wire_type_name(f.kind),
-        found: wt,
-    };
+fn decode_field(f: &FieldDesc, wt: u8, r: &mut Reader<'_>, slot: &mut Option<Value>, depth: usize) -> Result<(), TranscodeError> {
+    let mismatch = || TranscodeError::WireTypeMismatch { path: String::new(), expected: wire_type_name(f.kind), found: wt };
     if let FieldKind::Map(mv) = f.kind {
         if wt != WT_LEN {
             return Err(mismatch());
@@ -972,9 +859,7 @@ fn decode_field(
             let mut pr = Reader::new(data);
             while !pr.done() {
                 let n = items.len();
-                items.push(
-                    decode_single(f.kind, natural, &mut pr, depth).map_err(|e| e.in_item(n))?,
-                );
+                items.push(decode_single(f.kind, natural, &mut pr, depth).map_err(|e| e.in_item(n))?);
             }
             return Ok(());
         }
@@ -992,11 +877,7 @@ fn decode_field(
     Ok(())
 }
 
-fn decode_map_entry(
-    mv: MapValue,
-    entry: &[u8],
-    depth: usize,
-) -> Result<(String, Value), TranscodeError> {
+fn decode_map_entry(mv: MapValue, entry: &[u8], depth: usize) -> Result<(String, Value), TranscodeError> {
     let kind = match mv {
         MapValue::String => FieldKind::String,
         MapValue::Bytes => FieldKind::Bytes,
@@ -1016,11 +897,7 @@ fn decode_map_entry(
             1 | 2 => {
                 return Err(TranscodeError::WireTypeMismatch {
                     path: String::new(),
-                    expected: if tag == 1 {
-                        "string"
-                    } else {
-                        wire_type_name(kind)
-                    },
+                    expected: if tag == 1 { "string" } else { wire_type_name(kind) },
                     found: wt,
                 })
             }
@@ -1034,12 +911,7 @@ fn decode_map_entry(
     Ok((key, value))
 }
 
-fn decode_single(
-    kind: FieldKind,
-    wt: u8,
-    r: &mut Reader<'_>,
-    depth: usize,
-) -> Result<Value, TranscodeError> {
+fn decode_single(kind: FieldKind, wt: u8, r: &mut Reader<'_>, depth: usize) -> Result<Value, TranscodeError> {
     Ok(match (kind, wt) {
         (FieldKind::String, WT_LEN) => Value::String(utf8(r.len_delimited()?)?),
         (FieldKind::Bytes, WT_LEN) => Value::String(BASE64.encode(r.len_delimited()?)),
@@ -1051,28 +923,18 @@ fn decode_single(
             let mut a = [0u8; 8];
             a.copy_from_slice(b);
             let x = f64::from_le_bytes(a);
-            Value::Number(
-                Number::from_f64(x).ok_or_else(|| TranscodeError::proto("double is not finite"))?,
-            )
+            Value::Number(Number::from_f64(x).ok_or_else(|| TranscodeError::proto("double is not finite"))?)
         }
         (FieldKind::Message(id), WT_LEN) => {
             let data = r.len_delimited()?;
             decode_message(message(id), data, depth + 1)?
         }
-        _ => {
-            return Err(TranscodeError::WireTypeMismatch {
-                path: String::new(),
-                expected: wire_type_name(kind),
-                found: wt,
-            })
-        }
+        _ => return Err(TranscodeError::WireTypeMismatch { path: String::new(), expected: wire_type_name(kind), found: wt }),
     })
 }
 
 fn utf8(b: &[u8]) -> Result<String, TranscodeError> {
-    String::from_utf8(b.to_vec()).map_err(|_| TranscodeError::InvalidUtf8 {
-        path: String::new(),
-    })
+    String::from_utf8(b.to_vec()).map_err(|_| TranscodeError::InvalidUtf8 { path: String::new() })
 }
 
 /// The scalar fields of a special message, read leniently (unknown fields skipped).
@@ -1112,9 +974,10 @@ fn decode_special(special: Special, bytes: &[u8]) -> Result<Value, TranscodeErro
                 Value::Null
             } else {
                 let micro = special == Special::MicroTime;
-                Value::String(format_rfc3339(secs, nanos, micro).ok_or_else(|| {
-                    TranscodeError::proto(format!("time {secs}s {nanos}ns has no RFC 3339 form"))
-                })?)
+                Value::String(
+                    format_rfc3339(secs, nanos, micro)
+                        .ok_or_else(|| TranscodeError::proto(format!("time {secs}s {nanos}ns has no RFC 3339 form")))?,
+                )
             }
         }
         Special::Duration => Value::String(format_go_duration(s.v1.unwrap_or(0) as i64)),
@@ -1125,16 +988,11 @@ fn decode_special(special: Special, bytes: &[u8]) -> Result<Value, TranscodeErro
         Special::IntOrString => match s.v1.unwrap_or(0) {
             0 => Value::from(s.v2.unwrap_or(0) as i32),
             1 => Value::String(utf8(s.b3.unwrap_or_default())?),
-            t => {
-                return Err(TranscodeError::proto(format!(
-                    "IntOrString type {t} is not 0 or 1"
-                )))
-            }
+            t => return Err(TranscodeError::proto(format!("IntOrString type {t} is not 0 or 1"))),
         },
         Special::FieldsV1 | Special::RawExtension => match s.b1 {
             None | Some([]) => Value::Null,
-            Some(b) => serde_json::from_slice(b)
-                .map_err(|e| TranscodeError::proto(format!("raw bytes are not JSON: {e}")))?,
+            Some(b) => serde_json::from_slice(b).map_err(|e| TranscodeError::proto(format!("raw bytes are not JSON: {e}")))?,
         },
         Special::None => Value::Null,
     })
@@ -1160,11 +1018,7 @@ fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
         return None;
     }
     let (year, month, day) = (digits(&b[0..4])?, digits(&b[5..7])?, digits(&b[8..10])?);
-    let (hour, min, sec) = (
-        digits(&b[11..13])?,
-        digits(&b[14..16])?,
-        digits(&b[17..19])?,
-    );
+    let (hour, min, sec) = (digits(&b[11..13])?, digits(&b[14..16])?, digits(&b[17..19])?);
     let mut rest = &b[19..];
     let mut nanos = 0i64;
     if let [b'.', tail @ ..] = rest {
@@ -1193,20 +1047,7 @@ fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
         _ => return None,
     };
     let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let mdays = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
+    let mdays = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
     if !(1..=12).contains(&month) || day < 1 || day > mdays[(month - 1) as usize] {
         return None;
     }
@@ -1233,10 +1074,7 @@ fn format_rfc3339(secs: i64, nanos: i32, micro: bool) -> Option<String> {
     }
     let (hh, mm, ss) = (sod / 3600, sod % 3600 / 60, sod % 60);
     Some(if micro {
-        format!(
-            "{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:06}Z",
-            nanos / 1000
-        )
+        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:06}Z", nanos / 1000)
     } else {
         format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
     })
@@ -1310,10 +1148,7 @@ fn parse_go_duration(s: &str) -> Option<i64> {
         if int_part.is_empty() && frac_part.is_empty() {
             return None;
         }
-        let unit_len = rest
-            .char_indices()
-            .find(|&(_, c)| c == '.' || c.is_ascii_digit())
-            .map_or(rest.len(), |(i, _)| i);
+        let unit_len = rest.char_indices().find(|&(_, c)| c == '.' || c.is_ascii_digit()).map_or(rest.len(), |(i, _)| i);
         let unit: u128 = match &rest[..unit_len] {
             "ns" => 1,
             "us" | "µs" | "μs" => 1_000,
@@ -1344,11 +1179,7 @@ fn parse_go_duration(s: &str) -> Option<i64> {
         }
     }
     if neg {
-        Some(
-            (total as i128)
-                .checked_neg()
-                .and_then(|x| i64::try_from(x).ok())?,
-        )
+        Some((total as i128).checked_neg().and_then(|x| i64::try_from(x).ok())?)
     } else {
         i64::try_from(total).ok()
     }
@@ -1415,11 +1246,7 @@ mod tests {
 
     /// The items (repeated field 2) of a list message (field 1 is ListMeta).
     fn list_items(raw: &[u8]) -> Vec<Vec<u8>> {
-        fields(raw)
-            .into_iter()
-            .filter(|x| x.0 == 2)
-            .map(|x| x.2)
-            .collect()
+        fields(raw).into_iter().filter(|x| x.0 == 2).map(|x| x.2).collect()
     }
 
     /// The objects of a protobuf watch stream: 4-byte big-endian frame length, WatchEvent
@@ -1451,12 +1278,7 @@ mod tests {
     /// matters) but normalized inside.
     fn normalize(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(
-                m.iter()
-                    .map(|(k, v)| (k.clone(), normalize(v)))
-                    .filter(|(_, v)| !is_empty(v))
-                    .collect(),
-            ),
+            Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), normalize(v))).filter(|(_, v)| !is_empty(v)).collect()),
             Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
             v => v.clone(),
         }
@@ -1476,12 +1298,7 @@ mod tests {
     /// Drop `null`s only (a zero Time decodes to null and is then not written).
     fn drop_nulls(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(
-                m.iter()
-                    .filter(|(_, v)| !v.is_null())
-                    .map(|(k, v)| (k.clone(), drop_nulls(v)))
-                    .collect(),
-            ),
+            Value::Object(m) => Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), drop_nulls(v))).collect()),
             Value::Array(a) => Value::Array(a.iter().map(drop_nulls).collect()),
             v => v.clone(),
         }
@@ -1510,17 +1327,9 @@ mod tests {
                 if line.ends_with('{') || line.ends_with('[') || line.ends_with('(') {
                     let children = parse(lines);
                     let tail = lines.next().map(|l| l.trim().to_owned());
-                    out.push(Node {
-                        head: line,
-                        children,
-                        tail,
-                    });
+                    out.push(Node { head: line, children, tail });
                 } else {
-                    out.push(Node {
-                        head: line,
-                        children: Vec::new(),
-                        tail: None,
-                    });
+                    out.push(Node { head: line, children: Vec::new(), tail: None });
                 }
             }
             out
@@ -1531,17 +1340,11 @@ mod tests {
             if b.first() == Some(&b'"') {
                 return head.contains("\": ");
             }
-            let n = b
-                .iter()
-                .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_' || **c == b'#')
-                .count();
+            let n = b.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_' || **c == b'#').count();
             n > 0 && head[n..].starts_with(": ")
         }
         fn empty_literal(v: &str) -> bool {
-            matches!(
-                v,
-                "None," | "\"\"," | "0," | "0.0," | "false," | "[]," | "{},"
-            )
+            matches!(v, "None," | "\"\"," | "0," | "0.0," | "false," | "[]," | "{},")
         }
         fn value_part(head: &str) -> &str {
             if let Some(rest) = head.strip_prefix('"') {
@@ -1564,11 +1367,7 @@ mod tests {
                 .filter_map(|n| {
                     let lab = labelled(&n.head);
                     if n.tail.is_none() {
-                        let empty = if lab {
-                            empty_literal(value_part(&n.head))
-                        } else {
-                            in_some && empty_literal(&n.head)
-                        };
+                        let empty = if lab { empty_literal(value_part(&n.head)) } else { in_some && empty_literal(&n.head) };
                         return (!empty).then_some(n);
                     }
                     let some = n.head.ends_with("Some(");
@@ -1608,10 +1407,7 @@ mod tests {
             "ConfigMap" => format!("{:#?}", core::ConfigMap::decode(bytes).unwrap()),
             "Secret" => format!("{:#?}", core::Secret::decode(bytes).unwrap()),
             "Node" => format!("{:#?}", core::Node::decode(bytes).unwrap()),
-            "Status" => format!(
-                "{:#?}",
-                k8s_pb::apimachinery::pkg::apis::meta::v1::Status::decode(bytes).unwrap()
-            ),
+            "Status" => format!("{:#?}", k8s_pb::apimachinery::pkg::apis::meta::v1::Status::decode(bytes).unwrap()),
             other => panic!("no prost type for {other}"),
         };
         prost_normalized(&dbg)
@@ -1622,21 +1418,14 @@ mod tests {
         let ours = json_to_pb(ty(kind), json).unwrap();
         let a = prost_view(kind, &ours);
         let b = prost_view(kind, apiserver_raw);
-        assert_eq!(
-            a, b,
-            "{kind}: our encoding differs from the apiserver's (normalized)"
-        );
+        assert_eq!(a, b, "{kind}: our encoding differs from the apiserver's (normalized)");
         assert!(b.lines().count() > 10, "suspiciously empty comparison: {b}");
     }
 
     /// The apiserver's protobuf -> our JSON, against the apiserver's JSON.
     fn assert_decodes_like_apiserver(kind: &str, raw: &[u8], json: &Value) {
         let ours = pb_to_json(ty(kind), raw).unwrap();
-        assert_eq!(
-            normalize(&ours),
-            normalize(&without_type_meta(json)),
-            "{kind}"
-        );
+        assert_eq!(normalize(&ours), normalize(&without_type_meta(json)), "{kind}");
     }
 
     // ---- golden: protobuf <-> JSON of the same object -----------------------------------
@@ -1754,18 +1543,7 @@ mod tests {
     /// Every JSON object of a known kind in the captures: plain objects, list items and
     /// watch event objects. Gzip bodies (16b, 16c) are skipped.
     fn all_json_objects() -> Vec<(String, String, Value)> {
-        let kinds = [
-            "Pod",
-            "Node",
-            "Namespace",
-            "Service",
-            "ConfigMap",
-            "Secret",
-            "Event",
-            "Endpoints",
-            "Deployment",
-            "Status",
-        ];
+        let kinds = ["Pod", "Node", "Namespace", "Service", "ConfigMap", "Secret", "Event", "Endpoints", "Deployment", "Status"];
         let mut out = Vec::new();
         let mut names: Vec<_> = std::fs::read_dir(GOLDEN)
             .unwrap()
@@ -1820,11 +1598,7 @@ mod tests {
             let back = pb_to_json(ty(kind), &pb).unwrap();
             // Exact apart from key order and `null`s (e.g. the Pod bookmark's
             // `"containers":null`): every key is known and every value survives.
-            assert_eq!(
-                drop_nulls(&back),
-                drop_nulls(&without_type_meta(obj)),
-                "{name}: {kind}"
-            );
+            assert_eq!(drop_nulls(&back), drop_nulls(&without_type_meta(obj)), "{name}: {kind}");
         }
         for k in ["Pod", "ConfigMap", "Secret", "Node", "Status"] {
             assert!(kinds_seen.contains(k), "no {k} in the captures");
@@ -1893,16 +1667,9 @@ mod tests {
             ("", "Endpoints", "k8s.io.api.core.v1.Endpoints"),
             ("apps", "Deployment", "k8s.io.api.apps.v1.Deployment"),
             ("", "Status", "k8s.io.apimachinery.pkg.apis.meta.v1.Status"),
-            (
-                "meta.k8s.io",
-                "Status",
-                "k8s.io.apimachinery.pkg.apis.meta.v1.Status",
-            ),
+            ("meta.k8s.io", "Status", "k8s.io.apimachinery.pkg.apis.meta.v1.Status"),
         ] {
-            assert_eq!(
-                MessageType::for_kind(g, "v1", k).unwrap().proto_name(),
-                name
-            );
+            assert_eq!(MessageType::for_kind(g, "v1", k).unwrap().proto_name(), name);
         }
         assert_eq!(MessageType::for_kind("", "v1", "Deployment"), None);
         assert_eq!(MessageType::for_kind("apps", "v1beta1", "Deployment"), None);
@@ -1912,11 +1679,7 @@ mod tests {
     #[test]
     fn schema_is_consistent() {
         for (i, m) in schema::MESSAGES.iter().enumerate() {
-            assert!(
-                m.fields.windows(2).all(|w| w[0].tag < w[1].tag),
-                "{}",
-                m.name
-            );
+            assert!(m.fields.windows(2).all(|w| w[0].tag < w[1].tag), "{}", m.name);
             for f in m.fields {
                 assert_eq!(f.inline, f.json.is_empty(), "{}.{}", m.name, f.name);
                 let ids = match f.kind {
@@ -1924,12 +1687,7 @@ mod tests {
                     _ => None,
                 };
                 if let Some(id) = ids {
-                    assert!(
-                        usize::from(id) < schema::MESSAGES.len(),
-                        "{}.{}",
-                        m.name,
-                        f.name
-                    );
+                    assert!(usize::from(id) < schema::MESSAGES.len(), "{}.{}", m.name, f.name);
                 }
             }
             let _ = i;
@@ -1952,23 +1710,16 @@ mod tests {
     fn kind_api_version_and_unknown_keys_are_ignored() {
         let cm = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x", "futureField": 1}, "data": {"a": "b"}});
         let pb = json_to_pb(ty("ConfigMap"), &cm).unwrap();
-        assert_eq!(
-            pb_to_json(ty("ConfigMap"), &pb).unwrap(),
-            json!({"metadata": {"name": "x"}, "data": {"a": "b"}})
-        );
+        assert_eq!(pb_to_json(ty("ConfigMap"), &pb).unwrap(), json!({"metadata": {"name": "x"}, "data": {"a": "b"}}));
     }
 
     #[test]
     fn empty_values_are_written_when_present() {
-        let cm =
-            json!({"metadata": {"name": "", "generation": 0, "labels": {}}, "immutable": false});
+        let cm = json!({"metadata": {"name": "", "generation": 0, "labels": {}}, "immutable": false});
         let pb = json_to_pb(ty("ConfigMap"), &cm).unwrap();
         // metadata{1: "", 7: 0}, immutable(4) false; empty maps have no entries to write.
         assert_eq!(pb, [0x0a, 0x04, 0x0a, 0x00, 0x38, 0x00, 0x20, 0x00]);
-        assert_eq!(
-            pb_to_json(ty("ConfigMap"), &pb).unwrap(),
-            json!({"metadata": {"name": "", "generation": 0}, "immutable": false})
-        );
+        assert_eq!(pb_to_json(ty("ConfigMap"), &pb).unwrap(), json!({"metadata": {"name": "", "generation": 0}, "immutable": false}));
     }
 
     #[test]
@@ -1976,18 +1727,12 @@ mod tests {
         let cm = json!({"data": {"b": "2", "a": "", "é": "x"}});
         let pb = json_to_pb(ty("ConfigMap"), &cm).unwrap();
         let entries: Vec<_> = fields(&pb).into_iter().map(|f| fields(&f.2)).collect();
-        let keys: Vec<_> = entries
-            .iter()
-            .map(|e| String::from_utf8(e[0].2.clone()).unwrap())
-            .collect();
+        let keys: Vec<_> = entries.iter().map(|e| String::from_utf8(e[0].2.clone()).unwrap()).collect();
         assert_eq!(keys, ["a", "b", "é"]);
         assert_eq!(entries[0].len(), 2, "empty value still written");
         // A map entry without value (or key) decodes to the empty value.
         let bare = [0x12, 0x03, 0x0a, 0x01, b'k'];
-        assert_eq!(
-            pb_to_json(ty("ConfigMap"), &bare).unwrap(),
-            json!({"data": {"k": ""}})
-        );
+        assert_eq!(pb_to_json(ty("ConfigMap"), &bare).unwrap(), json!({"data": {"k": ""}}));
     }
 
     #[test]
@@ -2007,76 +1752,36 @@ mod tests {
         use prost::Message as _;
         let p = k8s_pb::api::core::v1::Pod::decode(pb.as_slice()).unwrap();
         let meta = p.metadata.as_ref().unwrap();
-        assert_eq!(
-            meta.creation_timestamp.as_ref().unwrap().seconds,
-            Some(1_795_313_106)
-        );
-        assert_eq!(
-            meta.deletion_timestamp.as_ref().unwrap().seconds,
-            Some(1_795_313_106)
-        );
+        assert_eq!(meta.creation_timestamp.as_ref().unwrap().seconds, Some(1_795_313_106));
+        assert_eq!(meta.deletion_timestamp.as_ref().unwrap().seconds, Some(1_795_313_106));
         let c = &p.spec.as_ref().unwrap().containers[0];
         let res = c.resources.as_ref().unwrap();
         assert_eq!(res.requests["cpu"].string.as_deref(), Some("10m"));
         assert_eq!(res.limits["cpu"].string.as_deref(), Some("2"));
-        let http = c
-            .liveness_probe
-            .as_ref()
-            .unwrap()
-            .handler
-            .as_ref()
-            .unwrap()
-            .http_get
-            .as_ref()
-            .unwrap();
+        let http = c.liveness_probe.as_ref().unwrap().handler.as_ref().unwrap().http_get.as_ref().unwrap();
         let port = http.port.as_ref().unwrap();
-        assert_eq!(
-            (port.r#type, port.int_val, port.str_val.as_deref()),
-            (Some(0), Some(8080), Some(""))
-        );
-        let tcp = c
-            .readiness_probe
-            .as_ref()
-            .unwrap()
-            .handler
-            .as_ref()
-            .unwrap()
-            .tcp_socket
-            .as_ref()
-            .unwrap();
+        assert_eq!((port.r#type, port.int_val, port.str_val.as_deref()), (Some(0), Some(8080), Some("")));
+        let tcp = c.readiness_probe.as_ref().unwrap().handler.as_ref().unwrap().tcp_socket.as_ref().unwrap();
         assert_eq!(tcp.port.as_ref().unwrap().str_val.as_deref(), Some("http"));
 
         let back = pb_to_json(ty("Pod"), &pb).unwrap();
-        assert_eq!(
-            back["metadata"]["deletionTimestamp"],
-            "2026-11-22T02:05:06Z"
-        );
+        assert_eq!(back["metadata"]["deletionTimestamp"], "2026-11-22T02:05:06Z");
         assert_eq!(
             back["spec"]["containers"][0]["livenessProbe"],
             json!({"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5})
         );
-        assert_eq!(
-            back["spec"]["containers"][0]["readinessProbe"],
-            json!({"tcpSocket": {"port": "http"}})
-        );
-        assert_eq!(
-            back["spec"]["containers"][0]["resources"]["limits"]["cpu"],
-            "2"
-        );
+        assert_eq!(back["spec"]["containers"][0]["readinessProbe"], json!({"tcpSocket": {"port": "http"}}));
+        assert_eq!(back["spec"]["containers"][0]["resources"]["limits"]["cpu"], "2");
     }
 
     #[test]
     fn inline_structs_always_written() {
         // Probe.handler is an embedded Go struct: written even when empty (Go does too).
-        let pod =
-            json!({"spec": {"containers": [{"name": "c", "livenessProbe": {"periodSeconds": 5}}]}});
+        let pod = json!({"spec": {"containers": [{"name": "c", "livenessProbe": {"periodSeconds": 5}}]}});
         let pb = json_to_pb(ty("Pod"), &pod).unwrap();
         use prost::Message as _;
         let p = k8s_pb::api::core::v1::Pod::decode(pb.as_slice()).unwrap();
-        let probe = p.spec.unwrap().containers[0]
-            .liveness_probe
-            .clone()
-            .unwrap();
+        let probe = p.spec.unwrap().containers[0].liveness_probe.clone().unwrap();
         assert!(probe.handler.is_some());
         assert_eq!(probe.period_seconds, Some(5));
         // Volume.volumeSource and the LocalObjectReference in selectors are inline too.
@@ -2086,42 +1791,18 @@ mod tests {
         assert_eq!(pb_to_json(ty("Pod"), &pb).unwrap(), pod);
         let p = k8s_pb::api::core::v1::Pod::decode(pb.as_slice()).unwrap();
         let vol = &p.spec.as_ref().unwrap().volumes[0];
-        let cm = vol
-            .volume_source
-            .as_ref()
-            .unwrap()
-            .config_map
-            .as_ref()
-            .unwrap();
-        assert_eq!(
-            cm.local_object_reference.as_ref().unwrap().name.as_deref(),
-            Some("cm")
-        );
+        let cm = vol.volume_source.as_ref().unwrap().config_map.as_ref().unwrap();
+        assert_eq!(cm.local_object_reference.as_ref().unwrap().name.as_deref(), Some("cm"));
     }
 
     #[test]
     fn times() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some((0, 0)));
-        assert_eq!(
-            parse_rfc3339("2026-11-22T02:05:06Z"),
-            Some((1_795_313_106, 0))
-        );
-        assert_eq!(
-            parse_rfc3339("2026-11-22T02:05:06.123456Z"),
-            Some((1_795_313_106, 123_456_000))
-        );
-        assert_eq!(
-            parse_rfc3339("2026-11-21T21:05:06-05:00"),
-            Some((1_795_313_106, 0))
-        );
-        assert_eq!(
-            parse_rfc3339("0001-01-01T00:00:00Z"),
-            Some((GO_ZERO_TIME_UNIX, 0))
-        );
-        assert_eq!(
-            parse_rfc3339("2024-02-29T00:00:00Z").map(|t| t.0),
-            Some(1_709_164_800)
-        );
+        assert_eq!(parse_rfc3339("2026-11-22T02:05:06Z"), Some((1_795_313_106, 0)));
+        assert_eq!(parse_rfc3339("2026-11-22T02:05:06.123456Z"), Some((1_795_313_106, 123_456_000)));
+        assert_eq!(parse_rfc3339("2026-11-21T21:05:06-05:00"), Some((1_795_313_106, 0)));
+        assert_eq!(parse_rfc3339("0001-01-01T00:00:00Z"), Some((GO_ZERO_TIME_UNIX, 0)));
+        assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z").map(|t| t.0), Some(1_709_164_800));
         for bad in [
             "",
             "2026-11-22",
@@ -2135,45 +1816,20 @@ mod tests {
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
-        assert_eq!(
-            format_rfc3339(1_795_313_106, 0, false).unwrap(),
-            "2026-11-22T02:05:06Z"
-        );
-        assert_eq!(
-            format_rfc3339(1_795_313_106, 5_000, true).unwrap(),
-            "2026-11-22T02:05:06.000005Z"
-        );
-        assert_eq!(
-            format_rfc3339(-1, 0, false).unwrap(),
-            "1969-12-31T23:59:59Z"
-        );
+        assert_eq!(format_rfc3339(1_795_313_106, 0, false).unwrap(), "2026-11-22T02:05:06Z");
+        assert_eq!(format_rfc3339(1_795_313_106, 5_000, true).unwrap(), "2026-11-22T02:05:06.000005Z");
+        assert_eq!(format_rfc3339(-1, 0, false).unwrap(), "1969-12-31T23:59:59Z");
         assert_eq!(format_rfc3339(i64::MAX, 0, false), None);
         // Event.eventTime is a MicroTime; the zero time is JSON null both ways.
         let ev = json!({"firstTimestamp": null, "eventTime": "2026-11-22T02:05:06.250000Z", "series": null});
         let pb = json_to_pb(ty("Event"), &ev).unwrap();
-        assert_eq!(
-            pb[..2],
-            [0x32, 0x00],
-            "null time: empty message, like Go's zero time"
-        );
-        assert_eq!(
-            pb_to_json(ty("Event"), &pb).unwrap(),
-            json!({"firstTimestamp": null, "eventTime": "2026-11-22T02:05:06.250000Z"})
-        );
+        assert_eq!(pb[..2], [0x32, 0x00], "null time: empty message, like Go's zero time");
+        assert_eq!(pb_to_json(ty("Event"), &pb).unwrap(), json!({"firstTimestamp": null, "eventTime": "2026-11-22T02:05:06.250000Z"}));
         // The zero time spelled out in seconds also decodes to null.
-        let zero = [
-            0x32, 0x0d, 0x08, 0x80, 0x92, 0xb8, 0xc3, 0x98, 0xfe, 0xff, 0xff, 0xff, 0x01, 0x10,
-            0x00,
-        ];
-        assert_eq!(
-            pb_to_json(ty("Event"), &zero).unwrap(),
-            json!({"firstTimestamp": null})
-        );
+        let zero = [0x32, 0x0d, 0x08, 0x80, 0x92, 0xb8, 0xc3, 0x98, 0xfe, 0xff, 0xff, 0xff, 0x01, 0x10, 0x00];
+        assert_eq!(pb_to_json(ty("Event"), &zero).unwrap(), json!({"firstTimestamp": null}));
         let epoch = [0x32, 0x04, 0x08, 0x00, 0x10, 0x00];
-        assert_eq!(
-            pb_to_json(ty("Event"), &epoch).unwrap(),
-            json!({"firstTimestamp": "1970-01-01T00:00:00Z"})
-        );
+        assert_eq!(pb_to_json(ty("Event"), &epoch).unwrap(), json!({"firstTimestamp": "1970-01-01T00:00:00Z"}));
     }
 
     #[test]
@@ -2196,24 +1852,12 @@ mod tests {
         assert_eq!(parse_go_duration("1.5h"), Some(5_400_000_000_000));
         assert_eq!(parse_go_duration("10us"), Some(10_000));
         assert_eq!(parse_go_duration(".5s"), Some(500_000_000));
-        for bad in [
-            "",
-            "5",
-            "5x",
-            "-",
-            "s",
-            "1.s.",
-            "9999999999999999999h",
-            "3000000h",
-        ] {
+        for bad in ["", "5", "5x", "-", "s", "1.s.", "9999999999999999999h", "3000000h"] {
             assert_eq!(parse_go_duration(bad), None, "{bad}");
         }
         let mut buf = Vec::new();
         encode_special(Special::Duration, &json!("5m0s"), &mut buf).unwrap();
-        assert_eq!(
-            decode_special(Special::Duration, &buf).unwrap(),
-            json!("5m0s")
-        );
+        assert_eq!(decode_special(Special::Duration, &buf).unwrap(), json!("5m0s"));
     }
 
     #[test]
@@ -2223,27 +1867,18 @@ mod tests {
             let mut buf = Vec::new();
             encode_special(special, &v, &mut buf).unwrap();
             let raw = &fields(&buf)[0].2;
-            assert_eq!(
-                raw.as_slice(),
-                br#"{"f:a":{".":{}},"x":[1,"\u003c\u0026\u003e"]}"#
-            );
+            assert_eq!(raw.as_slice(), br#"{"f:a":{".":{}},"x":[1,"\u003c\u0026\u003e"]}"#);
             assert_eq!(decode_special(special, &buf).unwrap(), v);
             assert!(decode_special(special, &[0x0a, 0x01, b'{']).is_err());
         }
-        assert_eq!(
-            decode_special(Special::RawExtension, &[]).unwrap(),
-            Value::Null
-        );
+        assert_eq!(decode_special(Special::RawExtension, &[]).unwrap(), Value::Null);
     }
 
     #[test]
     fn int_or_string_and_quantity_edges() {
         let mut buf = Vec::new();
         encode_special(Special::IntOrString, &json!(-3), &mut buf).unwrap();
-        assert_eq!(
-            decode_special(Special::IntOrString, &buf).unwrap(),
-            json!(-3)
-        );
+        assert_eq!(decode_special(Special::IntOrString, &buf).unwrap(), json!(-3));
         assert!(encode_special(Special::IntOrString, &json!(1.5), &mut buf).is_err());
         assert!(encode_special(Special::IntOrString, &json!(1u64 << 40), &mut buf).is_err());
         assert!(decode_special(Special::IntOrString, &[0x08, 0x02]).is_err());
@@ -2261,23 +1896,16 @@ mod tests {
             err("ConfigMap", json!({"metadata": {"labels": {"app": 1}}})),
             "metadata.labels[app]: expected a string, found number 1"
         );
+        assert_eq!(err("Secret", json!({"data": {"k": "not base64!"}})), "data[k]: expected a base64 string, found string \"not base64!\"");
         assert_eq!(
-            err("Secret", json!({"data": {"k": "not base64!"}})),
-            "data[k]: expected a base64 string, found string \"not base64!\""
-        );
-        assert_eq!(
-            err(
-                "Pod",
-                json!({"metadata": {"creationTimestamp": "yesterday"}})
-            ),
+            err("Pod", json!({"metadata": {"creationTimestamp": "yesterday"}})),
             "metadata.creationTimestamp: expected an RFC 3339 time, found string \"yesterday\""
         );
-        assert_eq!(err("Pod", json!({"spec": {"containers": [{"livenessProbe": {"httpGet": {"port": true}}}]}})),
-                   "spec.containers[0].livenessProbe.httpGet.port: expected a 32-bit integer or a string, found boolean true");
         assert_eq!(
-            err("Pod", json!([])),
-            "(top level): expected an object, found an array"
+            err("Pod", json!({"spec": {"containers": [{"livenessProbe": {"httpGet": {"port": true}}}]}})),
+            "spec.containers[0].livenessProbe.httpGet.port: expected a 32-bit integer or a string, found boolean true"
         );
+        assert_eq!(err("Pod", json!([])), "(top level): expected an object, found an array");
         assert_eq!(
             err("Pod", json!({"spec": {"priority": 1u64 << 33}})),
             "spec.priority: expected a 32-bit integer, found number 8589934592"
@@ -2287,27 +1915,12 @@ mod tests {
         let e = pb_to_json(ty("ConfigMap"), &[0x0a, 0x03, 0x0a, 0x09, b'a']).unwrap_err();
         assert_eq!(e.to_string(), "metadata.name: protobuf input is truncated");
         let e = pb_to_json(ty("ConfigMap"), &[0x0a, 0x02, 0x08, 0x01]).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "metadata.name: wire type 0 does not fit a field of type string"
-        );
+        assert_eq!(e.to_string(), "metadata.name: wire type 0 does not fit a field of type string");
         let e = pb_to_json(ty("ConfigMap"), &[0x0a, 0x03, 0x0a, 0x01, 0xff]).unwrap_err();
-        assert!(
-            matches!(e, TranscodeError::InvalidUtf8 { ref path } if path == "metadata.name"),
-            "{e}"
-        );
+        assert!(matches!(e, TranscodeError::InvalidUtf8 { ref path } if path == "metadata.name"), "{e}");
         let e = pb_to_json(ty("ConfigMap"), &[0x03]).unwrap_err();
-        assert!(
-            matches!(e, TranscodeError::BadKey { wire_type: 3, .. }),
-            "{e}"
-        );
-        let e = pb_to_json(
-            ty("ConfigMap"),
-            &[
-                0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
-            ],
-        )
-        .unwrap_err();
+        assert!(matches!(e, TranscodeError::BadKey { wire_type: 3, .. }), "{e}");
+        let e = pb_to_json(ty("ConfigMap"), &[0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).unwrap_err();
         assert!(matches!(e, TranscodeError::BadVarint { .. }), "{e}");
     }
 
@@ -2320,21 +1933,12 @@ mod tests {
         let mut pod = vec![0x12, spec.len() as u8];
         pod.extend_from_slice(&spec);
         // Unknown fields of every wire type are skipped.
-        pod.extend_from_slice(&[
-            0xf8, 0x3f, 0x01, 0xf9, 0x3f, 1, 2, 3, 4, 5, 6, 7, 8, 0xfa, 0x3f, 0x00, 0xfd, 0x3f, 1,
-            2, 3, 4,
-        ]);
+        pod.extend_from_slice(&[0xf8, 0x3f, 0x01, 0xf9, 0x3f, 1, 2, 3, 4, 5, 6, 7, 8, 0xfa, 0x3f, 0x00, 0xfd, 0x3f, 1, 2, 3, 4]);
         let json = pb_to_json(ty("Pod"), &pod).unwrap();
-        assert_eq!(
-            json,
-            json!({"spec": {"securityContext": {"supplementalGroups": [1, 2, 3]}}})
-        );
+        assert_eq!(json, json!({"spec": {"securityContext": {"supplementalGroups": [1, 2, 3]}}}));
         // And we write them unpacked, like gogo for proto2.
         let ours = json_to_pb(ty("Pod"), &json).unwrap();
-        assert_eq!(
-            ours,
-            [0x12, 0x08, 0x72, 0x06, 0x20, 0x01, 0x20, 0x02, 0x20, 0x03]
-        );
+        assert_eq!(ours, [0x12, 0x08, 0x72, 0x06, 0x20, 0x01, 0x20, 0x02, 0x20, 0x03]);
     }
 
     #[test]
@@ -2351,17 +1955,7 @@ mod tests {
 
     #[test]
     fn varint_len_matches_encoding() {
-        for v in [
-            0u64,
-            1,
-            127,
-            128,
-            300,
-            16_383,
-            16_384,
-            u64::from(u32::MAX),
-            u64::MAX,
-        ] {
+        for v in [0u64, 1, 127, 128, 300, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
             assert_eq!(b.len(), varint_len(v));
@@ -2426,9 +2020,7 @@ mod tests {
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
             any::<i64>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |x| x.is_finite())
-                .prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |x| x.is_finite()).prop_map(Value::from),
             "[a-zA-Z:.0-9-]{0,12}".prop_map(Value::from),
         ];
         leaf.prop_recursive(4, 40, 6, |inner| {

@@ -1,11 +1,11 @@
 //! GET of one object from the current snapshot.
 
-use crate::serve::body::{respond, try_stitched, Body, Stitch};
-use crate::cache::KindCache;
-use crate::cache::object;
-use crate::serve::query::Format;
 use crate::api::status::Status;
 use crate::api::wire;
+use crate::cache::object;
+use crate::cache::KindCache;
+use crate::serve::body::{respond, try_stitched, Body, Stitch};
+use crate::serve::query::Format;
 use http::{Response, StatusCode};
 
 /// Answer a GET of `name` (in `namespace` for namespaced kinds).

@@ -3,14 +3,14 @@
 //! stored item bytes into a JSON or protobuf list.
 
 use super::{candidates, get::content_type, RV_WAIT};
-use crate::serve::body::{respond, try_stitched, Body, Stitch};
-use crate::cache::KindCache;
-use crate::cache::object::Object;
-use crate::serve::query::{Format, ListMode, Options};
 use crate::api::status::Status;
+use crate::api::wire;
+use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::token::Continue;
-use crate::api::wire;
+use crate::cache::KindCache;
+use crate::serve::body::{respond, try_stitched, Body, Stitch};
+use crate::serve::query::{Format, ListMode, Options};
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use std::sync::Arc;
@@ -145,10 +145,20 @@ fn stitch<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Sti
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
     // Stored JSON items start with their `,` separator; the first item is sent without it.
     let skip = |i: usize| usize::from(i == 0 && fmt == Format::Json);
-    let items = page.items.iter().enumerate().map(|(i, o)| stored(o, fmt).map(|b| &b[skip(i)..]).ok_or_else(missing)).collect::<Result<Vec<&'s [u8]>, Status>>()?;
+    let items = page
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, o)| stored(o, fmt).map(|b| &b[skip(i)..]).ok_or_else(missing))
+        .collect::<Result<Vec<&'s [u8]>, Status>>()?;
     let (head, tail): (Vec<u8>, &'static [u8]) = match fmt {
         Format::Json => {
-            let mut head = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"", r.list_kind(), r.api_version(), page.rv);
+            let mut head = format!(
+                "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
+                r.list_kind(),
+                r.api_version(),
+                page.rv
+            );
             if let Some(c) = &page.cont {
                 head.push_str(&format!(",\"continue\":\"{c}\""));
             }

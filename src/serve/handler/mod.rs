@@ -11,11 +11,11 @@ pub use get::get;
 pub use list::{list, page, Page};
 pub use watch::{watch, WatchSettings};
 
+use crate::api::selector::{FieldSource, LabelSource};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
-use std::sync::Arc;
 use crate::serve::query::Options;
-use crate::api::selector::{FieldSource, LabelSource};
+use std::sync::Arc;
 
 /// How long a request waits for the cache to reach a requested resourceVersion.
 pub const RV_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -23,7 +23,13 @@ pub const RV_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// The objects a request selects from `snap`, in key order, after `after`: through the
 /// index when the field selector pins the indexed field (O(result)), else the namespace's
 /// key range.
-pub(crate) fn candidates<'s: 'q, 'q>(snap: &'s Snapshot, namespace: Option<&'q str>, opts: &'q Options, index: Option<&'q str>, after: Option<&str>) -> impl Iterator<Item = &'s Arc<Object>> + Send + 'q {
+pub(crate) fn candidates<'s: 'q, 'q>(
+    snap: &'s Snapshot,
+    namespace: Option<&'q str>,
+    opts: &'q Options,
+    index: Option<&'q str>,
+    after: Option<&str>,
+) -> impl Iterator<Item = &'s Arc<Object>> + Send + 'q {
     let pinned = index.and_then(|f| Some((f, opts.fields.exact(f)?)));
     let source: Box<dyn Iterator<Item = &'s Arc<Object>> + Send + 'q> = match pinned {
         Some((_, v)) => Box::new(snap.indexed(v, after)),
@@ -40,5 +46,7 @@ fn selected(o: &Object, namespace: Option<&str>, opts: &Options) -> bool {
 
 /// [`selected`] for an object known to hold `pinned.1` in field `pinned.0`.
 fn selected_besides(o: &Object, namespace: Option<&str>, opts: &Options, pinned: Option<(&str, &str)>) -> bool {
-    namespace.is_none_or(|ns| o.namespace() == ns) && opts.labels.matches(o as &dyn LabelSource) && opts.fields.matches_besides(o as &dyn FieldSource, pinned)
+    namespace.is_none_or(|ns| o.namespace() == ns)
+        && opts.labels.matches(o as &dyn LabelSource)
+        && opts.fields.matches_besides(o as &dyn FieldSource, pinned)
 }

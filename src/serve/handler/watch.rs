@@ -4,15 +4,15 @@
 //! that falls behind the broadcast ring is ended, never waited for.
 
 use super::{candidates, list::reach, selected};
-use crate::serve::body::{channel, respond, Body};
-use crate::cache::{KindCache, Message};
-use crate::cache::object::Object;
-use crate::serve::query::{Format, Options};
 use crate::api::resource::Resource;
 use crate::api::status::Status;
+use crate::api::wire;
+use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
-use crate::api::wire;
+use crate::cache::{KindCache, Message};
+use crate::serve::body::{channel, respond, Body};
+use crate::serve::query::{Format, Options};
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
@@ -35,7 +35,11 @@ pub struct WatchSettings {
 
 impl Default for WatchSettings {
     fn default() -> Self {
-        WatchSettings { bookmark_interval: Duration::from_secs(60), bookmark_before_end: Duration::from_secs(2), stall_timeout: Duration::from_secs(15) }
+        WatchSettings {
+            bookmark_interval: Duration::from_secs(60),
+            bookmark_before_end: Duration::from_secs(2),
+            stall_timeout: Duration::from_secs(15),
+        }
     }
 }
 
@@ -54,7 +58,13 @@ const CLIENT_BUFFER: usize = 128;
 const CHUNK: usize = 32 * 1024;
 
 /// Answer a WATCH. Returns at once with a streaming body.
-pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Options, fmt: Format, settings: WatchSettings) -> Result<Response<Body>, Status> {
+pub async fn watch(
+    cache: Arc<KindCache>,
+    namespace: Option<String>,
+    opts: Options,
+    fmt: Format,
+    settings: WatchSettings,
+) -> Result<Response<Body>, Status> {
     opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
     if let Some(n) = opts.rv.filter(|n| *n > 0) {
         reach(&cache, n).await?;
@@ -70,7 +80,9 @@ pub async fn watch(cache: Arc<KindCache>, namespace: Option<String>, opts: Optio
     };
     let (start_rv, snap) = cache.current();
     let backlog = match (opts.rv, opts.send_initial_events) {
-        (_, Some(true)) | (None | Some(0), None) => Backlog::State { end_bookmark: opts.send_initial_events == Some(true) && opts.bookmarks, rv: start_rv },
+        (_, Some(true)) | (None | Some(0), None) => {
+            Backlog::State { end_bookmark: opts.send_initial_events == Some(true) && opts.bookmarks, rv: start_rv }
+        }
         (Some(from), _) => Backlog::Since(from),
         (None, Some(false)) => Backlog::Nothing,
     };
@@ -313,7 +325,9 @@ struct Encoder {
 impl Encoder {
     fn new(res: Arc<Resource>, fmt: Format) -> Encoder {
         let api_version = res.api_version();
-        let head = |t: EventType| format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{api_version}\",", t.as_str(), res.kind).into_bytes();
+        let head = |t: EventType| {
+            format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{api_version}\",", t.as_str(), res.kind).into_bytes()
+        };
         let json_heads = [head(EventType::Added), head(EventType::Modified), head(EventType::Deleted)];
         Encoder { res, fmt, json_heads, api_version }
     }
@@ -355,7 +369,9 @@ impl Encoder {
                     .into_bytes(),
                 )
             }
-            Format::Protobuf => Frame::owned(wire::watch_frame("BOOKMARK", &self.api_version, &self.res.kind, &bookmark_pb(rv, initial_end, pod))),
+            Format::Protobuf => {
+                Frame::owned(wire::watch_frame("BOOKMARK", &self.api_version, &self.res.kind, &bookmark_pb(rv, initial_end, pod)))
+            }
         }
     }
 
@@ -391,9 +407,8 @@ fn bookmark_pb(rv: u64, initial_end: bool, pod: bool) -> Vec<u8> {
     let mut msg = Vec::with_capacity(160);
     wire::put_bytes(&mut msg, 1, &meta);
     if pod {
-        const SPEC: &[u8] = &[
-            0x1a, 0, 0x32, 0, 0x42, 0, 0x4a, 0, 0x52, 0, 0x58, 0, 0x60, 0, 0x68, 0, 0x82, 1, 0, 0x8a, 1, 0, 0x9a, 1, 0, 0xc2, 1, 0,
-        ];
+        const SPEC: &[u8] =
+            &[0x1a, 0, 0x32, 0, 0x42, 0, 0x4a, 0, 0x52, 0, 0x58, 0, 0x60, 0, 0x68, 0, 0x82, 1, 0, 0x8a, 1, 0, 0x9a, 1, 0, 0xc2, 1, 0];
         const STATUS: &[u8] = &[0x0a, 0, 0x1a, 0, 0x22, 0, 0x2a, 0, 0x32, 0, 0x4a, 0, 0x5a, 0, 0x72, 0, 0x88, 1, 0];
         wire::put_bytes(&mut msg, 2, SPEC);
         wire::put_bytes(&mut msg, 3, STATUS);
@@ -417,7 +432,14 @@ mod tests {
     }
 
     fn watcher(tx: mpsc::Sender<Bytes>) -> Watcher {
-        Watcher { enc: Encoder::new(configmaps(), Format::Json), opts: Options::default(), namespace: None, settings: WatchSettings::default(), tx, last_rv: 0 }
+        Watcher {
+            enc: Encoder::new(configmaps(), Format::Json),
+            opts: Options::default(),
+            namespace: None,
+            settings: WatchSettings::default(),
+            tx,
+            last_rv: 0,
+        }
     }
 
     #[tokio::test]
