@@ -1,35 +1,53 @@
 //! kache: a watch cache and read proxy for the Kubernetes API.
 //!
-//! Layout (request path first, then state, then feeders):
-//! - `server`: accept loop, per-connection task, TLS, HTTP/1.1 and HTTP/2, connection limits.
-//! - `auth`: client identity (certificates, TokenReview), authorization (SubjectAccessReview),
-//!   impersonation, TLS serving certificates.
-//! - `limit`: in-flight caps on cached reads (429 beyond them).
-//! - `route`: classify a request path and query into a cached read or something else.
-//! - `query`: parse and validate list/watch options (resourceVersion modes, limit, selectors).
-//! - `handler`: cached GET, LIST and WATCH answered from one snapshot with pre-encoded bytes.
-//! - `body`: response bodies: stored bytes borrowed from a snapshot and written with `writev`.
-//! - `status`: the one place that turns errors into Kubernetes `Status` responses.
-//! - `cache`: one `KindCache` per resource: snapshot, progress, fan-out to watchers.
-//! - `store`: immutable snapshots (persistent ordered maps) and the spec.nodeName index.
-//! - `object`: an object as stored: its encoded bytes and the fields selectors need.
-//! - `window`: the sliding window of recent events a watch resumes from.
-//! - `selector`: label and field selector parsing and matching.
-//! - `token`: continue tokens in the apiserver's format.
-//! - `wire`: protobuf framing: the `k8s\0` envelope, lists, watch frames.
-//! - `json`: JSON encoding the way the apiserver writes it.
-//! - `transcode`: JSON <-> protobuf for built-in kinds (used by the simulator and at ingest).
-//! - `resource`: the resource types kache knows and their discovery documents.
-//! - `serve`: `kache serve`: routes each request to a cache or to the upstream.
-//! - `informer`: the LIST+WATCH reflector feeding one cache from the upstream.
-//! - `proxy`: pass-through of everything not served from cache, streamed, upgrades included.
-//! - `upstream`: the HTTP/2 client to the upstream apiserver, configured by kube's `Config`.
-//! - `sim`: the simulated kube-apiserver (the test upstream and `kache sim`).
-//! - `synth`: deterministic synthetic cluster objects for the simulator.
-//! - `demo`: `kache demo`, the simulator with kache in front of it.
-//! - `admin`: the admin listener: metrics, liveness and readiness.
-//! - `telemetry`: metric names and the Prometheus recorder.
-//! - `config`: command-line configuration.
+//! # Layout: folders in pipeline order
+//! - `serve/`: everything one request touches, in order: `server` (accept, TLS, HTTP/1.1
+//!   and HTTP/2, drain), `route` (classify a path), `query` (list/watch options), `limit`
+//!   (in-flight caps), `read` (can the cache answer? authorization, freshness), `handler/`
+//!   (`get`, `list`, `watch` from one snapshot), `body` (stitched bytes, `writev`), `proxy`
+//!   (pass-through, upgrades), `upstream` (pooled HTTP/2 client), `discovery`.
+//! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
+//!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
+//!   (stored bytes and selector fields), `token` (continue tokens), `informer` (LIST+WATCH,
+//!   freshness probes).
+//! - `api/`: pure Kubernetes formats shared by all, safe to fuzz: `status`, `media` (Accept),
+//!   `resource`, `json`, `time`, `wire` (protobuf framing), `selector`, `transcode`.
+//! - `auth/`: client identity (certificates, TokenReview), authorization
+//!   (SubjectAccessReview), impersonation, serving certificates.
+//! - `sim/` (cargo feature `sim`, on by default): the simulated kube-apiserver, its catalogue,
+//!   synthetic cluster, churn and launch (`kache sim`, `kache demo`).
+//! - `app/`: `kache serve`'s wiring and `kache kubeconfig`; `config`, `telemetry`, `admin`.
+//!
+//! # A LIST, followed through
+//! 1. `serve::server::serve_with` accepts the connection; hyper calls [`serve::Serve`]'s
+//!    `Handler::handle`.
+//! 2. `Serve::admit` checks the URI's length and authenticates (`auth::Security::caller`).
+//! 3. `serve::route::classify` turns the path into a `ResourcePath`.
+//! 4. `Serve::cached` (`serve/read.rs`): `plan` (resource, scope, `query::negotiate`,
+//!    `Options::parse`), `authorize` (cached SubjectAccessReview), the feed (`Serve::feed`).
+//! 5. `permit` takes an in-flight place (`serve::limit`).
+//! 6. `current`: a consistent LIST asks `cache::informer::Feed::upstream_rv`, then
+//!    `Feed::prove` waits for the cache to be proven at that RV (a freshness probe).
+//! 7. `serve::handler::list` picks a snapshot (`KindCache::at` for past RVs) and selects
+//!    items (`handler::candidates`, the `spec.nodeName` index, selectors).
+//! 8. `list::stitch` writes the list head and borrows each item's stored bytes.
+//! 9. `serve::body::Stitch` goes out as one vectored write; nothing is re-encoded.
+//! 10. Anything `cached` declines goes to `serve::proxy::forward`, streamed.
+//!
+//! # A WATCH, followed through
+//! 1. Steps 1-4 as for a LIST; `Options::parse` sees `watch=1`; no in-flight permit.
+//! 2. `current`: an RV newer than the cache has proven waits on `Feed::prove`.
+//! 3. `serve::handler::watch` subscribes to the `KindCache` (or a per-node ring) first,
+//!    then takes the snapshot, so no change falls between them.
+//! 4. The backlog: the window's events since the RV (`cache::window::EventWindow::since`),
+//!    or the state as ADDED events (RV 0, WatchList) and the initial-events-end bookmark.
+//! 5. Live events: `cache::KindCache::apply` (called by the informer, the one writer)
+//!    broadcasts each change; the watcher filters it (`transition`) by selectors.
+//! 6. Frames are encoded straight into the client's chunks (JSON lines or protobuf frames).
+//! 7. Bookmarks: every `--watch-bookmark-interval-seconds` and 2 s before the deadline.
+//! 8. A watcher that falls behind by `--watcher-lag` is ended, never skipped silently.
+//! 9. Upstream side: `cache::informer::Feed::run` lists, watches, resumes, relists on 410.
+//! 10. Shutdown: `Serve::end_watches` ends every watch so clients resume elsewhere.
 
 pub mod admin;
 pub mod api;

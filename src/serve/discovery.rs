@@ -1,5 +1,5 @@
 //! Discovery: which resources the upstream serves (legacy discovery of `/api/v1` and every
-//! group's preferred version), found at start and again every [`REDISCOVERY`], so kinds
+//! group's preferred version), found at start and again every `REDISCOVERY`, so kinds
 //! that appear later (new CRDs, new API versions) are cached too.
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};

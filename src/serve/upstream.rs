@@ -1,6 +1,6 @@
 //! The connection to the upstream apiserver: kube's `Config` (kubeconfig, in-cluster,
 //! exec/OIDC auth, TLS) with our own hyper client, HTTP/2 when the server offers it and
-//! HTTP/1.1 otherwise. HTTP/2 connections come from a [`Pool`] that opens another
+//! HTTP/1.1 otherwise. HTTP/2 connections come from a `Pool` that opens another
 //! connection when every open one carries its limit of concurrent streams (the apiserver
 //! allows 100 per connection by default; a stream beyond it would wait), as Go's HTTP/2
 //! transport does. kache's own calls (informers, reviews, discovery, probes) have a pool
