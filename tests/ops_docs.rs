@@ -89,7 +89,7 @@ fn metrics_table() -> String {
     for m in ops_support::telemetry_metrics() {
         let kind = if m.name.ends_with("_total") {
             "counter"
-        } else if m.name.ends_with("_seconds") && m.ident.contains("REQUEST") {
+        } else if m.name.ends_with("_seconds") && (m.ident.contains("REQUEST") || m.ident.contains("PROBE")) {
             "histogram"
         } else {
             "gauge"

@@ -93,6 +93,8 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     assert!(l["items"].as_array().is_some_and(|i| !i.is_empty()), "cached LIST has pods");
     let rv = list_rv(&l);
     api.get_ok("/api/v1/pods").await;
+    // A consistent read of a quiet kind while leases move the RV: a freshness probe.
+    api.get_ok("/api/v1/nodes").await;
     let page = api.get_ok("/api/v1/pods?limit=50").await;
     let cont = page["metadata"]["continue"].as_str().expect("a continue token").to_string();
     api.get_ok(&format!("/api/v1/pods?limit=50&continue={cont}")).await;

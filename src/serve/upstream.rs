@@ -86,6 +86,7 @@ impl Pool {
         make: impl Fn() -> Result<Svc, UpstreamError> + Send + Sync + 'static,
     ) -> Result<Pool, UpstreamError> {
         let first = Slot { svc: make()?, active: Arc::default() };
+        metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => class.label()).set(1.0);
         Ok(Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class })
     }
 

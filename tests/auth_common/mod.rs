@@ -210,9 +210,10 @@ impl SecureSim {
     /// A kubeconfig for kache's own upstream access (its service-account token).
     pub fn upstream_kubeconfig(&self) -> PathBuf {
         let path = self.dir.path().join("kache-upstream.kubeconfig");
-        let kc = kache::app::kubeconfig_with_ca(&self.running.url, "sim", self.running.ca_pem.as_deref())
-            .replace("  user: {}\n", "  user:\n    token: kache-token\n");
-        std::fs::write(&path, kc).unwrap();
+        let kc = kache::app::kubeconfig_with_ca(&self.running.url, "sim", self.running.ca_pem.as_deref());
+        let mut kc: serde_json::Value = serde_json::from_str(&kc).unwrap();
+        kc["users"][0]["user"] = serde_json::json!({ "token": "kache-token" });
+        std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
         path
     }
 
