@@ -35,8 +35,13 @@ struct ClusterFlags {
 }
 
 /// Cluster settings parsed from `kache sim` flags, so every field has the binary's default.
+/// Lease churn is off unless a test asks for it: tests that compare exact resourceVersions
+/// need the global RV to move only with their own writes.
 pub fn cluster(flags: &[&str]) -> ClusterArgs {
     let mut argv = vec!["kache-sim"];
+    if !flags.contains(&"--lease-churn-per-sec") {
+        argv.extend_from_slice(&["--lease-churn-per-sec", "0"]);
+    }
     argv.extend_from_slice(flags);
     ClusterFlags::try_parse_from(argv).expect("valid cluster flags").cluster
 }
