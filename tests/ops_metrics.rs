@@ -52,7 +52,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 }
 
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
-const BOUNDED_LABELS: &[&str] = &["resource", "encoding", "verb", "source", "code", "le", "quantile"];
+const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "le", "quantile"];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
 fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {
