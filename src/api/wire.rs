@@ -1,6 +1,9 @@
 //! Protobuf framing of the Kubernetes API: the `k8s\0` + `runtime.Unknown` envelope, list
 //! messages whose items are bare object bytes, and length-prefixed watch frames. Everything
-//! here writes small headers around object bytes that are never copied or re-encoded.
+//! here writes small headers around object bytes that are never copied or re-encoded. The
+//! varint and key primitives are `prost::encoding`'s, wrapped for `Vec<u8>` and byte offsets.
+
+use prost::encoding::{self, WireType};
 
 /// The 4-byte magic that starts every non-watch protobuf body.
 pub const MAGIC: &[u8; 4] = b"k8s\0";
@@ -11,31 +14,30 @@ pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// Protobuf watch media type.
 pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
-const LEN: u8 = 2;
-
 /// Append a base-128 varint.
-pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
+pub fn put_varint(buf: &mut Vec<u8>, v: u64) {
+    encoding::encode_varint(v, buf);
 }
 
 /// Bytes a varint of `v` takes.
 pub fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+    encoding::encoded_len_varint(v)
+}
+
+/// Append the key of a field.
+pub fn put_key(buf: &mut Vec<u8>, field: u32, wire_type: WireType) {
+    encoding::encode_key(field, wire_type, buf);
 }
 
 /// Append the key of a length-delimited field and its length.
 pub fn put_len_header(buf: &mut Vec<u8>, field: u32, len: usize) {
-    put_varint(buf, u64::from(field << 3 | u32::from(LEN)));
+    put_key(buf, field, WireType::LengthDelimited);
     put_varint(buf, len as u64);
 }
 
 /// Bytes a length-delimited field of `len` bytes takes in total (key + length + payload).
 pub fn len_field_size(field: u32, len: usize) -> usize {
-    varint_len(u64::from(field << 3)) + varint_len(len as u64) + len
+    encoding::key_len(field) + varint_len(len as u64) + len
 }
 
 /// Append a length-delimited field.
@@ -46,7 +48,7 @@ pub fn put_bytes(buf: &mut Vec<u8>, field: u32, data: &[u8]) {
 
 /// Append a varint field.
 pub fn put_uint(buf: &mut Vec<u8>, field: u32, v: u64) {
-    put_varint(buf, u64::from(field << 3));
+    put_key(buf, field, WireType::Varint);
     put_varint(buf, v);
 }
 
@@ -125,42 +127,38 @@ pub fn watch_frame(event_type: &str, api_version: &str, kind: &str, raw: &[u8]) 
 
 /// Read a varint at `*pos`, advancing it.
 pub fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-    }
-    None
+    let mut rest = buf.get(*pos..)?;
+    let v = encoding::decode_varint(&mut rest).ok()?;
+    *pos = buf.len() - rest.len();
+    Some(v)
 }
 
 /// One field of a message: (field number, wire type, payload range for length-delimited
-/// fields or the whole value range otherwise).
-pub fn next_field(buf: &[u8], pos: &mut usize) -> Option<(u32, u8, std::ops::Range<usize>)> {
-    let key = get_varint(buf, pos)?;
-    let (field, wt) = ((key >> 3) as u32, (key & 7) as u8);
+/// fields or the whole value range otherwise). `None` for truncated or malformed bytes and
+/// for the group wire types, which Kubernetes messages never use.
+pub fn next_field(buf: &[u8], pos: &mut usize) -> Option<(u32, WireType, std::ops::Range<usize>)> {
+    let mut rest = buf.get(*pos..)?;
+    let (field, wt) = encoding::decode_key(&mut rest).ok()?;
+    *pos = buf.len() - rest.len();
     let start = *pos;
-    match wt {
-        0 => {
+    let end = match wt {
+        WireType::Varint => {
             get_varint(buf, pos)?;
+            *pos
         }
-        1 => *pos += 8,
-        5 => *pos += 4,
-        2 => {
+        WireType::SixtyFourBit => pos.checked_add(8)?,
+        WireType::ThirtyTwoBit => pos.checked_add(4)?,
+        WireType::LengthDelimited => {
             let len = usize::try_from(get_varint(buf, pos)?).ok()?;
             let s = *pos;
-            *pos = s.checked_add(len)?;
-            if *pos > buf.len() {
-                return None;
-            }
-            return Some((field, wt, s..*pos));
+            let end = s.checked_add(len).filter(|e| *e <= buf.len())?;
+            *pos = end;
+            return Some((field, wt, s..end));
         }
-        _ => return None,
-    }
-    (*pos <= buf.len()).then_some((field, wt, start..*pos))
+        WireType::StartGroup | WireType::EndGroup => return None,
+    };
+    *pos = end;
+    (end <= buf.len()).then_some((field, wt, start..end))
 }
 
 /// Rewrite `metadata.resourceVersion` (ObjectMeta field 6 inside object field 1) of a bare
@@ -171,7 +169,7 @@ pub fn with_resource_version(obj: &[u8], rv: u64) -> Option<Vec<u8>> {
     while pos < obj.len() {
         let start = pos;
         let (field, wt, range) = next_field(obj, &mut pos)?;
-        if field != 1 || wt != LEN {
+        if field != 1 || wt != WireType::LengthDelimited {
             out.extend_from_slice(&obj[start..pos]);
             continue;
         }
@@ -239,7 +237,7 @@ pub fn object_meta_json(obj: &[u8]) -> Option<serde_json::Value> {
     let mut meta = serde_json::Map::new();
     while pos < obj.len() {
         let (field, wt, range) = next_field(obj, &mut pos)?;
-        if field != 1 || wt != LEN {
+        if field != 1 || wt != WireType::LengthDelimited {
             continue;
         }
         let m = &obj[range];
@@ -249,10 +247,10 @@ pub fn object_meta_json(obj: &[u8]) -> Option<serde_json::Value> {
             let (f, fwt, r) = next_field(m, &mut p)?;
             let text = || std::str::from_utf8(&m[r.clone()]).ok().map(|s| serde_json::Value::String(s.to_string()));
             match (f, fwt) {
-                (1, LEN) => meta.insert("name".into(), text()?),
-                (3, LEN) => meta.insert("namespace".into(), text()?),
-                (6, LEN) => meta.insert("resourceVersion".into(), text()?),
-                (11, LEN) => {
+                (1, WireType::LengthDelimited) => meta.insert("name".into(), text()?),
+                (3, WireType::LengthDelimited) => meta.insert("namespace".into(), text()?),
+                (6, WireType::LengthDelimited) => meta.insert("resourceVersion".into(), text()?),
+                (11, WireType::LengthDelimited) => {
                     let entry = &m[r];
                     let (mut ep, mut k, mut v) = (0, String::new(), String::new());
                     while ep < entry.len() {

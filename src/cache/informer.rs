@@ -534,7 +534,7 @@ fn status_code_pb(obj: &[u8]) -> Option<u64> {
     let mut pos = 0;
     while pos < obj.len() {
         let (field, wt, range) = wire::next_field(obj, &mut pos)?;
-        if field == 6 && wt == 0 {
+        if field == 6 && wt == prost::encoding::WireType::Varint {
             return wire::get_varint(obj, &mut range.start.clone());
         }
     }
