@@ -4,6 +4,7 @@
 
 use crate::scenario::Encoding;
 use bytes::{Buf, Bytes, BytesMut};
+use prost::encoding::WireType;
 
 /// The annotation holding the unix nanoseconds of a pod's last change.
 pub const CHANGED_AT: &[u8] = b"kache.dev/changed-at";
@@ -11,37 +12,33 @@ pub const CHANGED_AT: &[u8] = b"kache.dev/changed-at";
 pub const INITIAL_END: &[u8] = b"k8s.io/initial-events-end";
 
 fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*i)?;
-        *i += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
+    let mut rest = b.get(*i..)?;
+    let v = prost::encoding::decode_varint(&mut rest).ok()?;
+    *i = b.len() - rest.len();
+    Some(v)
 }
 
 /// Find length-delimited field `want` in a (possibly truncated) message; return the start of
 /// its payload and its declared length.
-fn field(b: &[u8], mut i: usize, want: u64) -> Option<(usize, usize)> {
+fn field(b: &[u8], mut i: usize, want: u32) -> Option<(usize, usize)> {
     while i < b.len() {
-        let tag = varint(b, &mut i)?;
-        match tag & 7 {
-            0 => {
+        let mut rest = &b[i..];
+        let (tag, wt) = prost::encoding::decode_key(&mut rest).ok()?;
+        i = b.len() - rest.len();
+        match wt {
+            WireType::Varint => {
                 varint(b, &mut i)?;
             }
-            2 => {
-                let len = varint(b, &mut i)? as usize;
-                if tag >> 3 == want {
+            WireType::LengthDelimited => {
+                let len = usize::try_from(varint(b, &mut i)?).ok()?;
+                if tag == want {
                     return Some((i, len));
                 }
-                i += len;
+                i = i.checked_add(len)?;
             }
-            1 => i += 8,
-            5 => i += 4,
-            _ => return None,
+            WireType::SixtyFourBit => i += 8,
+            WireType::ThirtyTwoBit => i += 4,
+            WireType::StartGroup | WireType::EndGroup => return None,
         }
     }
     None
