@@ -6,13 +6,13 @@
 //! (`Impersonate-*` headers), `ttl` (the bounded decision caches), `security` (the pipeline
 //! step `kache serve` runs before answering a request).
 
-pub mod authn;
-pub mod authz;
-pub mod impersonate;
+pub(crate) mod authn;
+pub(crate) mod authz;
+pub(crate) mod impersonate;
 mod review;
-pub mod security;
-pub mod tls;
-pub mod ttl;
+pub(crate) mod security;
+pub(crate) mod tls;
+pub(crate) mod ttl;
 
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 

@@ -57,14 +57,11 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     }
 
     /// Entries held (expired ones included until they are swept).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]

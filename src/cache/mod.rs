@@ -3,11 +3,11 @@
 //! change through a bounded broadcast ring, so a slow watcher falls behind and is ended
 //! instead of delaying the writer or anyone else.
 
-pub mod informer;
-pub mod object;
-pub mod store;
-pub mod token;
-pub mod window;
+pub(crate) mod informer;
+pub(crate) mod object;
+pub(crate) mod store;
+pub(crate) mod token;
+pub(crate) mod window;
 
 use crate::api::resource::ResourceRef;
 use crate::cache::object::Object;

@@ -7,15 +7,15 @@
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
-pub mod body;
-pub mod discovery;
+pub(crate) mod body;
+pub(crate) mod discovery;
 pub mod handler;
-pub mod limit;
-pub mod proxy;
+pub(crate) mod limit;
+pub(crate) mod proxy;
 pub mod query;
 mod read;
-pub mod route;
-pub mod server;
+pub(crate) mod route;
+pub(crate) mod server;
 pub mod upstream;
 
 use crate::api::resource::ResourceRef;

@@ -14,7 +14,7 @@ pub mod synth;
 mod churn;
 mod openapi;
 mod patch;
-pub mod rbac;
+pub(crate) mod rbac;
 mod review;
 mod table;
 mod write;

@@ -49,9 +49,9 @@ struct UsersFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Rule {
-    /// A name, for people reading the file.
-    #[serde(default)]
-    pub name: String,
+    /// A name, for people reading the file (read by nothing else).
+    #[serde(default, rename = "name")]
+    pub _name: String,
     /// Users the rule applies to.
     #[serde(default)]
     pub users: Vec<String>,

@@ -80,6 +80,7 @@ enum Special {
 #[derive(Debug)]
 struct MessageDesc {
     /// Full protobuf name, e.g. `k8s.io.api.core.v1.Pod`.
+    #[cfg_attr(not(test), allow(dead_code))]
     name: &'static str,
     special: Special,
     /// Sorted by tag.
@@ -152,6 +153,7 @@ impl MessageType {
     }
 
     /// The full protobuf message name, e.g. `k8s.io.api.core.v1.Pod`.
+    #[cfg(test)]
     pub fn proto_name(self) -> &'static str {
         message(self.0).name
     }
