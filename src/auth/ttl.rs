@@ -61,7 +61,6 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     pub fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
-
 }
 
 #[cfg(test)]

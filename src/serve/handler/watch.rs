@@ -511,6 +511,80 @@ mod tests {
         assert_eq!(v["object"]["code"], 410, "{v}");
     }
 
+    /// Run a JSON watch of configmaps with `query` on the paused clock, calling `during`
+    /// once the watch is open; returns each event as (type, name or bookmark RV, seconds
+    /// since the watch opened) and the seconds at which the stream ended.
+    async fn timed(cache: &Arc<KindCache>, query: &str, settings: WatchSettings) -> (Vec<(String, String, u64)>, u64) {
+        use http_body_util::BodyExt as _;
+        let opts = Options::parse(Some(query)).expect("valid query");
+        let resp = watch(cache.clone(), None, opts, Format::Json, settings).await.expect("watch opens");
+        let start = Instant::now();
+        let mut body = resp.into_body();
+        let mut out = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let mut data = frame.expect("frame").into_data().expect("data");
+            let n = bytes::Buf::remaining(&data);
+            let data = bytes::Buf::copy_to_bytes(&mut data, n);
+            for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let v: serde_json::Value = serde_json::from_slice(line).expect("JSON event");
+                let t = v["type"].as_str().unwrap_or_default().to_string();
+                let m = &v["object"]["metadata"];
+                let what = if t == "BOOKMARK" { m["resourceVersion"].as_str() } else { m["name"].as_str() };
+                out.push((t, what.unwrap_or_default().to_string(), start.elapsed().as_secs()));
+            }
+        }
+        (out, start.elapsed().as_secs())
+    }
+
+    fn ev(t: &str, what: &str, at: u64) -> (String, String, u64) {
+        (t.to_string(), what.to_string(), at)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bookmarks_come_each_interval_and_two_seconds_before_the_deadline_carrying_progress() {
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        let settings = WatchSettings { bookmark_interval: Duration::from_secs(5), ..WatchSettings::default() };
+        let writer = cache.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            writer.apply(EventType::Added, cm(1, 10));
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            // Another kind's commit (or an upstream bookmark): progress with no event.
+            writer.advance(20, true);
+        });
+        let q = "watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=12";
+        let (events, ended) = timed(&cache, q, settings).await;
+        assert_eq!(
+            events,
+            vec![ev("ADDED", "cm-0001", 1), ev("BOOKMARK", "11", 5), ev("BOOKMARK", "20", 10)],
+            "a bookmark each interval, the last one 2 s before the 12 s deadline, at the progress made"
+        );
+        assert_eq!(ended, 12, "timeoutSeconds ends the stream");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_allow_watch_bookmarks_there_are_none_and_the_timeout_still_ends_the_watch() {
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        let settings = WatchSettings { bookmark_interval: Duration::from_secs(1), ..WatchSettings::default() };
+        let (events, ended) = timed(&cache, "watch=1&resourceVersion=10&timeoutSeconds=30", settings).await;
+        assert_eq!(events, vec![]);
+        assert_eq!(ended, 30);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn watch_list_sends_the_state_then_the_end_bookmark_at_once() {
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        cache.apply(EventType::Added, cm(1, 10));
+        cache.apply(EventType::Added, cm(2, 10));
+        cache.advance(15, false);
+        let q = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3";
+        let (events, ended) = timed(&cache, q, WatchSettings::default()).await;
+        // The end bookmark carries the progress (15), not the newest object's RV (12); the
+        // next periodic bookmark comes 2 s before the 3 s deadline.
+        assert_eq!(events, vec![ev("ADDED", "cm-0001", 0), ev("ADDED", "cm-0002", 0), ev("BOOKMARK", "15", 0), ev("BOOKMARK", "15", 1)]);
+        assert_eq!(ended, 3);
+    }
+
     #[test]
     fn pod_bookmark_frames_match_the_golden_stream() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");

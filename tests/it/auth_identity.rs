@@ -4,12 +4,9 @@
 //! the kubeconfig `--client-kubeconfig-out` wrote works with a token and with a client
 //! certificate.
 
-mod auth_common;
-mod common;
-
-use auth_common::{SecureKache, SecureSim, Who, KACHE_SA};
+use crate::support::auth::{SecureKache, SecureSim, Who, KACHE_SA};
+use crate::support::kubectl;
 use serde_json::json;
-use std::process::{Command, Stdio};
 
 fn configmap(ns: &str, name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"k": "v"}})
@@ -86,20 +83,6 @@ async fn forward_mode_sends_the_clients_own_token() {
     assert_eq!(alice.get("/api/v1/namespaces/a/pods").await.status, 200);
 }
 
-fn kubectl(kubeconfig: &std::path::Path, cache: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(common::KUBECTL)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache)
-        .arg("--request-timeout=30s")
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .expect("kubectl runs")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_over_tls_with_a_token_and_with_a_client_certificate() {
     let sim = SecureSim::start().await;
@@ -128,7 +111,7 @@ async fn kubectl_over_tls_with_a_token_and_with_a_client_certificate() {
         let out = run(args).await;
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(common::names(v["items"].as_array().unwrap()), vec!["a/a-pod-0", "a/a-pod-1", "a/a-pod-2"]);
+        assert_eq!(crate::support::names(v["items"].as_array().unwrap()), vec!["a/a-pod-0", "a/a-pod-1", "a/a-pod-2"]);
         let mut args = creds.clone();
         args.extend(s(&["get", "pods", "-n", "b"]));
         let out = run(args).await;

@@ -9,16 +9,13 @@
 //!
 //! Timing assertions are only deadlines at or beyond the grace period.
 
-mod common;
-mod ops_support;
-
+use crate::support::ops::KacheBin;
+use crate::support::{cluster, deadline, eventually, list_rv, start, Api, Next, TestSim};
 use bytes::Bytes;
-use common::{cluster, deadline, eventually, list_rv, start, Api, Next, TestSim};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use ops_support::KacheBin;
 use serde_json::value::RawValue;
 use std::time::Duration;
 use tokio::time::Instant;

@@ -1,4 +1,4 @@
-//! Helpers of the operations tests (`tests/ops_*.rs`), next to `tests/common`:
+//! Helpers of the operations tests (`ops_*`), beside the shared ones in `support`:
 //! - [`KacheBin`]: `kache serve` run as the built binary with its main and admin listeners on
 //!   free ports (addresses read from `--addr-file` / `--admin-addr-file`), signalled with `kill`;
 //! - [`Proxy`]: a small HTTP proxy in front of an upstream that records every request kache
@@ -8,9 +8,7 @@
 //! - [`Scrape`]: a parser of the Prometheus text format;
 //! - [`telemetry_metrics`]: the metric names and descriptions declared in `src/telemetry.rs`.
 
-#![allow(dead_code)]
-
-use crate::common::{eventually, Api, ChildGuard};
+use crate::support::{eventually, Api, ChildGuard};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
@@ -40,8 +38,6 @@ pub struct KacheBin {
     pub child: ChildGuard,
     /// The main listener.
     pub addr: SocketAddr,
-    /// The admin listener.
-    pub admin: SocketAddr,
     pub api: Api,
     pub admin_api: Api,
     dir: tempfile::TempDir,
@@ -127,7 +123,7 @@ impl KacheBin {
         let mut child = ChildGuard(c.spawn().expect("spawn kache serve"));
         let addr = read_addr_file(&addr_file, &mut child, &log, secs).await;
         let admin = read_addr_file(&admin_file, &mut child, &log, secs).await;
-        KacheBin { child, addr, admin, api: Api::new(&addr.to_string()), admin_api: Api::new(&admin.to_string()), dir }
+        KacheBin { child, addr, api: Api::new(&addr.to_string()), admin_api: Api::new(&admin.to_string()), dir }
     }
 
     pub fn pid(&self) -> u32 {
@@ -527,7 +523,7 @@ impl Proxy {
 /// with an RBAC file; stops when dropped.
 pub struct AuthSim {
     pub addr: SocketAddr,
-    pub dir: tempfile::TempDir,
+    pub _dir: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -542,13 +538,8 @@ impl AuthSim {
             rbac_file: Some(dir.path().join("rbac.yaml")),
             ..Default::default()
         };
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = kache::sim::launch::start_sim_with("127.0.0.1:0", None, &crate::common::cluster(cluster_flags), &auth, async move {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("simulator with users and RBAC starts");
-        AuthSim { addr: running.addr, dir, _stop: stop }
+        let (running, stop) = crate::support::start_sim(&crate::support::cluster(cluster_flags), &auth).await;
+        AuthSim { addr: running.addr, _dir: dir, _stop: stop }
     }
 }
 

@@ -3,10 +3,7 @@
 //! user (15), 401 for a bad token (10j), client certificates over TLS, and RBAC on who may
 //! ask for reviews.
 
-mod auth_common;
-mod common;
-
-use auth_common::{SecureSim, Who};
+use crate::support::auth::{SecureSim, Who};
 use serde_json::{json, Value};
 
 /// `v` with `metadata.managedFields[*].time` and `.manager`, and `creationTimestamp`, blanked.
@@ -24,11 +21,11 @@ fn timeless(mut v: Value) -> Value {
 }
 
 fn golden_json(name: &str) -> Value {
-    serde_json::from_slice(&common::golden(name)).unwrap()
+    serde_json::from_slice(&crate::support::golden(name)).unwrap()
 }
 
 fn golden_request(name: &str) -> Value {
-    let text = String::from_utf8(common::golden(name)).unwrap();
+    let text = String::from_utf8(crate::support::golden(name)).unwrap();
     serde_json::from_str(text.split("\n\n").nth(1).unwrap().trim()).unwrap()
 }
 
@@ -82,17 +79,19 @@ async fn the_simulator_authenticates_authorizes_and_impersonates_like_the_apiser
     let admin = sim.client(Who::Token("admin-token"));
     // 15: admin impersonating the nobody user.
     let r = admin.get_with("/api/v1/namespaces/golden/pods", &[("impersonate-user", "anchor-nobody")]).await;
-    assert_eq!(r.body, common::golden("15-impersonate-nobody-list-pods-403.json.body"));
+    assert_eq!(r.body, crate::support::golden("15-impersonate-nobody-list-pods-403.json.body"));
     assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
-    let r = admin.get_with("/api/v1/namespaces/golden/pods", &[("impersonate-user", "anchor-nobody"), ("accept", common::PROTOBUF)]).await;
-    assert_eq!(r.body, common::golden("15-impersonate-nobody-list-pods-403.pb.body"));
+    let r = admin
+        .get_with("/api/v1/namespaces/golden/pods", &[("impersonate-user", "anchor-nobody"), ("accept", crate::support::PROTOBUF)])
+        .await;
+    assert_eq!(r.body, crate::support::golden("15-impersonate-nobody-list-pods-403.pb.body"));
     // 10h, 10i, 10j.
     let r = sim.client(Who::Token("nobody-token")).get("/api/v1/namespaces/golden/pods").await;
-    assert_eq!(r.body, common::golden("10h-list-pods-nobody-403.json.body"));
+    assert_eq!(r.body, crate::support::golden("10h-list-pods-nobody-403.json.body"));
     let r = sim.client(Who::Nobody).get("/api/v1/namespaces/golden/pods").await;
-    assert_eq!(r.body, common::golden("10i-list-pods-no-token-anonymous-403.json.body"));
+    assert_eq!(r.body, crate::support::golden("10i-list-pods-no-token-anonymous-403.json.body"));
     let r = sim.client(Who::Token("not-a-valid-token")).get("/api/v1/namespaces/golden/pods").await;
-    assert_eq!((r.status, r.body), (401, bytes::Bytes::from(common::golden("10j-list-pods-invalid-token-401.json.body"))));
+    assert_eq!((r.status, r.body), (401, bytes::Bytes::from(crate::support::golden("10j-list-pods-invalid-token-401.json.body"))));
     // A client certificate: user = CN, groups = O.
     let (cert, key) = sim.ca.issue("cert-alice", &["readers"]);
     let c = sim.client(Who::Cert(cert, key));

@@ -2,9 +2,7 @@
 //! lists (all namespaces, per namespace, with a field selector and a limit), patches a pod and
 //! watches from the list's resourceVersion; it asserts and exits non-zero on failure.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 use std::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,56 +3,13 @@
 //! disconnect and a relist after 410, a kube-rs reflector under churn, kubectl, the Python
 //! client, and kache in front of kache.
 
-mod common;
-
-use common::{cluster, deadline, eventually, keys_rvs, list_rv, start, Api, Kubectl, Next, TestSim, PROTOBUF};
+use crate::support::{
+    cluster, deadline, eventually, kache_in_front, keys_rvs, list_rv, start, Api, Kubectl, Next, TestKache, TestSim, PROTOBUF,
+};
 use k8s_openapi::api::core::v1::Pod;
-use kache::app::{plain_upstream, start_serve, Serving};
-use kache::config::CacheArgs;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tokio::sync::oneshot;
-
-#[derive(clap::Parser)]
-struct CacheFlags {
-    #[command(flatten)]
-    cache: CacheArgs,
-}
-
-/// Cache settings from `kache serve` flags (every field has the binary's default).
-fn cache_args(flags: &[&str]) -> CacheArgs {
-    let mut argv = vec!["kache-serve"];
-    argv.extend_from_slice(flags);
-    <CacheFlags as clap::Parser>::try_parse_from(argv).expect("valid cache flags").cache
-}
-
-/// A kache serving `upstream` on a free port; shut down when dropped.
-struct TestKache {
-    serving: Serving,
-    api: Api,
-    _stop: oneshot::Sender<()>,
-}
-
-async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let up = plain_upstream(&format!("http://{upstream_addr}")).expect("upstream");
-    let serving = start_serve(
-        up,
-        "127.0.0.1:0",
-        None,
-        &cache_args(flags),
-        async move {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(1),
-    )
-    .await
-    .expect("kache starts");
-    assert!(serving.serve.wait_synced(Duration::from_secs(60)).await, "preloaded caches sync");
-    let api = Api::new(&serving.addr.to_string());
-    TestKache { serving, api, _stop: stop }
-}
 
 fn small(extra: &[&str]) -> Vec<String> {
     let mut f: Vec<String> = ["--nodes", "20", "--pods", "400", "--namespaces", "4"].iter().map(|s| s.to_string()).collect();
@@ -90,7 +47,7 @@ async fn caught_up(k: &TestKache, sim: &TestSim, rv: u64, kinds: &[(&str, &str)]
 
 /// Items of a protobuf list as (namespace/name, RV), via k8s-pb.
 fn pb_keys(body: &[u8]) -> (u64, Vec<(String, String)>) {
-    let list: k8s_pb::api::core::v1::PodList = common::decode_envelope(body, "PodList");
+    let list: k8s_pb::api::core::v1::PodList = crate::support::decode_envelope(body, "PodList");
     let rv = list.metadata.as_ref().and_then(|m| m.resource_version.clone()).unwrap_or_default().parse().unwrap_or(0);
     let items = list
         .items
@@ -352,7 +309,7 @@ async fn kubectl_works_unchanged_through_kache() {
     assert_eq!(on_node["items"].as_array().unwrap().len(), 20);
     assert!(on_node["items"].as_array().unwrap().iter().all(|p| p["spec"]["nodeName"] == "node-0005"));
     let chunked = kc.json(&["get", "pods", "-A", "--chunk-size=64", "-o", "json"]).await;
-    assert_eq!(common::names(chunked["items"].as_array().unwrap()), common::names(all["items"].as_array().unwrap()));
+    assert_eq!(crate::support::names(chunked["items"].as_array().unwrap()), crate::support::names(all["items"].as_array().unwrap()));
     let table = kc.run(&["get", "pods", "-n", "ns-0001"]).await;
     assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
     assert!(String::from_utf8_lossy(&table.stdout).starts_with("NAME"));
@@ -396,7 +353,7 @@ async fn kubectl_get_watch_through_kache_sees_live_changes() {
     let kc = Kubectl::new(&format!("http://{}", k.serving.addr));
     let mut cmd = kc.command(&["get", "configmaps", "-n", "default", "-w", "-o", "name"]);
     cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
-    let mut child = common::ChildGuard(cmd.spawn().expect("spawn kubectl"));
+    let mut child = crate::support::ChildGuard(cmd.spawn().expect("spawn kubectl"));
     let stdout = child.0.stdout.take().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     std::thread::spawn(move || {

@@ -11,11 +11,8 @@
 //!   upstream down, `/readyz` turns 503 again ("upstream unreachable"); `/livez` and
 //!   `/healthz` stay 200 throughout.
 
-mod common;
-mod ops_support;
-
-use common::{cluster, deadline, eventually, list_rv, start, Next};
-use ops_support::{telemetry_metrics, KacheBin, Proxy, Scrape};
+use crate::support::ops::{telemetry_metrics, KacheBin, Proxy, Scrape};
+use crate::support::{cluster, deadline, eventually, list_rv, start, Next};
 use std::collections::BTreeSet;
 use std::time::Duration;
 

@@ -1,9 +1,11 @@
-//! Shared helpers for the simulator's integration tests: start `kache sim` in-process (or the
-//! binary), plain HTTP requests returning (status, headers, body), a streaming watch reader
-//! that yields JSON events or protobuf frames against a deadline, a kubectl runner, and
-//! protobuf envelope decoding with `k8s-pb`.
+//! Every test helper, written once: start `kache sim` in-process (or the binary), plain HTTP
+//! requests returning (status, headers, body), a streaming watch reader that yields JSON
+//! events or protobuf frames against a deadline, a kubectl runner, and protobuf envelope
+//! decoding with `k8s-pb`. `auth` adds TLS material, users and a secured simulator and kache;
+//! `ops` the `kache` binary, a metrics scraper and a recording proxy.
 
-#![allow(dead_code)]
+pub mod auth;
+pub mod ops;
 
 use bytes::Bytes;
 use clap::Parser;
@@ -12,7 +14,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
-use kache::config::ClusterArgs;
+use kache::app::{plain_upstream, start_serve, Serving};
+use kache::config::{CacheArgs, ClusterArgs, SimAuthArgs};
+use kache::sim::launch::Running;
 use prost::Message;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -75,13 +79,62 @@ impl Api {
 
 /// Start a simulator on a free loopback port.
 pub async fn start(c: &ClusterArgs) -> TestSim {
+    let (running, stop) = start_sim(c, &SimAuthArgs::default()).await;
+    TestSim { sim: running.sim, addr: running.addr, api: Api::new(&running.addr.to_string()), _stop: stop }
+}
+
+/// The one way tests start a simulator in-process: on a free loopback port, with `auth`
+/// (users, RBAC, TLS); it stops when the returned sender is dropped.
+pub async fn start_sim(c: &ClusterArgs, auth: &SimAuthArgs) -> (Running, oneshot::Sender<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
-    let running = kache::sim::launch::start_sim("127.0.0.1:0", None, c, async move {
+    let running = kache::sim::launch::start_sim_with("127.0.0.1:0", None, c, auth, async move {
         let _ = stopped.await;
     })
     .await
     .expect("simulator starts");
-    TestSim { sim: running.sim, addr: running.addr, api: Api::new(&running.addr.to_string()), _stop: stop }
+    (running, stop)
+}
+
+#[derive(clap::Parser)]
+struct CacheFlags {
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// Cache settings from `kache serve` flags (every field has the binary's default).
+fn cache_args(flags: &[&str]) -> CacheArgs {
+    let mut argv = vec!["kache-serve"];
+    argv.extend_from_slice(flags);
+    <CacheFlags as clap::Parser>::try_parse_from(argv).expect("valid cache flags").cache
+}
+
+/// A kache (plain HTTP, no authentication: as `kache demo` runs it) serving `upstream` on a
+/// free port; shut down when dropped. [`auth::SecureKache`] is kache as `kache serve` runs,
+/// [`ops::KacheBin`] the binary itself.
+pub struct TestKache {
+    pub serving: Serving,
+    pub api: Api,
+    _stop: oneshot::Sender<()>,
+}
+
+pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let up = plain_upstream(&format!("http://{upstream_addr}")).expect("upstream");
+    let serving = start_serve(
+        up,
+        "127.0.0.1:0",
+        None,
+        &cache_args(flags),
+        async move {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    )
+    .await
+    .expect("kache starts");
+    assert!(serving.serve.wait_synced(Duration::from_secs(60)).await, "preloaded caches sync");
+    let api = Api::new(&serving.addr.to_string());
+    TestKache { serving, api, _stop: stop }
 }
 
 /// A response read to the end.
@@ -422,6 +475,24 @@ impl Drop for ChildGuard {
     }
 }
 
+/// kubectl with `kubeconfig`, its discovery cache in `cache`, a request timeout, and nothing
+/// from the environment's KUBECONFIG or stdin.
+pub fn kubectl_command(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(KUBECTL);
+    c.arg("--kubeconfig").arg(kubeconfig);
+    c.arg("--cache-dir").arg(cache);
+    c.arg("--request-timeout=30s");
+    c.args(args);
+    c.env_remove("KUBECONFIG");
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Run [`kubectl_command`] to completion (blocking).
+pub fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> std::process::Output {
+    kubectl_command(kubeconfig, cache, args).output().unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")))
+}
+
 /// `kubectl` with a temporary kubeconfig and discovery cache for one server.
 pub struct Kubectl {
     dir: tempfile::TempDir,
@@ -444,14 +515,7 @@ impl Kubectl {
 
     /// A command with the kubeconfig, cache dir and a request timeout set.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(KUBECTL);
-        c.arg("--kubeconfig").arg(&self.kubeconfig);
-        c.arg("--cache-dir").arg(self.dir.path().join("cache"));
-        c.arg("--request-timeout=30s");
-        c.args(args);
-        c.env_remove("KUBECONFIG");
-        c.stdin(Stdio::null());
-        c
+        kubectl_command(&self.kubeconfig, &self.dir.path().join("cache"), args)
     }
 
     /// Run to completion (off the async runtime's worker threads).
@@ -478,7 +542,7 @@ pub fn names(items: &[Value]) -> Vec<String> {
 pub struct BinarySim {
     pub addr: SocketAddr,
     pub api: Api,
-    pub child: ChildGuard,
+    pub _child: ChildGuard,
     dir: tempfile::TempDir,
 }
 
@@ -515,7 +579,7 @@ impl BinarySim {
             assert!(Instant::now() < end, "kache sim wrote no address to {} within 60 s", addr_file.display());
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        BinarySim { addr, api: Api::new(&addr.to_string()), child, dir }
+        BinarySim { addr, api: Api::new(&addr.to_string()), _child: child, dir }
     }
 
     /// What the child wrote to stderr so far.

@@ -3,8 +3,6 @@
 //! started from `kache serve` flags with its own service-account token, and a TLS client that
 //! speaks as a given token or client certificate.
 
-#![allow(dead_code)]
-
 use bytes::Bytes;
 use clap::Parser;
 use http::{HeaderMap, Method, Request};
@@ -13,13 +11,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use kache::app::{start_serve_args, Serving};
 use kache::config::{ServeArgs, SimAuthArgs};
-use kache::sim::launch::{start_sim_with, Running};
+use kache::sim::launch::Running;
 use kache::sim::AuditRecord;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -175,13 +173,8 @@ impl SecureSim {
             tls: true,
             ..SimAuthArgs::default()
         };
-        let c = crate::common::cluster(&["--nodes", "20", "--pods", "200", "--namespaces", "4", "--bookmark-interval-seconds", "1"]);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let running = start_sim_with("127.0.0.1:0", None, &c, &auth, async move {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("secured simulator starts");
+        let c = crate::support::cluster(&["--nodes", "20", "--pods", "200", "--namespaces", "4", "--bookmark-interval-seconds", "1"]);
+        let (running, stop) = crate::support::start_sim(&c, &auth).await;
         let sim = SecureSim { running, dir, ca, _stop: stop };
         sim.seed().await;
         sim
@@ -387,32 +380,32 @@ impl TlsClient {
     }
 
     /// Send and read the whole response.
-    pub async fn request(&self, method: Method, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> crate::common::Resp {
+    pub async fn request(&self, method: Method, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> crate::support::Resp {
         let what = format!("{method} {path}");
-        let resp = tokio::time::timeout(crate::common::QUICK, self.client.request(self.build(method, path, headers, body)))
+        let resp = tokio::time::timeout(crate::support::QUICK, self.client.request(self.build(method, path, headers, body)))
             .await
             .unwrap_or_else(|_| panic!("{what}: no response headers in time"))
             .unwrap_or_else(|e| panic!("{what}: {e:?}"));
         let status = resp.status().as_u16();
         let headers: HeaderMap = resp.headers().clone();
         let body =
-            tokio::time::timeout(crate::common::QUICK, resp.into_body().collect()).await.expect("body in time").expect("body").to_bytes();
-        crate::common::Resp { status, headers, body }
+            tokio::time::timeout(crate::support::QUICK, resp.into_body().collect()).await.expect("body in time").expect("body").to_bytes();
+        crate::support::Resp { status, headers, body }
     }
 
-    pub async fn get(&self, path: &str) -> crate::common::Resp {
+    pub async fn get(&self, path: &str) -> crate::support::Resp {
         self.request(Method::GET, path, &[], Vec::new()).await
     }
 
-    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> crate::common::Resp {
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> crate::support::Resp {
         self.request(Method::GET, path, headers, Vec::new()).await
     }
 
-    pub async fn post(&self, path: &str, v: &Value) -> crate::common::Resp {
+    pub async fn post(&self, path: &str, v: &Value) -> crate::support::Resp {
         self.request(Method::POST, path, &[("content-type", "application/json")], v.to_string().into_bytes()).await
     }
 
-    pub fn must(&self, r: crate::common::Resp) -> Value {
+    pub fn must(&self, r: crate::support::Resp) -> Value {
         assert!((200..300).contains(&r.status), "HTTP {}: {}", r.status, r.text());
         r.json()
     }
@@ -420,7 +413,7 @@ impl TlsClient {
     /// Open a watch; returns the status and, for a 200, the JSON events read until `n` have
     /// arrived (a deadline guards against a hang, it is not what is tested).
     pub async fn watch_events(&self, path: &str, n: usize) -> (u16, Vec<Value>, Bytes) {
-        let resp = tokio::time::timeout(crate::common::QUICK, self.client.request(self.build(Method::GET, path, &[], Vec::new())))
+        let resp = tokio::time::timeout(crate::support::QUICK, self.client.request(self.build(Method::GET, path, &[], Vec::new())))
             .await
             .expect("watch headers in time")
             .expect("watch");
@@ -428,7 +421,7 @@ impl TlsClient {
         let mut body = resp.into_body();
         let mut buf = Vec::new();
         let mut events = Vec::new();
-        let end = tokio::time::Instant::now() + crate::common::QUICK;
+        let end = tokio::time::Instant::now() + crate::support::QUICK;
         while events.len() < n || status != 200 {
             match tokio::time::timeout_at(end, body.frame()).await {
                 Ok(Some(Ok(f))) => {
@@ -446,9 +439,4 @@ impl TlsClient {
         }
         (status, events, Bytes::from(buf))
     }
-}
-
-/// Where the test support files live.
-pub fn path_str(p: &Path) -> &str {
-    p.to_str().unwrap()
 }

@@ -4,10 +4,7 @@
 //! on a cold and then a warm decision cache, with nothing of a denied object in any body and
 //! nothing denied passed through to the upstream.
 
-mod auth_common;
-mod common;
-
-use auth_common::{SecureKache, SecureSim, Who, KINDS};
+use crate::support::auth::{SecureKache, SecureSim, Who, KINDS};
 use serde_json::Value;
 
 fn qualified(group: &str, plural: &str) -> String {
@@ -54,7 +51,7 @@ async fn secrets_of_b(sim: &SecureSim) -> Vec<String> {
     out
 }
 
-fn assert_denied(r: &common::Resp, message: &str, hidden: &[String]) {
+fn assert_denied(r: &crate::support::Resp, message: &str, hidden: &[String]) {
     assert_eq!(r.status, 403, "{message}: {}", r.text());
     let v = r.json();
     assert_eq!((v["kind"].as_str(), v["reason"].as_str(), v["code"].as_u64()), (Some("Status"), Some("Forbidden"), Some(403)));
@@ -97,9 +94,9 @@ async fn a_user_with_no_rights_gets_403_on_every_cached_read_cold_and_warm() {
             }
         }
         // Protobuf clients get the Status in protobuf.
-        let r = nobody.get_with("/api/v1/namespaces/b/pods", &[("accept", common::PROTOBUF)]).await;
+        let r = nobody.get_with("/api/v1/namespaces/b/pods", &[("accept", crate::support::PROTOBUF)]).await;
         assert_eq!(r.status, 403);
-        let s: common::PbStatus = common::decode_envelope(&r.body, "Status");
+        let s: crate::support::PbStatus = crate::support::decode_envelope(&r.body, "Status");
         assert_eq!(s.message.as_deref(), Some(forbidden("anchor-nobody", "list", "", "pods", Some("b"), None).as_str()));
         asked += 1;
         assert_eq!(k.hits() - hits, asked, "{pass}: every denial came from kache");
@@ -118,17 +115,17 @@ async fn golden_403_bodies_for_a_user_without_rights_and_for_anonymous() {
     let sim = SecureSim::start().await;
     let k = SecureKache::start(&sim, &["--allow-anonymous"]).await;
     let r = k.client(Who::Token("nobody-token")).get("/api/v1/namespaces/golden/pods").await;
-    assert_eq!(r.body, common::golden("10h-list-pods-nobody-403.json.body"));
-    let r = k.client(Who::Token("nobody-token")).get_with("/api/v1/namespaces/golden/pods", &[("accept", common::PROTOBUF)]).await;
-    assert_eq!(r.body, common::golden("10h-list-pods-nobody-403.pb.body"));
+    assert_eq!(r.body, crate::support::golden("10h-list-pods-nobody-403.json.body"));
+    let r = k.client(Who::Token("nobody-token")).get_with("/api/v1/namespaces/golden/pods", &[("accept", crate::support::PROTOBUF)]).await;
+    assert_eq!(r.body, crate::support::golden("10h-list-pods-nobody-403.pb.body"));
     let r = k.client(Who::Nobody).get("/api/v1/namespaces/golden/pods").await;
-    assert_eq!(r.body, common::golden("10i-list-pods-no-token-anonymous-403.json.body"));
+    assert_eq!(r.body, crate::support::golden("10i-list-pods-no-token-anonymous-403.json.body"));
     assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
 }
 
 /// (names of the items, every namespace seen) of a list.
 fn names_of(v: &Value) -> Vec<String> {
-    common::names(v["items"].as_array().unwrap())
+    crate::support::names(v["items"].as_array().unwrap())
 }
 
 async fn pods_in_a_only(k: &SecureKache, who: Who<'_>, user: &str, hidden: &[String]) {
@@ -255,8 +252,8 @@ async fn a_node_user_lists_and_watches_only_what_it_may() {
 async fn unknown_expired_and_missing_credentials_get_401_cold_and_warm() {
     let sim = SecureSim::start().await;
     let k = SecureKache::start(&sim, &[]).await;
-    let golden = common::golden("10j-list-pods-invalid-token-401.json.body");
-    let golden_pb = common::golden("10j-list-pods-invalid-token-401.pb.body");
+    let golden = crate::support::golden("10j-list-pods-invalid-token-401.json.body");
+    let golden_pb = crate::support::golden("10j-list-pods-invalid-token-401.pb.body");
     for token in ["not-a-valid-token", "expired-token"] {
         let c = k.client(Who::Token(token));
         for pass in ["cold", "warm"] {
@@ -272,7 +269,7 @@ async fn unknown_expired_and_missing_credentials_get_401_cold_and_warm() {
                 assert_eq!((r.status, &r.body[..]), (401, &golden[..]), "{token} {pass} {path}");
                 assert_eq!(r.header("x-content-type-options"), None);
             }
-            let r = c.get_with("/api/v1/namespaces/a/pods", &[("accept", common::PROTOBUF)]).await;
+            let r = c.get_with("/api/v1/namespaces/a/pods", &[("accept", crate::support::PROTOBUF)]).await;
             assert_eq!(r.body, golden_pb);
             let new = sim.token_reviews() - reviews;
             assert_eq!(new, usize::from(pass == "cold"), "{token} {pass}: one review, then the negative cache");

@@ -2,9 +2,7 @@
 //! listing all pods, field and label selectors, chunked lists, a streaming `get -w`, and
 //! `apply`/`delete` of a ConfigMap and of a custom resource.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::BufReader;

@@ -6,10 +6,8 @@
 //! from kache), in front of a simulator that checks tokens and RBAC.
 //! Bad input exits 2 naming the flag.
 
-mod common;
-mod ops_support;
-
-use ops_support::{AuthSim, KacheBin};
+use crate::support::kubectl;
+use crate::support::ops::{AuthSim, KacheBin};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -35,20 +33,6 @@ fn ok(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
-}
-
-fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
-    Command::new(common::KUBECTL)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache)
-        .arg("--request-timeout=30s")
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kubectl")
 }
 
 /// A user's kubeconfig with three contexts: a token (current), a token kache's upstream does

@@ -3,9 +3,7 @@
 //! apiserver's format, errors as `Status` objects (compared with golden captures), and a
 //! property test that paging always reassembles the unpaginated list.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 use k8s_pb::api::core::v1::{Pod, PodList};
 use serde_json::{json, Value};
 

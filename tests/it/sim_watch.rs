@@ -3,9 +3,7 @@
 //! `sendInitialEvents` end marker), `timeoutSeconds`, and label/field selector transitions
 //! turned into ADDED/MODIFIED/DELETED.
 
-mod common;
-
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const SMALL: &[&str] = &["--nodes", "10", "--pods", "300"];

@@ -4,9 +4,6 @@
 //! that accepts nothing, so a check made too late shows up as a hang, caught by a deadline).
 //! Also: every flag of every subcommand has a `KACHE_...` environment variable.
 
-mod common;
-mod ops_support;
-
 use clap::CommandFactory;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,7 +25,7 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Outcome {
     }
     c.envs(env.iter().copied());
     c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&err).expect("stderr file"));
-    let mut child = common::ChildGuard(c.spawn().expect("spawn kache"));
+    let mut child = crate::support::ChildGuard(c.spawn().expect("spawn kache"));
     let end = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(s) = child.0.try_wait().expect("try_wait") {
@@ -51,7 +48,7 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Outcome {
 fn silent_upstream() -> (tempfile::TempDir, String, std::net::TcpListener) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = ops_support::upstream_kubeconfig(dir.path(), &format!("http://{}", listener.local_addr().unwrap()));
+    let path = crate::support::ops::upstream_kubeconfig(dir.path(), &format!("http://{}", listener.local_addr().unwrap()));
     (dir, path.display().to_string(), listener)
 }
 

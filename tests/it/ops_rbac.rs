@@ -14,11 +14,8 @@
 //!
 //! The list of calls is thus kept next to the code that makes them, by running that code.
 
-mod common;
-mod ops_support;
-
+use crate::support::ops::{request_as, AuthSim, Call, KacheBin, Proxy};
 use http::Method;
-use ops_support::{request_as, AuthSim, Call, KacheBin, Proxy};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;

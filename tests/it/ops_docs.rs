@@ -5,11 +5,8 @@
 //! - deploy/grafana-dashboard.json queries only declared metrics, and every one of them;
 //! - every `KACHE_...` variable the manifests under deploy/ set is one kache reads.
 //!
-//! On a mismatch the expected table is printed; `BLESS=1 cargo test --test ops_docs`
+//! On a mismatch the expected table is printed; `BLESS=1 cargo test --test it ops_docs`
 //! rewrites the tables in README.md in place (add `-- --test-threads=1`).
-
-mod common;
-mod ops_support;
 
 use clap::CommandFactory;
 use std::collections::BTreeSet;
@@ -86,7 +83,7 @@ fn flags_table() -> String {
 
 fn metrics_table() -> String {
     let mut rows = vec!["| metric | type | meaning |".to_string(), "|---|---|---|".to_string()];
-    for m in ops_support::telemetry_metrics() {
+    for m in crate::support::ops::telemetry_metrics() {
         let kind = if m.name.ends_with("_total") {
             "counter"
         } else if m.name.ends_with("_seconds") && (m.ident.contains("REQUEST") || m.ident.contains("PROBE")) {
@@ -141,7 +138,7 @@ fn the_grafana_dashboard_uses_exactly_the_declared_metrics() {
         }
     }
     assert!(!exprs.is_empty());
-    let declared: BTreeSet<String> = ops_support::telemetry_metrics().into_iter().map(|m| m.name).collect();
+    let declared: BTreeSet<String> = crate::support::ops::telemetry_metrics().into_iter().map(|m| m.name).collect();
     let mut used = BTreeSet::new();
     for e in &exprs {
         for word in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("kache_")) {

@@ -2,10 +2,7 @@
 //! `Status` and kache stays healthy; oversized heads, slow clients and stalled TLS handshakes
 //! are cut off; the per-user in-flight cap answers 429 with `Retry-After`.
 
-mod auth_common;
-mod common;
-
-use auth_common::{SecureKache, SecureSim, Who};
+use crate::support::auth::{SecureKache, SecureSim, Who};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -63,13 +60,13 @@ fn bad_queries(rng: &mut rand::rngs::SmallRng) -> Vec<String> {
             4 => format!("-{k}={v}"),
             _ => format!("{k} in {v}"),
         };
-        out.push(format!("labelSelector={}", common::q(&sel)));
+        out.push(format!("labelSelector={}", crate::support::q(&sel)));
         let f = match rng.random_range(0..3) {
             0 => format!("{k}.{v}={v}"),
             1 => format!("metadata.name=={v}=={k}"),
             _ => format!("={v}"),
         };
-        out.push(format!("fieldSelector={}", common::q(&f)));
+        out.push(format!("fieldSelector={}", crate::support::q(&f)));
         out.push(format!("resourceVersion={k}"));
         out.push(format!("limit={k}"));
         out.push(format!("continue={k}{v}!"));
@@ -77,7 +74,7 @@ fn bad_queries(rng: &mut rand::rngs::SmallRng) -> Vec<String> {
     out
 }
 
-fn assert_status(r: &common::Resp, what: &str) {
+fn assert_status(r: &crate::support::Resp, what: &str) {
     assert!((400..500).contains(&r.status), "{what}: HTTP {}: {}", r.status, r.text());
     let v = r.json();
     assert_eq!(v["kind"], "Status", "{what}: {}", r.text());
@@ -128,7 +125,7 @@ async fn hundreds_of_malformed_requests_get_4xx_status_and_kache_stays_healthy()
         assert_eq!(r.status, 406, "{accept}: {}", r.text());
         sent += 1;
     }
-    let r = admin.get_with("/apis/example.com/v1/namespaces/a/widgets", &[("accept", common::PROTOBUF)]).await;
+    let r = admin.get_with("/apis/example.com/v1/namespaces/a/widgets", &[("accept", crate::support::PROTOBUF)]).await;
     assert_eq!(r.status, 406, "custom resources have no protobuf");
     let long = format!("/api/v1/pods?labelSelector={}", "a".repeat(5000));
     let r = admin.get(&long).await;
@@ -146,7 +143,7 @@ async fn hundreds_of_malformed_requests_get_4xx_status_and_kache_stays_healthy()
 
 async fn read_to_end(mut s: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(common::QUICK, s.read_to_end(&mut out)).await.expect("the server closes the connection");
+    let _ = tokio::time::timeout(crate::support::QUICK, s.read_to_end(&mut out)).await.expect("the server closes the connection");
     out
 }
 
@@ -220,7 +217,7 @@ async fn reads_beyond_the_per_user_cap_get_429_with_retry_after() {
     // Dropping the held response gives the slot back.
     drop(held);
     let admin = &admin;
-    common::eventually(30, 50, || async move {
+    crate::support::eventually(30, 50, || async move {
         let r = admin.get("/api/v1/namespaces/a/pods").await;
         if r.status == 200 {
             Ok(())

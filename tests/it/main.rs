@@ -1,0 +1,33 @@
+//! kache's integration tests, one binary (one link of kube, k8s-openapi and k8s-pb).
+//!
+//! Modules by area, each starting the simulator and kache in-process on ephemeral ports
+//! (or the `kache` binary where the process itself is under test); `support` holds every
+//! helper once: simulator and kache starters, an HTTP client, kubectl, TLS material, a
+//! metrics scraper and a recording proxy.
+//!
+//! Run one area with `cargo test --test it sim_`; a single test by name as usual.
+
+// The simulator as an apiserver (its API, watches, kubectl and the Python client against it).
+mod sim_api;
+mod sim_kubectl;
+mod sim_python;
+mod sim_watch;
+
+// kache in front of the simulator, through real clients.
+mod serve_clients;
+
+// Authentication, authorization, impersonation and hostile input.
+mod auth_identity;
+mod auth_input;
+mod auth_reads;
+mod auth_sim;
+
+// Running kache: flags, docs, kubeconfigs, metrics, RBAC of its own, shutdown.
+mod ops_config;
+mod ops_docs;
+mod ops_kubeconfig;
+mod ops_metrics;
+mod ops_rbac;
+mod ops_shutdown;
+
+mod support;
