@@ -32,8 +32,13 @@ const PAGE: u64 = 500;
 const PROBE_TIMEOUT_SECONDS: u64 = 3;
 /// A probe that has not ended this long after its deadline is abandoned.
 const PROBE_DEADLINE: Duration = Duration::from_secs(PROBE_TIMEOUT_SECONDS + 5);
-/// Pause after a failed probe before the next.
-const PROBE_RETRY: Duration = Duration::from_millis(200);
+/// While readers wait, a new probe starts this often, so that one probe's bookmark is due
+/// on each tick of the apiserver's bookmark timer (about every second): a reader then waits
+/// for the next tick, not for a whole probe.
+const PROBE_STAGGER: Duration = Duration::from_millis(1000);
+/// Probes keep rolling this long after the last reader that needed one, so that the next
+/// consistent read of a kind in use finds a bookmark already on its way.
+const PROBE_LINGER: Duration = Duration::from_secs(10);
 
 /// Why an informer step failed.
 #[derive(Debug, thiserror::Error)]
@@ -79,8 +84,10 @@ pub struct Feed {
     upstream: Upstream,
     /// The newest RV a reader waits to see proven.
     wanted: AtomicU64,
-    /// Whether a freshness probe runs.
+    /// Whether the probe loop runs.
     probing: AtomicBool,
+    /// When the last reader that needed a probe arrived.
+    demand: std::sync::Mutex<Instant>,
 }
 
 impl Feed {
@@ -96,6 +103,7 @@ impl Feed {
             upstream,
             wanted: AtomicU64::new(0),
             probing: AtomicBool::new(false),
+            demand: std::sync::Mutex::new(Instant::now()),
         })
     }
 
@@ -150,8 +158,8 @@ impl Feed {
         Ok(rv)
     }
 
-    /// Wait until the cache is proven complete up to `rv` (at most `wait`), starting a
-    /// freshness probe if none runs. `rv` is a resourceVersion the upstream had reached
+    /// Wait until the cache is proven complete up to `rv` (at most `wait`), starting
+    /// freshness probes if none run. `rv` is a resourceVersion the upstream had reached
     /// when the caller arrived ([`Feed::upstream_rv`]).
     ///
     /// Why a probe: the upstream's global RV moves with every write of any kind (leases,
@@ -161,45 +169,60 @@ impl Feed {
     /// apiserver's watch cache send a bookmark 2 s before its deadline (`nextBookmarkTime`
     /// in cache_watcher.go) at the RV it has processed. The stream is complete and ordered
     /// from the cache's RV, so its events (applied here unless the informer already did)
-    /// and that bookmark prove there is nothing in between. Probes are coalesced: one at a
-    /// time per feed, repeated while someone still waits for a newer RV.
+    /// and that bookmark prove there is nothing in between.
+    ///
+    /// The apiserver sends bookmarks on a timer that ticks about once a second, so one probe
+    /// takes 1 to 2 s. Probes therefore roll: while readers wait, and for [`PROBE_LINGER`]
+    /// after, a new one starts every [`PROBE_STAGGER`], so some probe's bookmark is due at
+    /// every tick and a reader waits for the next tick (half a second on average). One loop
+    /// per feed serves every reader; at most three probes of a kind are open at once.
     pub async fn prove(self: &Arc<Self>, rv: u64, wait: Duration) -> bool {
         if self.cache.progress() >= rv {
             return true;
         }
         self.wanted.fetch_max(rv, Ordering::Relaxed);
+        *self.demand.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         if !self.probing.swap(true, Ordering::AcqRel) {
-            tokio::spawn(self.clone().probe());
+            tokio::spawn(self.clone().roll());
         }
         self.cache.wait_for(rv, wait).await
     }
 
-    /// Run probes while a wanted RV is not proven yet.
-    async fn probe(self: Arc<Self>) {
-        let labels = self.labels();
+    /// Whether probes should keep rolling: a reader still waits, or one came recently.
+    fn probes_wanted(&self) -> bool {
+        let recent = self.demand.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < PROBE_LINGER;
+        recent || self.wanted.load(Ordering::Relaxed) > self.cache.progress()
+    }
+
+    /// Start a probe every [`PROBE_STAGGER`] while [`Feed::probes_wanted`].
+    async fn roll(self: Arc<Self>) {
         loop {
-            let wanted = self.wanted.load(Ordering::Relaxed);
-            let mut from = self.cache.progress();
-            if from >= wanted {
+            if !self.probes_wanted() {
                 self.probing.store(false, Ordering::Release);
-                // A waiter that arrived between the load and the store starts its own probe.
-                if self.wanted.load(Ordering::Relaxed) > self.cache.progress() && !self.probing.swap(true, Ordering::AcqRel) {
+                // A reader that arrived between the check and the store starts no loop of
+                // its own (it saw one running): take it up again.
+                if self.probes_wanted() && !self.probing.swap(true, Ordering::AcqRel) {
                     continue;
                 }
                 return;
             }
-            let started = Instant::now();
-            metrics::counter!(telemetry::FRESHNESS_PROBES, &labels).increment(1);
-            let result = tokio::time::timeout(PROBE_DEADLINE, self.watch_for(&mut from, PROBE_TIMEOUT_SECONDS)).await;
-            metrics::histogram!(telemetry::FRESHNESS_PROBE_SECONDS, &labels).record(started.elapsed().as_secs_f64());
-            match result {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::debug!(resource = %self.cache.resource.plural, error = %e, "freshness probe failed");
-                    tokio::time::sleep(PROBE_RETRY).await;
-                }
-                Err(_) => tracing::debug!(resource = %self.cache.resource.plural, "freshness probe hung; retrying"),
-            }
+            tokio::spawn(self.clone().probe());
+            tokio::time::sleep(PROBE_STAGGER).await;
+        }
+    }
+
+    /// One probe: a short watch from the cache's RV, applying its events and bookmark.
+    async fn probe(self: Arc<Self>) {
+        let labels = self.labels();
+        let mut from = self.cache.progress();
+        let started = Instant::now();
+        metrics::counter!(telemetry::FRESHNESS_PROBES, &labels).increment(1);
+        let result = tokio::time::timeout(PROBE_DEADLINE, self.watch_for(&mut from, PROBE_TIMEOUT_SECONDS)).await;
+        metrics::histogram!(telemetry::FRESHNESS_PROBE_SECONDS, &labels).record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(resource = %self.cache.resource.plural, error = %e, "freshness probe failed"),
+            Err(_) => tracing::debug!(resource = %self.cache.resource.plural, "freshness probe hung; abandoned"),
         }
     }
 
