@@ -30,4 +30,7 @@ mod ops_metrics;
 mod ops_rbac;
 mod ops_shutdown;
 
+// Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
+mod real_apiserver;
+
 mod support;

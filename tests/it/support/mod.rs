@@ -118,8 +118,12 @@ pub struct TestKache {
 }
 
 pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
+    kache_over(plain_upstream(&format!("http://{upstream_addr}")).expect("upstream"), flags).await
+}
+
+/// [`kache_in_front`] of any upstream (a kubeconfig's, say).
+pub async fn kache_over(up: kache::serve::upstream::Upstream, flags: &[&str]) -> TestKache {
     let (stop, stopped) = oneshot::channel::<()>();
-    let up = plain_upstream(&format!("http://{upstream_addr}")).expect("upstream");
     let serving = start_serve(
         up,
         "127.0.0.1:0",

@@ -1,0 +1,239 @@
+//! The opt-in tier: kache in front of a real kube-apiserver (`../shared/real-apiserver/`
+//! builds and runs v1.36.2 with etcd). Runs when `KACHE_REAL_KUBECONFIG` names its kubeconfig
+//! (`KACHE_REAL_CONTEXT` picks a context, default the current one; it needs the rights of
+//! `admin`); each test says it is skipped otherwise. CI has no such apiserver.
+//!
+//! ```sh
+//! KACHE_REAL_KUBECONFIG=~/real-apiserver/kubeconfig KACHE_REAL_CONTEXT=admin \
+//!   cargo test --release --test it real_ -- --test-threads 1 --nocapture
+//! ```
+//!
+//! What a real apiserver does that the simulator only models: its own leases and every
+//! write of any kind move the global resourceVersion, so a quiet kind's newest event is
+//! behind the RV a consistent read returns; bookmarks come on the watch cache's timer; an
+//! HTTP/2 connection carries at most 100 streams. The writer below moves the global RV
+//! through ConfigMaps in a namespace of the tier's own while the reads look at pods.
+
+use crate::support::{deadline, kache_over, list_rv, obj_rv, Next, TestKache};
+use kache::serve::upstream::Upstream;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const NS: &str = "kache-real-tier";
+
+/// kache over the real apiserver, or `None` (after saying why) when the tier is off.
+async fn real(test: &str, preload: &str) -> Option<TestKache> {
+    let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
+        eprintln!("{test}: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
+        return None;
+    };
+    let context = std::env::var("KACHE_REAL_CONTEXT").ok();
+    let up = Upstream::load(Some(std::path::Path::new(&path)), context.as_deref()).await.expect("the real apiserver's kubeconfig loads");
+    let k = kache_over(up, &["--preload", preload]).await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
+    let r = k.api.post("/api/v1/namespaces", &ns).await;
+    assert!(r.status == 201 || r.status == 409, "namespace {NS}: {} {}", r.status, r.text());
+    Some(k)
+}
+
+/// Moves the global resourceVersion (a ConfigMap written every 100 ms, through kache) until
+/// dropped, as a real cluster's leases do.
+struct Writer(Arc<AtomicBool>);
+
+impl Writer {
+    fn start(k: &TestKache, name: &str) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, api, name) = (stop.clone(), crate::support::Api::new(&k.serving.addr.to_string()), name.to_string());
+        tokio::spawn(async move {
+            let path = format!("/api/v1/namespaces/{NS}/configmaps/{name}");
+            let mut i = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}, "data": {"i": i.to_string()}});
+                if api.put(&path, &cm).await.status == 404 {
+                    api.post(&format!("/api/v1/namespaces/{NS}/configmaps"), &cm).await;
+                }
+                i += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        });
+        Writer(stop)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_consistent_pod_lists_are_served_from_cache_while_the_global_rv_moves() {
+    let Some(k) = real("real_consistent_pod_lists", "pods,configmaps").await else { return };
+    let one = k.api.get_ok("/api/v1/pods?limit=1").await;
+    let ns = one["items"][0]["metadata"]["namespace"].as_str().expect("the apiserver holds pods").to_string();
+    let _w = Writer::start(&k, "rv-mover");
+    let (n, before) = (40, k.serving.serve.cache_hits());
+    let mut last = 0;
+    for _ in 0..n {
+        let l = k.api.get_ok(&format!("/api/v1/namespaces/{ns}/pods")).await;
+        assert!(list_rv(&l) >= last, "consistent LISTs never go back in RV");
+        last = list_rv(&l);
+    }
+    let hits = k.serving.serve.cache_hits() - before;
+    eprintln!("{hits} of {n} consistent pod LISTs from cache");
+    assert!(hits * 100 >= n * 95, "{hits} of {n} consistent pod LISTs from cache");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_reads_see_the_writes_made_before_them_and_consistent_gets_come_from_cache() {
+    let Some(k) = real("real_read_your_writes", "configmaps").await else { return };
+    let _w = Writer::start(&k, "rv-mover-2");
+    let (n, before) = (20, k.serving.serve.cache_hits());
+    for i in 0..n {
+        let name = format!("ryw-{}-{i}", std::process::id());
+        let created = k.api.create_cm(NS, &name, json!({"i": i.to_string()})).await;
+        let got = k.api.get_ok(&format!("/api/v1/namespaces/{NS}/configmaps/{name}")).await;
+        assert_eq!(got["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"], "GET after create: {name}");
+        let l = k.api.get_ok(&format!("/api/v1/namespaces/{NS}/configmaps")).await;
+        let names: Vec<&str> = l["items"].as_array().unwrap().iter().filter_map(|o| o["metadata"]["name"].as_str()).collect();
+        assert!(names.contains(&name.as_str()), "LIST after create holds {name}");
+        assert!(list_rv(&l) >= obj_rv(&created), "the LIST is at least as new as the write");
+        k.api.delete(&format!("/api/v1/namespaces/{NS}/configmaps/{name}")).await;
+    }
+    let hits = k.serving.serve.cache_hits() - before;
+    eprintln!("{hits} of {} consistent GETs and LISTs of ConfigMaps from cache", 2 * n);
+    assert!(hits * 100 >= 2 * n * 95, "{hits} of {} consistent reads from cache", 2 * n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_a_thousand_watches_from_a_fresh_rv_all_connect_and_get_every_event_once_in_order() {
+    let Some(k) = real("real_thousand_watches", "configmaps").await else { return };
+    let _w = Writer::start(&k, "rv-mover-3");
+    let l = k.api.get_ok(&format!("/api/v1/namespaces/{NS}/configmaps?labelSelector=kache-tier%3Dwatched")).await;
+    let from = list_rv(&l);
+    let path =
+        format!("/api/v1/namespaces/{NS}/configmaps?watch=1&labelSelector=kache-tier%3Dwatched&resourceVersion={from}&timeoutSeconds=120");
+    let mut watches = Vec::new();
+    for _ in 0..1000 {
+        let api = crate::support::Api::new(&k.serving.addr.to_string());
+        let path = path.clone();
+        watches.push(tokio::spawn(async move { api.watch(&path, "application/json").await }));
+    }
+    let mut streams = Vec::new();
+    for w in watches {
+        let s = w.await.unwrap();
+        assert_eq!(s.status, 200, "every watch connects");
+        streams.push(s);
+    }
+    // Five changes to one watched object, after every watch is open.
+    let name = format!("watched-{}", std::process::id());
+    let cm = |i: u32| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS, "labels": {"kache-tier": "watched"}}, "data": {"i": i.to_string()}});
+    let r = k.api.post(&format!("/api/v1/namespaces/{NS}/configmaps"), &cm(0)).await;
+    let mut want = vec![("ADDED".to_string(), obj_rv(&k.api.must("create", r).await))];
+    for i in 1..4 {
+        let r = k.api.put(&format!("/api/v1/namespaces/{NS}/configmaps/{name}"), &cm(i)).await;
+        want.push(("MODIFIED".to_string(), obj_rv(&k.api.must("update", r).await)));
+    }
+    let r = k.api.delete(&format!("/api/v1/namespaces/{NS}/configmaps/{name}")).await;
+    k.api.must("delete", r).await;
+    // The apiserver answers a ConfigMap's DELETE with a Status: the deletion's RV is the
+    // one the first watch reports (newer than the last update), and every watch must agree.
+    want.push(("DELETED".to_string(), 0));
+    let end = deadline(120);
+    for (i, s) in streams.iter_mut().enumerate() {
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            match s.next_json(end).await {
+                Next::Item(e) if e["type"] == "BOOKMARK" => {}
+                Next::Item(e) => got.push((e["type"].as_str().unwrap().to_string(), obj_rv(&e["object"]))),
+                other => panic!("watch {i}: {other:?} after {got:?}"),
+            }
+        }
+        if want[4].1 == 0 {
+            assert!(got[4].1 > want[3].1, "the deletion comes after the updates: {got:?}");
+            want[4].1 = got[4].1;
+        }
+        assert_eq!(got, want, "watch {i}: every event once, in order");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_watch_list_is_served_from_cache_and_equals_the_apiservers_list() {
+    let Some(k) = real("real_watch_list", "pods").await else { return };
+    let _w = Writer::start(&k, "rv-mover-4");
+    // The apiserver's own answer, through kube-rs directly (a metadata-only consistent LIST).
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(direct_client().await);
+    let direct = pods.list_metadata(&kube::api::ListParams::default()).await.expect("direct LIST");
+    let needed: u64 = direct.metadata.resource_version.as_deref().unwrap().parse().unwrap();
+    let mut want: Vec<(String, u64)> = direct
+        .items
+        .iter()
+        .map(|p| {
+            let m = &p.metadata;
+            let rv = m.resource_version.as_deref().unwrap().parse().unwrap();
+            (format!("{}/{}", m.namespace.as_deref().unwrap_or_default(), m.name.as_deref().unwrap_or_default()), rv)
+        })
+        .collect();
+    let before = k.serving.serve.cache_hits();
+    let q = "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=300";
+    let mut w = k.api.watch(q, "application/json").await;
+    assert_eq!(w.status, 200);
+    assert_eq!(k.serving.serve.cache_hits(), before + 1, "the WatchList is answered from cache");
+    let end = deadline(300);
+    let mut got = Vec::new();
+    let end_rv = loop {
+        let e = w.next_json(end).await.item("initial events");
+        match e["type"].as_str() {
+            Some("ADDED") => got.push((key(&e["object"]), obj_rv(&e["object"]))),
+            Some("BOOKMARK") if e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true" => {
+                break e["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap();
+            }
+            Some("BOOKMARK") => {}
+            other => panic!("unexpected {other:?}: {e}"),
+        }
+    };
+    assert!(end_rv >= needed, "the end bookmark ({end_rv}) is at least the RV the client needed");
+    // Pods are quiet: the state at the end bookmark is the LIST's.
+    got.sort();
+    want.sort();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the initial events equal the consistent LIST");
+}
+
+/// A kube-rs client of the real apiserver itself (not through kache).
+async fn direct_client() -> kube::Client {
+    let path = std::env::var_os("KACHE_REAL_KUBECONFIG").expect("the tier is on");
+    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
+    let options = kube::config::KubeConfigOptions { context: std::env::var("KACHE_REAL_CONTEXT").ok(), ..Default::default() };
+    let config = kube::Config::from_custom_kubeconfig(kc, &options).await.expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+fn key(o: &Value) -> String {
+    format!("{}/{}", o["metadata"]["namespace"].as_str().unwrap_or_default(), o["metadata"]["name"].as_str().unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_a_thousand_pass_through_watches_all_get_their_headers() {
+    let Some(k) = real("real_thousand_pass_through_watches", "configmaps").await else { return };
+    // Table watches are passed through (kache answers JSON and protobuf objects from memory),
+    // so these thousand streams are the upstream's: past 100 on one HTTP/2 connection (the
+    // apiserver's default limit) kache must open more connections.
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let path = format!("/api/v1/namespaces/{NS}/configmaps?watch=1&timeoutSeconds=60");
+    let before = k.serving.serve.cache_hits();
+    let mut watches = Vec::new();
+    for _ in 0..1000 {
+        let api = crate::support::Api::new(&k.serving.addr.to_string());
+        let path = path.clone();
+        watches.push(tokio::spawn(async move { tokio::time::timeout_at(deadline(60), api.watch(&path, table)).await }));
+    }
+    let mut open = Vec::new();
+    for w in watches {
+        let s = w.await.unwrap().expect("response headers arrive");
+        assert_eq!(s.status, 200);
+        open.push(s);
+    }
+    assert_eq!(k.serving.serve.cache_hits(), before, "passed through, not answered from cache");
+}
