@@ -141,3 +141,50 @@ pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The app driven without a socket: a `Request` in, a `Response` out, as axum's
+    //! `oneshot` does (the handler is generic over the request body).
+    use super::*;
+    use crate::serve::server::Handler;
+    use bytes::Bytes;
+    use http::{Request, StatusCode};
+    use http_body_util::{BodyExt, Full};
+
+    fn sim() -> Arc<Sim> {
+        let cluster = ClusterSpec { nodes: 2, pods: 6, namespaces: 2, seed: 7, pod_bytes: None };
+        let cfg = SimConfig { cluster, limits: Limits::default(), watch: WatchSettings::default(), advertise: "127.0.0.1:1".into() };
+        Arc::new(Sim::new(cfg).expect("simulator builds"))
+    }
+
+    async fn call(sim: &Arc<Sim>, method: &str, path: &str, body: &str) -> (StatusCode, serde_json::Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("request");
+        let resp = sim.clone().handle(req).await;
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        (status, serde_json::from_slice(&bytes).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn a_request_in_a_response_out_create_then_read_and_bad_input_is_a_status() {
+        let sim = sim();
+        let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c1","namespace":"default"},"data":{"k":"v"}}"#;
+        let (code, created) = call(&sim, "POST", "/api/v1/namespaces/default/configmaps", cm).await;
+        assert_eq!(code, StatusCode::CREATED);
+        let (code, got) = call(&sim, "GET", "/api/v1/namespaces/default/configmaps/c1", "").await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(got["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"]);
+        let (code, list) = call(&sim, "GET", "/api/v1/configmaps?labelSelector=a%20in%20(", "").await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{list}");
+        assert_eq!(list["kind"], "Status");
+        let (code, missing) = call(&sim, "GET", "/api/v1/namespaces/default/configmaps/nope", "").await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        assert_eq!(missing["message"], r#"configmaps "nope" not found"#);
+    }
+}
