@@ -175,7 +175,8 @@ impl Feed {
     /// takes 1 to 2 s. Probes therefore roll: while readers wait, and for [`PROBE_LINGER`]
     /// after, a new one starts every [`PROBE_STAGGER`], so some probe's bookmark is due at
     /// every tick and a reader waits for the next tick (half a second on average). One loop
-    /// per feed serves every reader; at most three probes of a kind are open at once.
+    /// per feed serves every reader; a probe lasts about 3 s, so about three of a kind are
+    /// open at once (a hung one is abandoned after [`PROBE_DEADLINE`]).
     pub async fn prove(self: &Arc<Self>, rv: u64, wait: Duration) -> bool {
         if self.cache.progress() >= rv {
             return true;

@@ -10,7 +10,7 @@
 //! Timing assertions are only deadlines at or beyond the grace period.
 
 use crate::support::ops::KacheBin;
-use crate::support::{cluster, deadline, eventually, list_rv, start, Api, Next, TestSim};
+use crate::support::{cluster, deadline, eventually, list_rv, start, Api, Next, TestSim, WatchStream};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -72,12 +72,12 @@ async fn big_sim(pods: &str) -> TestSim {
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace() {
-    const GRACE: u64 = 30;
-    let sim = big_sim("30000").await;
-    let grace = GRACE.to_string();
-    let mut k = KacheBin::spawn(
+/// A simulator of `pods` pods, the `kache` binary in front of it (ready, with `grace`
+/// seconds of shutdown grace), and a pod watch from the cache's current RV, open.
+async fn ready_with_a_watch(pods: &str, grace: u64) -> (TestSim, KacheBin, WatchStream) {
+    let sim = big_sim(pods).await;
+    let grace = grace.to_string();
+    let k = KacheBin::spawn(
         &format!("http://{}", sim.addr),
         &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace-seconds", &grace],
         &[],
@@ -85,12 +85,18 @@ async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace
     )
     .await;
     k.readyz_becomes(200, 300).await;
-
-    // A watch from the cache's current RV, shown live by a pod created through kache.
     let rv = list_rv(&k.api.get_ok("/api/v1/pods?resourceVersion=0&limit=1").await);
-    let mut w = k.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}"), "application/json").await;
+    let w = k.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}"), "application/json").await;
     assert_eq!(w.status, 200);
     cached_watch_open(&k).await;
+    (sim, k, w)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace() {
+    const GRACE: u64 = 30;
+    // A watch from the cache's current RV, shown live by a pod created through kache.
+    let (sim, mut k, mut w) = ready_with_a_watch("30000", GRACE).await;
     let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ops-shutdown", "namespace": "default"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
     k.api.must("create pod through kache", k.api.post("/api/v1/namespaces/default/pods", &pod).await).await;
     let end = deadline(60);
@@ -162,20 +168,7 @@ async fn sigterm_finishes_the_running_list_ends_the_watch_and_exits_within_grace
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_with_a_stalled_list_reader_exits_once_the_grace_period_ends() {
     const GRACE: u64 = 3;
-    let sim = big_sim("5000").await;
-    let grace = GRACE.to_string();
-    let mut k = KacheBin::spawn(
-        &format!("http://{}", sim.addr),
-        &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace-seconds", &grace],
-        &[],
-        300,
-    )
-    .await;
-    k.readyz_becomes(200, 300).await;
-    let rv = list_rv(&k.api.get_ok("/api/v1/pods?resourceVersion=0&limit=1").await);
-    let mut w = k.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}"), "application/json").await;
-    assert_eq!(w.status, 200);
-    cached_watch_open(&k).await;
+    let (_sim, mut k, mut w) = ready_with_a_watch("5000", GRACE).await;
     // About 20 MB: more than the sockets buffer, so the response cannot finish unread.
     let (head, mut body) = open_stream(k.addr, "/api/v1/pods?resourceVersion=0").await;
     assert_eq!(head.status, 200);

@@ -44,7 +44,7 @@ struct Writer(Arc<AtomicBool>);
 impl Writer {
     fn start(k: &TestKache, name: &str) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
-        let (flag, api, name) = (stop.clone(), crate::support::Api::new(&k.serving.addr.to_string()), name.to_string());
+        let (flag, api, name) = (stop.clone(), k.client(), name.to_string());
         tokio::spawn(async move {
             let path = format!("/api/v1/namespaces/{NS}/configmaps/{name}");
             let mut i = 0u64;
@@ -116,7 +116,7 @@ async fn real_a_thousand_watches_from_a_fresh_rv_all_connect_and_get_every_event
         format!("/api/v1/namespaces/{NS}/configmaps?watch=1&labelSelector=kache-tier%3Dwatched&resourceVersion={from}&timeoutSeconds=120");
     let mut watches = Vec::new();
     for _ in 0..1000 {
-        let api = crate::support::Api::new(&k.serving.addr.to_string());
+        let api = k.client();
         let path = path.clone();
         watches.push(tokio::spawn(async move { api.watch(&path, "application/json").await }));
     }
@@ -225,7 +225,7 @@ async fn real_a_thousand_pass_through_watches_all_get_their_headers() {
     let before = k.serving.serve.cache_hits();
     let mut watches = Vec::new();
     for _ in 0..1000 {
-        let api = crate::support::Api::new(&k.serving.addr.to_string());
+        let api = k.client();
         let path = path.clone();
         watches.push(tokio::spawn(async move { tokio::time::timeout_at(deadline(60), api.watch(&path, table)).await }));
     }

@@ -201,12 +201,13 @@ async fn list_exact_returns_the_past_state_or_410() {
     assert_eq!(find(latest["items"].as_array().unwrap(), &changed).unwrap()["data"]["exact"], "changed");
 
     // Older than any kept state: 410, the capture's body exactly.
-    let r = s.get("/api/v1/namespaces/golden/pods?resourceVersionMatch=Exact&resourceVersion=1&limit=5").await;
-    assert_eq!(r.status, 410);
-    assert_eq!(r.body.to_vec(), golden("10e-list-exact-rv1-limit5-410.json.body"));
-    let r = s.get_pb("/api/v1/namespaces/golden/pods?resourceVersionMatch=Exact&resourceVersion=1&limit=5").await;
-    assert_eq!(r.status, 410);
-    assert_eq!(r.body.to_vec(), golden("10e-list-exact-rv1-limit5-410.pb.body"));
+    same_error_as_captured(
+        &s,
+        "/api/v1/namespaces/golden/pods?resourceVersionMatch=Exact&resourceVersion=1&limit=5",
+        410,
+        "10e-list-exact-rv1-limit5-410",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,12 +283,18 @@ async fn expired_and_garbage_continue_tokens() {
     assert_eq!(r.status, 410);
     assert_eq!(r.body.to_vec(), golden("10g-list-expired-continue-410.pb.body"));
 
-    let r = s.get("/api/v1/namespaces/golden/pods?limit=2&continue=garbage-token").await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.body.to_vec(), golden("10f-list-garbage-continue-400.json.body"));
-    let r = s.get_pb("/api/v1/namespaces/golden/pods?limit=2&continue=garbage-token").await;
-    assert_eq!(r.status, 400);
-    assert_eq!(r.body.to_vec(), golden("10f-list-garbage-continue-400.pb.body"));
+    same_error_as_captured(&s, "/api/v1/namespaces/golden/pods?limit=2&continue=garbage-token", 400, "10f-list-garbage-continue-400").await;
+}
+
+/// `path` answers `code` with the captured body, in JSON and in protobuf (`capture` is the
+/// golden file name without `.json.body` / `.pb.body`).
+async fn same_error_as_captured(s: &TestSim, path: &str, code: u16, capture: &str) {
+    let r = s.get(path).await;
+    assert_eq!(r.status, code);
+    assert_eq!(r.body.to_vec(), golden(&format!("{capture}.json.body")));
+    let r = s.get_pb(path).await;
+    assert_eq!(r.status, code);
+    assert_eq!(r.body.to_vec(), golden(&format!("{capture}.pb.body")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -117,6 +117,13 @@ pub struct TestKache {
     _stop: oneshot::Sender<()>,
 }
 
+impl TestKache {
+    /// Another client of this kache (its own connections).
+    pub fn client(&self) -> Api {
+        Api::new(&self.serving.addr.to_string())
+    }
+}
+
 pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
     kache_over(plain_upstream(&format!("http://{upstream_addr}")).expect("upstream"), flags).await
 }
