@@ -26,7 +26,7 @@ fn pods_cache(pods: usize, nodes: usize) -> Arc<KindCache> {
 
 async fn list_bytes(cache: &KindCache, ns: Option<&str>, query: &str, fmt: Format) -> u64 {
     let opts = Options::parse(Some(query)).expect("query");
-    let resp = handler::list(cache, ns, &opts, fmt).await.expect("list");
+    let resp = handler::list(cache, ns, &opts, fmt, kache::serve::query::View::Object).await.expect("list");
     let mut body = resp.into_body();
     let mut n = 0u64;
     while let Some(Ok(frame)) = body.frame().await {

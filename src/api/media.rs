@@ -19,11 +19,6 @@ pub struct MediaRange<'a> {
 }
 
 impl MediaRange<'_> {
-    /// JSON, or a wildcard that the apiserver answers with JSON.
-    pub fn is_json(&self) -> bool {
-        matches!(self.essence.as_str(), "application/json" | "application/*" | "*/*")
-    }
-
     /// Kubernetes protobuf.
     pub fn is_protobuf(&self) -> bool {
         self.essence == wire::PROTOBUF
@@ -62,16 +57,92 @@ pub fn wants_protobuf(headers: &http::HeaderMap) -> bool {
     ranges(accept).first().is_some_and(MediaRange::is_protobuf)
 }
 
+/// One clause of an `Accept` header as the apiserver reads it (goautoneg): type and
+/// subtype as written (compared case-sensitively), `q`, and the other parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clause<'a> {
+    /// The type (`application`, `*`).
+    pub kind: &'a str,
+    /// The subtype (`json`, `vnd.kubernetes.protobuf`, `*`).
+    pub subtype: &'a str,
+    /// `q` (1 when absent, 0 when unparsable).
+    pub q: f32,
+    /// The other parameters, in order.
+    pub params: Vec<(&'a str, &'a str)>,
+}
+
+impl Clause<'_> {
+    /// The value of parameter `name`.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params.iter().rev().find(|(k, _)| *k == name).map(|(_, v)| *v)
+    }
+}
+
+/// The clauses of an `Accept` header in the order the apiserver tries them: parsed as
+/// goautoneg parses them (a part without a `/` is dropped unless it is `*`; a parameter
+/// without a value is dropped), then sorted by its ordering (higher `q` first, a concrete
+/// type or subtype before a wildcard) with the insertion sort Go's `sort.Sort` uses for
+/// short slices, so ties keep the client's order.
+pub fn clauses(accept: &str) -> Vec<Clause<'_>> {
+    fn trim(s: &str) -> &str {
+        s.trim_matches(' ')
+    }
+    let mut out: Vec<Clause<'_>> = Vec::new();
+    for part in accept.split(',') {
+        let part = trim(part);
+        let (range, params) = part.split_once(';').unwrap_or((part, ""));
+        let (kind, subtype) = match range.split_once('/') {
+            None if trim(range) == "*" => ("*", "*"),
+            None => continue,
+            Some((_, sub)) if sub.contains('/') => continue,
+            Some((t, sub)) => (trim(t), trim(sub)),
+        };
+        let mut c = Clause { kind, subtype, q: 1.0, params: Vec::new() };
+        for p in params.split(';').filter(|p| !p.is_empty()) {
+            let Some((k, v)) = p.split_once('=') else { continue };
+            if v.is_empty() || v.contains('=') {
+                continue;
+            }
+            match trim(k) {
+                "q" => c.q = v.parse().unwrap_or(0.0),
+                k => c.params.push((k, trim(v))),
+            }
+        }
+        out.push(c);
+    }
+    let less = |a: &Clause<'_>, b: &Clause<'_>| a.q > b.q || (a.kind != "*" && b.kind == "*") || (a.subtype != "*" && b.subtype == "*");
+    for i in 1..out.len() {
+        let mut j = i;
+        while j > 0 && less(&out[j], &out[j - 1]) {
+            out.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clauses_are_tried_in_goautonegs_order() {
+        let order = |a: &str| clauses(a).iter().map(|c| format!("{}/{}", c.kind, c.subtype)).collect::<Vec<_>>();
+        assert_eq!(order("*/*, application/json"), ["application/json", "*/*"]);
+        assert_eq!(order("application/json;q=0.5, application/yaml"), ["application/yaml", "application/json"]);
+        assert_eq!(order("application/*, application/yaml, text"), ["application/yaml", "application/*"]);
+        assert_eq!(order("*"), ["*/*"]);
+        assert_eq!(order("a/b/c, x/y"), ["x/y"]);
+        let c = &clauses("application/json; as=Table ;g=meta.k8s.io;v=v1;bad;x=1=2")[0];
+        assert_eq!((c.param("as"), c.param("g"), c.param("v"), c.params.len()), (Some("Table"), Some("meta.k8s.io"), Some("v1"), 3));
+    }
 
     #[test]
     fn ranges_keep_order_and_parameters() {
         let r = ranges(Some("application/json;as=Table;v=v1;g=meta.k8s.io, application/json"));
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].as_kind, r[0].version, r[0].group), (Some("Table"), Some("v1"), Some("meta.k8s.io")));
-        assert!(r[0].is_json() && r[1].is_json() && r[1].as_kind.is_none());
+        assert!(r[0].essence == "application/json" && r[1].as_kind.is_none());
         assert!(ranges(Some("  ")).is_empty() && ranges(None).is_empty());
         assert!(ranges(Some("Application/Vnd.Kubernetes.Protobuf")).first().is_some_and(MediaRange::is_protobuf));
     }

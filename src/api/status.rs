@@ -199,6 +199,11 @@ impl Status {
         Self::failure(406, "NotAcceptable", format!("only the following media types are accepted: {accepted}"))
     }
 
+    /// 406 NotAcceptable with its own message (a view that does not fit the request).
+    pub fn not_acceptable_message(message: String) -> Self {
+        Self::failure(406, "NotAcceptable", message)
+    }
+
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::failure(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json ({content_type})"))

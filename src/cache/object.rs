@@ -47,6 +47,9 @@ pub struct Object {
     pub json: Option<Bytes>,
     /// The object as a protobuf LIST item: the field-2 key and length, then the bare message.
     pub pb: Option<Bytes>,
+    /// Where the `metadata` member's value lies in `json` (start, length): the
+    /// PartialObjectMetadata view is that slice. (0, 0) when unknown.
+    json_meta: (u32, u32),
 }
 
 impl LabelSource for Object {
@@ -166,6 +169,7 @@ impl Object {
             rv,
             field_names: res.fields.clone(),
             selectables: Packed::new(values.iter().map(|v| &**v).chain(labels.iter().flat_map(|(k, v)| [*k, *v]))),
+            json_meta: json.and_then(metadata_span).unwrap_or((0, 0)),
             json: json.map(json_piece),
             pb: pb.map(pb_piece),
         })
@@ -174,7 +178,7 @@ impl Object {
     /// An object with only a key and resourceVersion (no labels, fields or encodings).
     #[cfg(test)]
     pub(crate) fn bare(key: Key, rv: u64) -> Object {
-        Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None }
+        Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None, json_meta: (0, 0) }
     }
 
     /// The same object with its selectable fields replaced (tests).
@@ -211,6 +215,24 @@ impl Object {
         p.get(pos..)
     }
 
+    /// The compact JSON of `metadata` (an ObjectMeta), sliced from the stored JSON.
+    pub fn json_metadata(&self) -> Option<&[u8]> {
+        let (at, len) = self.json_meta;
+        let j = self.json.as_deref()?;
+        j.get(at as usize..at as usize + len as usize).filter(|m| !m.is_empty())
+    }
+
+    /// The protobuf message's field 1 (`metadata`, an ObjectMeta) with its key and length:
+    /// exactly a `PartialObjectMetadata` message, which holds only that field.
+    pub fn pb_metadata(&self) -> Option<&[u8]> {
+        let m = self.pb_message_ref()?;
+        let mut pos = 0;
+        match crate::api::wire::next_field(m, &mut pos)? {
+            (1, prost::encoding::WireType::LengthDelimited, _) => m.get(..pos),
+            _ => None,
+        }
+    }
+
     /// Size of the encodings held, in bytes.
     pub fn encoded_len(&self) -> usize {
         self.json.as_ref().map_or(0, Bytes::len) + self.pb.as_ref().map_or(0, Bytes::len)
@@ -220,9 +242,17 @@ impl Object {
     /// selector, which carry the previous state at the new RV). Encodings that cannot be
     /// rewritten are dropped.
     pub fn at_rv(&self, rv: u64) -> Object {
+        let json = self.json.as_ref().and_then(|j| json_with_rv(j, self.rv, rv)).map(Bytes::from);
+        // The RV is inside metadata: its span grows or shrinks with the RV's digits.
+        let grown = json.as_ref().map_or(0, |j| j.len() as i64) - self.json.as_ref().map_or(0, |j| j.len() as i64);
+        let json_meta = match json {
+            Some(_) if self.json_meta.1 > 0 => (self.json_meta.0, (i64::from(self.json_meta.1) + grown) as u32),
+            _ => (0, 0),
+        };
         Object {
             rv,
-            json: self.json.as_ref().and_then(|j| json_with_rv(j, self.rv, rv)).map(Bytes::from),
+            json,
+            json_meta,
             pb: self.pb_message_ref().and_then(|p| crate::api::wire::with_resource_version(p, rv)).map(|m| pb_piece(&m)),
             ..self.clone()
         }
@@ -274,6 +304,19 @@ fn json_with_rv(json: &[u8], old: u64, new: u64) -> Option<Vec<u8>> {
     out.extend_from_slice(format!("\"resourceVersion\":\"{new}\"").as_bytes());
     out.extend_from_slice(&json[at + needle.len()..]);
     Some(out)
+}
+
+/// Where the top-level `metadata` member's value lies in a stored JSON piece (`,` + `item`).
+fn metadata_span(item: &[u8]) -> Option<(u32, u32)> {
+    #[derive(serde::Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow)]
+        metadata: &'a serde_json::value::RawValue,
+    }
+    let m: Meta<'_> = serde_json::from_slice(item).ok()?;
+    let raw = m.metadata.get().as_bytes();
+    let at = (raw.as_ptr() as usize).checked_sub(item.as_ptr() as usize)? + 1;
+    Some((u32::try_from(at).ok()?, u32::try_from(raw.len()).ok()?))
 }
 
 fn json_piece(item: &[u8]) -> Bytes {
@@ -354,8 +397,12 @@ mod tests {
         assert_eq!(o.label("app"), Some("web"));
         assert_eq!(o.field("spec.hostNetwork"), Some("false"), "unset booleans are false in the field set");
         assert_eq!(o.field("status.nominatedNodeName"), Some(""), "unset strings are empty");
+        let meta = crate::api::json::to_vec(&v["metadata"]);
+        assert_eq!(o.json_metadata().unwrap(), meta);
         let moved = o.at_rv(70000);
         let mv: Value = serde_json::from_slice(&moved.json_item().unwrap()).unwrap();
+        let moved_meta: Value = serde_json::from_slice(moved.json_metadata().unwrap()).unwrap();
+        assert_eq!(moved_meta, mv["metadata"], "the span follows the rewritten RV");
         assert_eq!(moved.pb_message_ref().unwrap(), b"\x0a\x07\x32\x0570000");
         assert_eq!(mv["metadata"]["resourceVersion"], "70000");
         assert_eq!(moved.rv, 70000);

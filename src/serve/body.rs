@@ -68,10 +68,46 @@ impl<B: RequestBody> http_body::Body for Streamed<B> {
 pub struct Stitch<'a> {
     /// Written for this response (a list's metadata, an object's envelope).
     pub head: Vec<u8>,
-    /// Stored bytes, borrowed from the owner the body holds.
-    pub items: Vec<&'a [u8]>,
+    /// Stored bytes, borrowed from the owner the body holds, and the small pieces written
+    /// between them (a metadata item's header).
+    pub items: Vec<Piece<'a>>,
     /// The constant end (`]}` and a newline, protobuf's empty trailer).
     pub tail: &'static [u8],
+}
+
+/// One item piece of a [`Stitch`]: bytes borrowed from the owner (or static), or a few
+/// bytes written for this response (a protobuf item's key and length) held inline, so a
+/// list of 30,000 items needs no allocation per item.
+#[derive(Clone, Copy)]
+pub enum Piece<'a> {
+    /// Borrowed bytes.
+    Stored(&'a [u8]),
+    /// Up to 15 bytes held here.
+    Inline { len: u8, buf: [u8; 15] },
+}
+
+impl<'a> Piece<'a> {
+    /// A piece holding a copy of `bytes` (at most 15 bytes; longer input is cut).
+    pub fn inline(bytes: &[u8]) -> Piece<'a> {
+        let mut buf = [0; 15];
+        let len = bytes.len().min(15);
+        buf[..len].copy_from_slice(&bytes[..len]);
+        Piece::Inline { len: len as u8, buf }
+    }
+
+    /// The piece's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Piece::Stored(b) => b,
+            Piece::Inline { len, buf } => &buf[..usize::from(*len)],
+        }
+    }
+}
+
+impl<'a> From<&'a [u8]> for Piece<'a> {
+    fn from(b: &'a [u8]) -> Piece<'a> {
+        Piece::Stored(b)
+    }
 }
 
 impl Stitch<'_> {
@@ -84,7 +120,7 @@ impl Stitch<'_> {
     fn piece(&self, i: usize) -> &[u8] {
         match i {
             0 => &self.head,
-            i if i <= self.items.len() => self.items[i - 1],
+            i if i <= self.items.len() => self.items[i - 1].bytes(),
             _ => self.tail,
         }
     }
@@ -303,7 +339,9 @@ mod tests {
         let mut want = head.clone();
         owner.iter().for_each(|p| want.extend_from_slice(p));
         want.extend_from_slice(tail);
-        let body = try_stitched(owner, |o| Ok::<_, ()>(Stitch { head, items: o.iter().map(Vec::as_slice).collect(), tail })).unwrap();
+        let body =
+            try_stitched(owner, |o| Ok::<_, ()>(Stitch { head, items: o.iter().map(|v| Piece::from(v.as_slice())).collect(), tail }))
+                .unwrap();
         (body, want)
     }
 

@@ -11,7 +11,7 @@ use crate::cache::informer::Feed;
 use crate::serve::body::Body;
 use crate::serve::handler;
 use crate::serve::limit::{Guarded, Permit};
-use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options};
+use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options, View};
 use crate::serve::route::ResourcePath;
 use crate::serve::Serve;
 use http::{header, Method, Request, Response};
@@ -22,6 +22,7 @@ struct Plan<'a> {
     path: &'a ResourcePath,
     resource: ResourceRef,
     format: Format,
+    view: View,
     /// The parsed options, or the apiserver's answer to bad ones (given after authorization,
     /// as the apiserver judges options only for authorized requests).
     options: Result<Options, Status>,
@@ -65,7 +66,10 @@ impl Serve {
         if !self.current(&feed, plan.path, opts).await {
             return None;
         }
-        let resp = self.answer(&feed, plan.path, opts, plan.format).await.unwrap_or_else(|status| status.into_response(plan.protobuf()));
+        let resp = self
+            .answer(&feed, plan.path, opts, plan.format, plan.view)
+            .await
+            .unwrap_or_else(|status| status.into_response(plan.protobuf()));
         Some(match permit {
             Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
             None => resp,
@@ -73,7 +77,10 @@ impl Serve {
     }
 
     /// What kache would serve: a GET of a cached kind, in the request's scope, in an
-    /// encoding kache holds. The legacy watch of one named object is the upstream's.
+    /// encoding kache holds, as the objects or (for built-in kinds) their metadata, where
+    /// the apiserver would answer it (PartialObjectMetadataList for a LIST,
+    /// PartialObjectMetadata for a GET or WATCH; the other way round is its 406). The legacy
+    /// watch of one named object is the upstream's.
     fn plan<'a, B>(&self, req: &Request<B>, p: &'a ResourcePath) -> Option<Plan<'a>> {
         if req.method() != Method::GET || p.subresource.is_some() {
             return None;
@@ -83,12 +90,20 @@ impl Serve {
             return None;
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
-        let Negotiated::Serve(format) = negotiate(accept, resource.protobuf) else { return None };
+        let Negotiated::Serve(format, view) = negotiate(accept, resource.protobuf) else { return None };
         let options = Options::parse(req.uri().query());
-        if p.name.is_some() && options.as_ref().is_ok_and(|o| o.watch) {
+        let watch = options.as_ref().is_ok_and(|o| o.watch);
+        if p.name.is_some() && watch {
             return None;
         }
-        Some(Plan { path: p, resource, format, options })
+        let served = match view {
+            View::Object => true,
+            // Custom resources' stored metadata is in the unstructured key order, not
+            // ObjectMeta's: their metadata view is the upstream's.
+            View::Metadata { list, .. } => resource.protobuf && list == (p.name.is_none() && !watch),
+            View::Table { .. } => false,
+        };
+        served.then_some(Plan { path: p, resource, format, view, options })
     }
 
     /// The client's SubjectAccessReview (cached), when security is on.
@@ -130,13 +145,13 @@ impl Serve {
     }
 
     /// The answer from cache.
-    async fn answer(&self, feed: &Feed, p: &ResourcePath, opts: &Options, format: Format) -> Result<Response<Body>, Status> {
+    async fn answer(&self, feed: &Feed, p: &ResourcePath, opts: &Options, format: Format, view: View) -> Result<Response<Body>, Status> {
         let cache = &feed.cache;
         let ns = p.namespace.as_deref();
         match &p.name {
-            Some(name) => handler::get(cache, ns, name, format),
-            None if opts.watch => handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, self.settings.watch).await,
-            None => handler::list(cache, ns, opts, format).await,
+            Some(name) => handler::get(cache, ns, name, format, view),
+            None if opts.watch => handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, view, self.settings.watch).await,
+            None => handler::list(cache, ns, opts, format, view).await,
         }
     }
 

@@ -31,7 +31,7 @@ use crate::cache::{KindCache, Limits};
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
 use crate::serve::handler::{self, WatchSettings};
-use crate::serve::query::{negotiate, Format, Negotiated, Options};
+use crate::serve::query::{negotiate, Format, Negotiated, Options, View};
 use crate::serve::route::{classify, ResourcePath, Target};
 use crate::serve::server::{Handler, Peer};
 use crate::sim::synth::{ClusterSpec, Synth};
@@ -217,30 +217,26 @@ impl Sim {
             return Err(Status::no_route());
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let fmt = match negotiate(accept.as_deref(), r.protobuf) {
-            Negotiated::Serve(f) => f,
-            // Tables are JSON only: a protobuf Table is a 406, as in the apiserver.
-            Negotiated::Other
-                if crate::api::media::ranges(accept.as_deref())
-                    .iter()
-                    .any(|m| m.essence == "application/json" && m.as_kind == Some("Table")) =>
-            {
-                return table::respond(&cache, &req, &p, self.watch).await;
-            }
+        let (fmt, view) = match negotiate(accept.as_deref(), r.protobuf) {
+            Negotiated::Serve(_, View::Table { .. }) => return table::respond(&cache, &req, &p, self.watch).await,
+            Negotiated::Serve(f, v) => (f, v),
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
         };
+        if let View::Metadata { list, .. } = view {
+            metadata_fits(&r, &req, &p, list)?;
+        }
         let ns = p.namespace.as_deref();
         match (req.method().clone(), p.name.as_deref(), p.subresource.as_deref()) {
-            (Method::GET, Some(name), None | Some("status")) => handler::get(&cache, ns, name, fmt),
+            (Method::GET, Some(name), None | Some("status")) => handler::get(&cache, ns, name, fmt, view),
             (Method::GET, None, None) => {
                 let opts = Options::parse(req.uri().query())?;
                 if opts.cont.is_none() && opts.rv != Some(0) {
                     self.request_progress(&cache, opts.rv);
                 }
                 if opts.watch {
-                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, self.watch).await
+                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch).await
                 } else {
-                    handler::list(&cache, ns, &opts, fmt).await
+                    handler::list(&cache, ns, &opts, fmt, view).await
                 }
             }
             (Method::GET, Some(name), Some("log")) if r.kind == "Pod" => write::log(&cache, ns, name),
@@ -366,4 +362,26 @@ fn object_response(r: &Resource, o: &Object, code: StatusCode, fmt: Format) -> R
     };
     let ct = if fmt == Format::Json { "application/json" } else { crate::api::wire::PROTOBUF };
     body::respond(code, ct, body::full(body))
+}
+
+/// Whether a metadata view fits the request, with the apiserver's 406 when it does not:
+/// PartialObjectMetadataList is for LISTs, PartialObjectMetadata for single objects (GET,
+/// WATCH events, and what writes return). The message names the internal Go type.
+fn metadata_fits<B>(r: &Resource, req: &Request<B>, p: &ResourcePath, list: bool) -> Result<(), Status> {
+    let watch = crate::serve::query::watch_requested(req.uri().query());
+    let is_list = req.method() == Method::GET && p.name.is_none() && !watch;
+    let package = if r.group.is_empty() { "core" } else { r.group.split('.').next().unwrap_or("") };
+    let go_type =
+        |suffix: &str| if r.protobuf { format!("*{package}.{}{suffix}", r.kind) } else { format!("*unstructured.Unstructured{suffix}") };
+    match (list, is_list) {
+        (false, true) => Err(Status::not_acceptable_message(format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({})",
+            go_type("List")
+        ))),
+        (true, false) => Err(Status::not_acceptable_message(format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+            go_type("")
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -151,7 +151,8 @@ pub(super) async fn respond<B: RequestBody>(
             table(json!({"resourceVersion": o.rv.to_string()}), cols.definitions(), vec![row(&decode(o)?, cols)])
         }
         None if opts.watch => {
-            let events = handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, settings).await?;
+            let events =
+                handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, crate::serve::query::View::Object, settings).await?;
             return Ok(watch_tables(events, cols));
         }
         None => {

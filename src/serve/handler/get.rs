@@ -1,37 +1,67 @@
-//! GET of one object from the current snapshot.
+//! GET of one object from the current snapshot, as the object or its PartialObjectMetadata.
 
 use crate::api::status::Status;
 use crate::api::wire;
-use crate::cache::object;
+use crate::cache::object::{self, Object};
 use crate::cache::KindCache;
 use crate::serve::body::{respond, try_stitched, Body, Stitch};
-use crate::serve::query::Format;
+use crate::serve::query::{Format, View};
 use http::{Response, StatusCode};
 
-/// Answer a GET of `name` (in `namespace` for namespaced kinds).
-pub fn get(cache: &KindCache, namespace: Option<&str>, name: &str, fmt: Format) -> Result<Response<Body>, Status> {
+/// Answer a GET of `name` (in `namespace` for namespaced kinds) in `view` (the object, or
+/// its metadata).
+pub fn get(cache: &KindCache, namespace: Option<&str>, name: &str, fmt: Format, view: View) -> Result<Response<Body>, Status> {
     let r = &cache.resource;
     let snap = cache.snapshot();
     let key = object::key(namespace.unwrap_or(""), name);
     let o = snap.get(&key).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
-    let body = try_stitched(o.clone(), |o| match fmt {
-        Format::Json => {
-            let j = o.json.as_ref().ok_or_else(missing)?;
-            // The stored item is `,{...}`: the type meta goes in front of its fields.
-            let mut head = Vec::with_capacity(48);
-            object::with_type_meta(&mut head, &r.api_version(), &r.kind, b"{}");
-            head.pop();
-            head.push(b',');
-            Ok(Stitch { head, items: vec![&j[2..]], tail: b"\n" })
-        }
-        Format::Protobuf => {
-            let m = o.pb_message_ref().ok_or_else(missing)?;
-            let head = wire::envelope_prefix(&r.api_version(), &r.kind, m.len());
-            Ok(Stitch { head, items: vec![m], tail: wire::UNKNOWN_SUFFIX })
-        }
+    let body = try_stitched(o.clone(), |o| {
+        let (api_version, kind, body) = match view {
+            View::Metadata { beta, .. } => (View::meta_api_version(beta).to_string(), "PartialObjectMetadata", metadata(o, fmt)),
+            _ => (r.api_version(), r.kind.as_str(), whole(o, fmt)),
+        };
+        let body = body.ok_or_else(missing)?;
+        Ok(match fmt {
+            Format::Json => {
+                // The stored members follow the type meta: `{"kind":..,"apiVersion":..,` then
+                // the object's members (its `{` dropped), or `"metadata":` and the metadata.
+                let mut head = Vec::with_capacity(64);
+                object::with_type_meta(&mut head, &api_version, kind, b"{}");
+                head.pop();
+                head.push(b',');
+                let tail: &[u8] = if matches!(view, View::Metadata { .. }) {
+                    head.extend_from_slice(b"\"metadata\":");
+                    b"}\n"
+                } else {
+                    b"\n"
+                };
+                Stitch { head, items: vec![body.into()], tail }
+            }
+            Format::Protobuf => {
+                let head = wire::envelope_prefix(&api_version, kind, body.len());
+                Stitch { head, items: vec![body.into()], tail: wire::UNKNOWN_SUFFIX }
+            }
+        })
     })?;
     Ok(respond(StatusCode::OK, content_type(fmt), body))
+}
+
+/// The object's stored bytes for a GET: JSON members after the opening brace, or the bare
+/// protobuf message.
+fn whole(o: &Object, fmt: Format) -> Option<&[u8]> {
+    match fmt {
+        Format::Json => o.json.as_deref()?.get(2..),
+        Format::Protobuf => o.pb_message_ref(),
+    }
+}
+
+/// The object's metadata: the JSON of `metadata`, or the PartialObjectMetadata message.
+pub(crate) fn metadata(o: &Object, fmt: Format) -> Option<&[u8]> {
+    match fmt {
+        Format::Json => o.json_metadata(),
+        Format::Protobuf => o.pb_metadata(),
+    }
 }
 
 /// Content-Type of a non-watch response.

@@ -2,15 +2,15 @@
 //! (through the field index when the selector allows: O(result)), cut a page, and stitch the
 //! stored item bytes into a JSON or protobuf list.
 
-use super::{candidates, get::content_type, RV_WAIT};
+use super::{candidates, get::content_type, get::metadata, RV_WAIT};
 use crate::api::status::Status;
 use crate::api::wire;
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::token::Continue;
 use crate::cache::KindCache;
-use crate::serve::body::{respond, try_stitched, Body, Stitch};
-use crate::serve::query::{Format, ListMode, Options};
+use crate::serve::body::{respond, try_stitched, Body, Piece, Stitch};
+use crate::serve::query::{Format, ListMode, Options, View};
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use std::sync::Arc;
@@ -40,12 +40,19 @@ impl Selected<'_> {
     }
 }
 
-/// Answer a LIST (in `namespace`, or across all).
-pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format) -> Result<Response<Body>, Status> {
+/// Answer a LIST (in `namespace`, or across all), as the objects or their metadata
+/// (`PartialObjectMetadataList`).
+pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format, view: View) -> Result<Response<Body>, Status> {
     let (rv, snap) = snapshot(cache, opts).await?;
     let index = cache.resource.index.as_deref();
     // The body holds the snapshot and borrows the items' stored bytes from it.
-    let body = try_stitched(snap, |snap| stitch(cache, &collect(snap, rv, namespace, opts, index), fmt))?;
+    let body = try_stitched(snap, |snap| {
+        let page = collect(snap, rv, namespace, opts, index);
+        match view {
+            View::Metadata { beta, .. } => stitch_metadata(cache, &page, fmt, beta),
+            _ => stitch(cache, &page, fmt),
+        }
+    })?;
     Ok(respond(StatusCode::OK, content_type(fmt), body))
 }
 
@@ -149,16 +156,56 @@ fn stitch<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Sti
         .items
         .iter()
         .enumerate()
-        .map(|(i, o)| stored(o, fmt).map(|b| &b[skip(i)..]).ok_or_else(missing))
-        .collect::<Result<Vec<&'s [u8]>, Status>>()?;
-    let (head, tail): (Vec<u8>, &'static [u8]) = match fmt {
+        .map(|(i, o)| stored(o, fmt).map(|b| Piece::Stored(&b[skip(i)..])).ok_or_else(missing))
+        .collect::<Result<Vec<Piece<'s>>, Status>>()?;
+    let head = list_head(&r.api_version(), &r.list_kind(), page, fmt, &items);
+    let tail: &[u8] = if fmt == Format::Json { b"]}\n" } else { wire::UNKNOWN_SUFFIX };
+    Ok(Stitch { head, items, tail })
+}
+
+/// A page as a `PartialObjectMetadataList`: each item's metadata sliced from its stored
+/// bytes (JSON: between a constant item head and `}`; protobuf: a field-2 header, then the
+/// stored message's field 1, which is a whole PartialObjectMetadata message).
+fn stitch_metadata<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format, beta: bool) -> Result<Stitch<'s>, Status> {
+    let r = &cache.resource;
+    let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
+    let mut items = Vec::with_capacity(page.items.len() * if fmt == Format::Json { 3 } else { 2 });
+    for (i, o) in page.items.iter().enumerate() {
+        let m = metadata(o, fmt).ok_or_else(missing)?;
+        match fmt {
+            Format::Json => {
+                let head: &'static [u8] = match (beta, i) {
+                    (false, 0) => b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":",
+                    (false, _) => b",{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":",
+                    (true, 0) => b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1beta1\",\"metadata\":",
+                    (true, _) => b",{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1beta1\",\"metadata\":",
+                };
+                items.extend([Piece::Stored(head), Piece::Stored(m), Piece::Stored(b"}")]);
+            }
+            Format::Protobuf => items.extend([Piece::inline(&wire::item_header(m.len())), Piece::Stored(m)]),
+        }
+    }
+    let api_version = View::meta_api_version(beta);
+    let mut head = list_head(api_version, "PartialObjectMetadataList", page, fmt, &items);
+    let tail: &[u8] = match fmt {
+        // The apiserver writes an empty metadata list's items as null.
+        Format::Json if items.is_empty() => {
+            head.truncate(head.len() - 1);
+            b"null}\n"
+        }
+        Format::Json => b"]}\n",
+        Format::Protobuf => wire::UNKNOWN_SUFFIX,
+    };
+    Ok(Stitch { head, items, tail })
+}
+
+/// A list's head: JSON up to the items' `[`, or the protobuf envelope and ListMeta (sized
+/// for `items`).
+fn list_head(api_version: &str, list_kind: &str, page: &Selected<'_>, fmt: Format, items: &[Piece<'_>]) -> Vec<u8> {
+    match fmt {
         Format::Json => {
-            let mut head = format!(
-                "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"",
-                r.list_kind(),
-                r.api_version(),
-                page.rv
-            );
+            let mut head =
+                format!("{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"", page.rv);
             if let Some(c) = &page.cont {
                 head.push_str(&format!(",\"continue\":\"{c}\""));
             }
@@ -166,17 +213,16 @@ fn stitch<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Sti
                 head.push_str(&format!(",\"remainingItemCount\":{n}"));
             }
             head.push_str("},\"items\":[");
-            (head.into_bytes(), b"]}\n")
+            head.into_bytes()
         }
         Format::Protobuf => {
             let meta = wire::list_meta(page.rv, page.cont.as_deref(), page.remaining);
-            let raw_len = wire::len_field_size(1, meta.len()) + items.iter().map(|b| b.len()).sum::<usize>();
-            let mut head = wire::envelope_prefix(&r.api_version(), &r.list_kind(), raw_len);
+            let raw_len = wire::len_field_size(1, meta.len()) + items.iter().map(|p| p.bytes().len()).sum::<usize>();
+            let mut head = wire::envelope_prefix(api_version, list_kind, raw_len);
             wire::put_bytes(&mut head, 1, &meta);
-            (head, wire::UNKNOWN_SUFFIX)
+            head
         }
-    };
-    Ok(Stitch { head, items, tail })
+    }
 }
 
 /// An object's stored bytes in `fmt`, if held.

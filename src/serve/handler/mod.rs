@@ -50,3 +50,6 @@ fn selected_besides(o: &Object, namespace: Option<&str>, opts: &Options, pinned:
         && opts.labels.matches(o as &dyn LabelSource)
         && opts.fields.matches_besides(o as &dyn FieldSource, pinned)
 }
+
+#[cfg(test)]
+mod views;

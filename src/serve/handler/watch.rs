@@ -12,7 +12,7 @@ use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
 use crate::serve::body::{channel, respond, Body};
-use crate::serve::query::{Format, Options};
+use crate::serve::query::{Format, Options, View};
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
@@ -63,13 +63,14 @@ pub async fn watch(
     namespace: Option<String>,
     opts: Options,
     fmt: Format,
+    view: View,
     settings: WatchSettings,
 ) -> Result<Response<Body>, Status> {
     opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
     if let Some(n) = opts.rv.filter(|n| *n > 0) {
         reach(&cache, n).await?;
     }
-    let enc = Encoder::new(cache.resource.clone(), fmt);
+    let enc = Encoder::new(cache.resource.clone(), fmt, view);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
     // Subscribe before reading the snapshot: every event after it is then received (events
@@ -221,11 +222,14 @@ impl Watcher {
         let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, "resource" => self.enc.res.plural.clone());
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);
         let mut next_bookmark = (Instant::now() + self.settings.bookmark_interval).min(early);
+        // As in the apiserver's cacher, a watch whose pre-deadline bookmark time has already
+        // passed when it starts (timeoutSeconds of 2 or less) gets no bookmarks at all.
+        let bookmarks = self.opts.bookmarks && early > Instant::now();
         let mut out = Chunks::exact();
         loop {
             let msg = tokio::select! {
                 m = rx.recv() => m,
-                _ = sleep_until(next_bookmark), if self.opts.bookmarks => {
+                _ = sleep_until(next_bookmark), if bookmarks => {
                     if !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await) {
                         return;
                     }
@@ -311,25 +315,34 @@ impl Frame<'_> {
     }
 }
 
-/// Writes watch events of one resource in one encoding.
+/// Writes watch events of one resource in one encoding and view (the objects, or their
+/// PartialObjectMetadata).
 struct Encoder {
     res: Arc<Resource>,
     fmt: Format,
-    /// `{"type":"<T>","object":{"kind":...,"apiVersion":...,` for ADDED, MODIFIED, DELETED,
-    /// built once per watch instead of once per event.
+    /// Whether events carry PartialObjectMetadata instead of the objects.
+    metadata: bool,
+    /// `{"type":"<T>","object":{"kind":...,"apiVersion":...,` (and `"metadata":` for the
+    /// metadata view) for ADDED, MODIFIED, DELETED, built once per watch instead of once per
+    /// event.
     json_heads: [Vec<u8>; 3],
-    /// `res.api_version()`, built once per watch.
+    /// The `apiVersion` and `kind` events carry, built once per watch.
     api_version: String,
+    kind: String,
 }
 
 impl Encoder {
-    fn new(res: Arc<Resource>, fmt: Format) -> Encoder {
-        let api_version = res.api_version();
+    fn new(res: Arc<Resource>, fmt: Format, view: View) -> Encoder {
+        let (api_version, kind, metadata) = match view {
+            View::Metadata { beta, .. } => (View::meta_api_version(beta).to_string(), "PartialObjectMetadata".to_string(), true),
+            _ => (res.api_version(), res.kind.clone(), false),
+        };
         let head = |t: EventType| {
-            format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{api_version}\",", t.as_str(), res.kind).into_bytes()
+            let meta = if metadata { "\"metadata\":" } else { "" };
+            format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",{meta}", t.as_str()).into_bytes()
         };
         let json_heads = [head(EventType::Added), head(EventType::Modified), head(EventType::Deleted)];
-        Encoder { res, fmt, json_heads, api_version }
+        Encoder { res, fmt, metadata, json_heads, api_version, kind }
     }
 
     fn content_type(&self) -> &'static str {
@@ -343,20 +356,26 @@ impl Encoder {
     fn event<'a>(&'a self, kind: EventType, o: &'a Object) -> Option<Frame<'a>> {
         match self.fmt {
             Format::Json => {
-                // Stored JSON is `,{...}`: the object's members follow the shared head.
-                let j = o.json.as_deref()?;
-                Some(Frame { head: Cow::Borrowed(&self.json_heads[kind as usize]), body: j.get(2..)?, tail: b"}\n" })
+                // Stored JSON is `,{...}`: the object's members follow the shared head (for
+                // the metadata view, the metadata's JSON follows `"metadata":`).
+                let head = Cow::Borrowed(&self.json_heads[kind as usize][..]);
+                if self.metadata {
+                    return Some(Frame { head, body: o.json_metadata()?, tail: b"}}\n" });
+                }
+                Some(Frame { head, body: o.json.as_deref()?.get(2..)?, tail: b"}\n" })
             }
             Format::Protobuf => {
-                let m = o.pb_message_ref()?;
-                let head = wire::watch_frame_prefix(kind.as_str(), &self.api_version, &self.res.kind, m.len());
+                let m = if self.metadata { o.pb_metadata()? } else { o.pb_message_ref()? };
+                let head = wire::watch_frame_prefix(kind.as_str(), &self.api_version, &self.kind, m.len());
                 Some(Frame { head: Cow::Owned(head), body: m, tail: wire::UNKNOWN_SUFFIX })
             }
         }
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Frame<'static> {
-        let pod = self.res.group.is_empty() && self.res.kind == "Pod";
+        // A bookmark is an empty object with only its RV; the apiserver's empty pod still
+        // writes its spec and status, a PartialObjectMetadata has nothing else.
+        let pod = !self.metadata && self.res.group.is_empty() && self.res.kind == "Pod";
         match self.fmt {
             Format::Json => {
                 let ann = if initial_end { ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" } else { "" };
@@ -364,13 +383,13 @@ impl Encoder {
                 Frame::owned(
                     format!(
                         "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{ann}}}{tail}}}}}\n",
-                        self.res.kind, self.api_version
+                        self.kind, self.api_version
                     )
                     .into_bytes(),
                 )
             }
             Format::Protobuf => {
-                Frame::owned(wire::watch_frame("BOOKMARK", &self.api_version, &self.res.kind, &bookmark_pb(rv, initial_end, pod)))
+                Frame::owned(wire::watch_frame("BOOKMARK", &self.api_version, &self.kind, &bookmark_pb(rv, initial_end, pod)))
             }
         }
     }
@@ -433,7 +452,7 @@ mod tests {
 
     fn watcher(tx: mpsc::Sender<Bytes>) -> Watcher {
         Watcher {
-            enc: Encoder::new(configmaps(), Format::Json),
+            enc: Encoder::new(configmaps(), Format::Json, View::Object),
             opts: Options::default(),
             namespace: None,
             settings: WatchSettings::default(),
@@ -517,7 +536,7 @@ mod tests {
     async fn timed(cache: &Arc<KindCache>, query: &str, settings: WatchSettings) -> (Vec<(String, String, u64)>, u64) {
         use http_body_util::BodyExt as _;
         let opts = Options::parse(Some(query)).expect("valid query");
-        let resp = watch(cache.clone(), None, opts, Format::Json, settings).await.expect("watch opens");
+        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, settings).await.expect("watch opens");
         let start = Instant::now();
         let mut body = resp.into_body();
         let mut out = Vec::new();
