@@ -6,6 +6,7 @@ pub(crate) mod media;
 pub(crate) mod resource;
 pub(crate) mod selector;
 pub(crate) mod status;
+pub(crate) mod table;
 pub(crate) mod time;
 pub(crate) mod transcode;
 pub(crate) mod wire;

@@ -4,6 +4,7 @@
 
 use crate::api::resource::Resource;
 use crate::api::selector::{FieldSource, LabelSource};
+use crate::api::table::{Cells, Printer};
 use bytes::Bytes;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -50,6 +51,9 @@ pub struct Object {
     /// Where the `metadata` member's value lies in `json` (start, length): the
     /// PartialObjectMetadata view is that slice. (0, 0) when unknown.
     json_meta: (u32, u32),
+    /// The Table row's cells, for kinds kache prints and objects held in JSON (Tables are
+    /// JSON only): computed here, once per object version.
+    cells: Option<Box<Cells>>,
 }
 
 impl LabelSource for Object {
@@ -170,6 +174,7 @@ impl Object {
             field_names: res.fields.clone(),
             selectables: Packed::new(values.iter().map(|v| &**v).chain(labels.iter().flat_map(|(k, v)| [*k, *v]))),
             json_meta: json.and_then(metadata_span).unwrap_or((0, 0)),
+            cells: json.and(Printer::of(&res.group, &res.plural)).map(|p| Box::new(p.cells(v))),
             json: json.map(json_piece),
             pb: pb.map(pb_piece),
         })
@@ -178,7 +183,7 @@ impl Object {
     /// An object with only a key and resourceVersion (no labels, fields or encodings).
     #[cfg(test)]
     pub(crate) fn bare(key: Key, rv: u64) -> Object {
-        Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None, json_meta: (0, 0) }
+        Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None, json_meta: (0, 0), cells: None }
     }
 
     /// The same object with its selectable fields replaced (tests).
@@ -220,6 +225,11 @@ impl Object {
         let (at, len) = self.json_meta;
         let j = self.json.as_deref()?;
         j.get(at as usize..at as usize + len as usize).filter(|m| !m.is_empty())
+    }
+
+    /// The Table row's cells (kinds kache prints, objects held in JSON).
+    pub fn cells(&self) -> Option<&Cells> {
+        self.cells.as_deref()
     }
 
     /// The protobuf message's field 1 (`metadata`, an ObjectMeta) with its key and length:

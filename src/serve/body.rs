@@ -82,15 +82,15 @@ pub struct Stitch<'a> {
 pub enum Piece<'a> {
     /// Borrowed bytes.
     Stored(&'a [u8]),
-    /// Up to 15 bytes held here.
-    Inline { len: u8, buf: [u8; 15] },
+    /// Up to 22 bytes held here.
+    Inline { len: u8, buf: [u8; 22] },
 }
 
 impl<'a> Piece<'a> {
-    /// A piece holding a copy of `bytes` (at most 15 bytes; longer input is cut).
+    /// A piece holding a copy of `bytes` (at most 22 bytes; longer input is cut).
     pub fn inline(bytes: &[u8]) -> Piece<'a> {
-        let mut buf = [0; 15];
-        let len = bytes.len().min(15);
+        let mut buf = [0; 22];
+        let len = bytes.len().min(22);
         buf[..len].copy_from_slice(&bytes[..len]);
         Piece::Inline { len: len as u8, buf }
     }

@@ -38,6 +38,8 @@ pub struct Options {
     pub send_initial_events: Option<bool>,
     /// `timeoutSeconds`.
     pub timeout_seconds: Option<u64>,
+    /// `includeObject` (Table rows), as given.
+    pub include_object: Option<String>,
 }
 
 /// How a LIST picks its snapshot, from the resourceVersion parameters.
@@ -108,6 +110,7 @@ impl Options {
                 "allowWatchBookmarks" => o.bookmarks = parse_bool("allowWatchBookmarks", &v)?,
                 "sendInitialEvents" => o.send_initial_events = Some(parse_bool("sendInitialEvents", &v)?),
                 "timeoutSeconds" => o.timeout_seconds = Some(parse_u64("timeoutSeconds", &v)?),
+                "includeObject" => o.include_object = Some(v.into_owned()),
                 _ => {}
             }
         }

@@ -6,10 +6,12 @@
 
 use crate::api::resource::ResourceRef;
 use crate::api::status::Status;
+use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
 use crate::cache::informer::Feed;
 use crate::serve::body::Body;
 use crate::serve::handler;
+use crate::serve::handler::table::Include;
 use crate::serve::limit::{Guarded, Permit};
 use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options, View};
 use crate::serve::route::ResourcePath;
@@ -101,7 +103,13 @@ impl Serve {
             // Custom resources' stored metadata is in the unstructured key order, not
             // ObjectMeta's: their metadata view is the upstream's.
             View::Metadata { list, .. } => resource.protobuf && list == (p.name.is_none() && !watch),
-            View::Table { .. } => false,
+            // Tables of the kinds kache prints, GET and LIST (a watch of Tables is the
+            // upstream's), with metadata or nothing in their rows.
+            View::Table { .. } => {
+                Printer::of(&resource.group, &resource.plural).is_some()
+                    && !watch
+                    && options.as_ref().is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some())
+            }
         };
         served.then_some(Plan { path: p, resource, format, view, options })
     }
@@ -149,7 +157,9 @@ impl Serve {
         let cache = &feed.cache;
         let ns = p.namespace.as_deref();
         match &p.name {
-            Some(name) => handler::get(cache, ns, name, format, view),
+            Some(name) => {
+                handler::get(cache, ns, name, format, view, Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata))
+            }
             None if opts.watch => handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, view, self.settings.watch).await,
             None => handler::list(cache, ns, opts, format, view).await,
         }

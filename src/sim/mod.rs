@@ -30,6 +30,7 @@ use crate::cache::object::{self, Object};
 use crate::cache::{KindCache, Limits};
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
+use crate::serve::handler::table::Include;
 use crate::serve::handler::{self, WatchSettings};
 use crate::serve::query::{negotiate, Format, Negotiated, Options, View};
 use crate::serve::route::{classify, ResourcePath, Target};
@@ -218,6 +219,16 @@ impl Sim {
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
         let (fmt, view) = match negotiate(accept.as_deref(), r.protobuf) {
+            // Kinds kache prints answer GET and LIST through the read path; the rest (and
+            // watches) through the simulator's own tables.
+            Negotiated::Serve(f, v @ View::Table { .. })
+                if crate::api::table::Printer::of(&r.group, &r.plural).is_some()
+                    && !crate::serve::query::watch_requested(req.uri().query())
+                    && req.method() == Method::GET
+                    && Options::parse(req.uri().query()).is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some()) =>
+            {
+                (f, v)
+            }
             Negotiated::Serve(_, View::Table { .. }) => return table::respond(&cache, &req, &p, self.watch).await,
             Negotiated::Serve(f, v) => (f, v),
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
@@ -227,7 +238,10 @@ impl Sim {
         }
         let ns = p.namespace.as_deref();
         match (req.method().clone(), p.name.as_deref(), p.subresource.as_deref()) {
-            (Method::GET, Some(name), None | Some("status")) => handler::get(&cache, ns, name, fmt, view),
+            (Method::GET, Some(name), None | Some("status")) => {
+                let include = Options::parse(req.uri().query())?.include_object;
+                handler::get(&cache, ns, name, fmt, view, Include::parse(include.as_deref()).unwrap_or(Include::Metadata))
+            }
             (Method::GET, None, None) => {
                 let opts = Options::parse(req.uri().query())?;
                 if opts.cont.is_none() && opts.rv != Some(0) {

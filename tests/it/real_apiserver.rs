@@ -446,3 +446,84 @@ async fn real_a_kube_rs_metadata_watcher_syncs_from_cache_and_follows_changes() 
     k.api.must("unlabel the pod", r).await;
     eprintln!("metadata watcher: {synced} pods synced, 5 of 5 changes seen");
 }
+
+/// kubectl's table output with the AGE column's values taken out (they count from the
+/// moment of each answer); columns are split where kubectl pads with two or more spaces.
+fn ageless_table(out: &[u8]) -> Vec<Vec<String>> {
+    let text = String::from_utf8_lossy(out);
+    let split = |l: &str| l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(str::to_string).collect::<Vec<_>>();
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else { return Vec::new() };
+    let header = split(header);
+    let age = header.iter().position(|c| c == "AGE");
+    let mut rows = vec![header];
+    for l in lines {
+        let mut cells = split(l);
+        if let Some(i) = age.filter(|i| *i < cells.len()) {
+            cells[i] = "AGE".into();
+        }
+        rows.push(cells);
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
+    let Some(k) = real("real_kubectl_get", "pods,nodes,namespaces,configmaps,secrets,serviceaccounts").await else { return };
+    let one = k.api.get_ok("/api/v1/pods?limit=1").await;
+    let ns = one["items"][0]["metadata"]["namespace"].as_str().expect("the apiserver holds pods").to_string();
+    let name = one["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
+    let node = one["items"][0]["spec"]["nodeName"].as_str().unwrap_or("node-0000").to_string();
+    // A Secret and a ServiceAccount to print (a cluster without a controller-manager has none).
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "printed"}, "type": "Opaque", "data": {"a": "eA==", "b": "eQ=="}});
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "printed"}});
+    for (path, v) in [("secrets", secret), ("serviceaccounts", sa)] {
+        let r = k.api.post(&format!("/api/v1/namespaces/{NS}/{path}"), &v).await;
+        assert!(r.status == 201 || r.status == 409, "{path}: {}", r.text());
+    }
+    let via = crate::support::Kubectl::new(&format!("http://{}", k.serving.addr));
+    let direct_config = std::env::var("KACHE_REAL_KUBECONFIG").unwrap();
+    let context = std::env::var("KACHE_REAL_CONTEXT").unwrap_or_default();
+    let cache = tempfile::tempdir().unwrap();
+    let field = format!("spec.nodeName={node}");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["get", "pods", "-n", &ns],
+        vec!["get", "pods", "-n", &ns, "-o", "wide"],
+        vec!["get", "pods", "-n", &ns, "--chunk-size=50"],
+        vec!["get", "pods", "-A", "--field-selector", &field, "-o", "wide"],
+        vec!["get", "pods", "-n", &ns, "-l", "app=analytics"],
+        vec!["get", "pod", "-n", &ns, &name],
+        vec!["get", "pod", "-n", &ns, &name, "-o", "wide"],
+        vec!["get", "nodes"],
+        vec!["get", "nodes", "-o", "wide"],
+        vec!["get", "node", &node],
+        vec!["get", "namespaces"],
+        vec!["get", "configmaps", "-A"],
+        vec!["get", "secrets", "-A"],
+        vec!["get", "serviceaccounts", "-A"],
+    ];
+    let mut served = 0;
+    for args in &commands {
+        let before = k.serving.serve.cache_hits();
+        let got = via.run(args).await;
+        let hits = k.serving.serve.cache_hits() - before;
+        let mut direct = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), args);
+        if !context.is_empty() {
+            direct.arg("--context").arg(&context);
+        }
+        let want = tokio::task::spawn_blocking(move || direct.output()).await.unwrap().expect("kubectl direct");
+        let what = format!("kubectl {}", args.join(" "));
+        assert!(got.status.success() && want.status.success(), "{what}: {}", String::from_utf8_lossy(&got.stderr));
+        let (got_rows, want_rows) = (ageless_table(&got.stdout), ageless_table(&want.stdout));
+        assert!(want_rows.len() > 1, "{what}: the apiserver printed rows");
+        assert!(
+            got_rows == want_rows,
+            "{what}: printed differently\nthrough kache:\n{}\ndirect:\n{}",
+            String::from_utf8_lossy(&got.stdout),
+            String::from_utf8_lossy(&want.stdout)
+        );
+        assert!(hits >= 1, "{what}: answered from cache");
+        served += 1;
+    }
+    eprintln!("{served} of {} kubectl get commands printed what the apiserver prints, answered from cache", commands.len());
+}

@@ -1,6 +1,8 @@
 //! GET of one object from the current snapshot, as the object or its PartialObjectMetadata.
 
+use super::table::{self, Include};
 use crate::api::status::Status;
+use crate::api::table::Printer;
 use crate::api::wire;
 use crate::cache::object::{self, Object};
 use crate::cache::KindCache;
@@ -8,14 +10,30 @@ use crate::serve::body::{respond, try_stitched, Body, Stitch};
 use crate::serve::query::{Format, View};
 use http::{Response, StatusCode};
 
-/// Answer a GET of `name` (in `namespace` for namespaced kinds) in `view` (the object, or
-/// its metadata).
-pub fn get(cache: &KindCache, namespace: Option<&str>, name: &str, fmt: Format, view: View) -> Result<Response<Body>, Status> {
+/// Answer a GET of `name` (in `namespace` for namespaced kinds) in `view` (the object, its
+/// metadata, or a one-row Table with `include` in its row).
+pub fn get(
+    cache: &KindCache,
+    namespace: Option<&str>,
+    name: &str,
+    fmt: Format,
+    view: View,
+    include: Include,
+) -> Result<Response<Body>, Status> {
     let r = &cache.resource;
     let snap = cache.snapshot();
     let key = object::key(namespace.unwrap_or(""), name);
     let o = snap.get(&key).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
+    if let View::Table { beta } = view {
+        let printer = Printer::of(&r.group, &r.plural).ok_or_else(missing)?;
+        let body = try_stitched(o.clone(), |o| {
+            let mut items = Vec::with_capacity(8);
+            table::row(o, 0, beta, include, table::now(), &mut items).ok_or_else(missing)?;
+            Ok(Stitch { head: table::head(printer, beta, &format!("\"resourceVersion\":\"{}\"", o.rv)), items, tail: b"]}\n" })
+        })?;
+        return Ok(respond(StatusCode::OK, "application/json", body));
+    }
     let body = try_stitched(o.clone(), |o| {
         let (api_version, kind, body) = match view {
             View::Metadata { beta, .. } => (View::meta_api_version(beta).to_string(), "PartialObjectMetadata", metadata(o, fmt)),

@@ -2,8 +2,10 @@
 //! (through the field index when the selector allows: O(result)), cut a page, and stitch the
 //! stored item bytes into a JSON or protobuf list.
 
+use super::table::{self, Include};
 use super::{candidates, get::content_type, get::metadata, RV_WAIT};
 use crate::api::status::Status;
+use crate::api::table::Printer;
 use crate::api::wire;
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
@@ -50,7 +52,8 @@ pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fm
         let page = collect(snap, rv, namespace, opts, index);
         match view {
             View::Metadata { beta, .. } => stitch_metadata(cache, &page, fmt, beta),
-            _ => stitch(cache, &page, fmt),
+            View::Table { beta } => stitch_table(cache, &page, beta, opts),
+            View::Object => stitch(cache, &page, fmt),
         }
     })?;
     Ok(respond(StatusCode::OK, content_type(fmt), body))
@@ -197,6 +200,28 @@ fn stitch_metadata<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format, beta
         Format::Protobuf => wire::UNKNOWN_SUFFIX,
     };
     Ok(Stitch { head, items, tail })
+}
+
+/// A page as a Table: the kind's columns, then a row per item from its stored cells and
+/// metadata.
+fn stitch_table<'s>(cache: &KindCache, page: &Selected<'s>, beta: bool, opts: &Options) -> Result<Stitch<'s>, Status> {
+    let r = &cache.resource;
+    let missing = || Status::internal(format!("{} are not printed", r.plural));
+    let printer = Printer::of(&r.group, &r.plural).ok_or_else(missing)?;
+    let include = Include::parse(opts.include_object.as_deref()).ok_or_else(missing)?;
+    let now = table::now();
+    let mut items = Vec::with_capacity(page.items.len() * 8);
+    for (i, o) in page.items.iter().enumerate() {
+        table::row(o, i, beta, include, now, &mut items).ok_or_else(missing)?;
+    }
+    let mut meta = format!("\"resourceVersion\":\"{}\"", page.rv);
+    if let Some(c) = &page.cont {
+        meta.push_str(&format!(",\"continue\":\"{c}\""));
+    }
+    if let Some(n) = page.remaining {
+        meta.push_str(&format!(",\"remainingItemCount\":{n}"));
+    }
+    Ok(Stitch { head: table::head(printer, beta, &meta), items, tail: b"]}\n" })
 }
 
 /// A list's head: JSON up to the items' `[`, or the protobuf envelope and ListMeta (sized

@@ -5,6 +5,7 @@
 
 mod get;
 mod list;
+pub(crate) mod table;
 mod watch;
 
 pub use get::get;

@@ -2,6 +2,7 @@
 //! kube-apiserver (`../shared/golden`): a pod cache built from the golden namespace's LIST
 //! answers as the apiserver answered for the same objects at the same versions.
 
+use super::table::Include;
 use super::{get, list, watch, WatchSettings};
 use crate::api::wire;
 use crate::cache::object::{item_json, Object};
@@ -27,14 +28,26 @@ const LIST_RV: u64 = 61527;
 fn cache() -> Arc<KindCache> {
     let res = pods();
     let json: Value = serde_json::from_slice(&golden("02a-list-pods.json.body")).unwrap();
-    let pb = golden("02a-list-pods.pb.body");
-    let bare = pb_items(&pb);
-    let items = json["items"].as_array().unwrap();
-    assert_eq!(items.len(), bare.len());
-    let objects: Vec<Object> = items.iter().zip(&bare).map(|(v, b)| Object::new(&res, v, Some(&item_json(v)), Some(b)).unwrap()).collect();
+    let objects = build(&res, &json, Some(&golden("02a-list-pods.pb.body")));
     let cache = Arc::new(KindCache::new(res, LIST_RV, Limits::default()));
     cache.replace(objects, LIST_RV);
     cache
+}
+
+/// The golden namespace's ConfigMaps (04a), in JSON.
+fn configmaps() -> Arc<KindCache> {
+    let res = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"));
+    let json: Value = serde_json::from_slice(&golden("04a-list-configmaps.json.body")).unwrap();
+    let objects = build(&res, &json, None);
+    let cache = Arc::new(KindCache::new(res, LIST_RV, Limits::default()));
+    cache.replace(objects, LIST_RV);
+    cache
+}
+
+fn build(res: &crate::api::resource::Resource, json: &Value, pb: Option<&[u8]>) -> Vec<Object> {
+    let items = json["items"].as_array().unwrap();
+    let bare = pb.map(pb_items).unwrap_or_default();
+    items.iter().enumerate().map(|(i, v)| Object::new(res, v, Some(&item_json(v)), bare.get(i).map(Vec::as_slice)).unwrap()).collect()
 }
 
 /// The bare item messages of a protobuf list envelope.
@@ -91,10 +104,10 @@ async fn an_empty_metadata_list_has_null_items_as_the_apiserver_writes_it() {
 #[tokio::test]
 async fn metadata_gets_equal_the_apiservers() {
     let c = cache();
-    let json = body(get(&c, Some("golden"), "web-1", Format::Json, METADATA).unwrap()).await;
+    let json = body(get(&c, Some("golden"), "web-1", Format::Json, METADATA, Include::Metadata).unwrap()).await;
     assert_eq!(String::from_utf8(json).unwrap(), String::from_utf8(golden("11f-get-pod-as-partialobjectmetadata.json.body")).unwrap());
     // No protobuf capture of a metadata GET: it is the list item's message in the envelope.
-    let pb = body(get(&c, Some("golden"), "web-1", Format::Protobuf, METADATA).unwrap()).await;
+    let pb = body(get(&c, Some("golden"), "web-1", Format::Protobuf, METADATA, Include::Metadata).unwrap()).await;
     let listed = pb_items(&golden("11e-list-pods-as-partialobjectmetadatalist.pb.body"));
     let mut want = wire::envelope_prefix("meta.k8s.io/v1", "PartialObjectMetadata", listed[1].len());
     want.extend_from_slice(&listed[1]);
@@ -139,4 +152,57 @@ async fn a_metadata_watchlist_ends_with_the_apiservers_bookmark() {
         (0..WATCHLIST_END_PB.len()).step_by(2).map(|i| u8::from_str_radix(&WATCHLIST_END_PB[i..i + 2], 16).unwrap()).collect::<Vec<u8>>();
     want.extend_from_slice(wire::UNKNOWN_SUFFIX);
     assert_eq!(run(Format::Protobuf).await, want);
+}
+
+/// A Table with its Age cells (the column named Age) blanked: they count from the moment
+/// of the answer.
+fn ageless(body: &[u8]) -> Value {
+    let mut t: Value = serde_json::from_slice(body).unwrap();
+    let age = t["columnDefinitions"].as_array().unwrap().iter().position(|c| c["name"] == "Age").expect("an Age column");
+    for row in t["rows"].as_array_mut().unwrap() {
+        row["cells"][age] = Value::from("AGE");
+    }
+    t
+}
+
+const TABLE: View = View::Table { beta: false };
+
+#[tokio::test]
+async fn pod_and_configmap_tables_equal_the_apiservers() {
+    let c = cache();
+    let got = body(list(&c, Some("golden"), &Options::default(), Format::Json, TABLE).await.unwrap()).await;
+    assert_eq!(ageless(&got), ageless(&golden("11a-list-pods-as-table.json.body")));
+    let got = body(get(&c, Some("golden"), "web-1", Format::Json, TABLE, Include::Metadata).unwrap()).await;
+    assert_eq!(ageless(&got), ageless(&golden("11b-get-pod-as-table.json.body")));
+    let cms = configmaps();
+    let got = body(list(&cms, Some("golden"), &Options::default(), Format::Json, TABLE).await.unwrap()).await;
+    assert_eq!(ageless(&got), ageless(&golden("11c-list-configmaps-as-table.json.body")));
+    // Byte for byte apart from the ages: the same bytes once they are put back.
+    let want = golden("11c-list-configmaps-as-table.json.body");
+    let got = String::from_utf8(got).unwrap();
+    let aged = ["80s", "80s", "79s"].iter().fold(got.clone(), |s, a| s.replacen(&age_cell(&got), a, 1));
+    assert_eq!(aged, String::from_utf8(want).unwrap());
+}
+
+/// The first Age cell of a ConfigMap Table (`,"<age>"]`).
+fn age_cell(t: &str) -> String {
+    let at = t.find(",\"object\"").unwrap();
+    let cells = &t[..at];
+    let start = cells.rfind(",\"").unwrap() + 2;
+    let end = cells.rfind('"').unwrap();
+    cells[start..end].to_string()
+}
+
+#[tokio::test]
+async fn table_rows_carry_nothing_with_include_object_none_and_v1beta1_says_so() {
+    let c = cache();
+    let opts = Options::parse(Some("includeObject=None&limit=1")).unwrap();
+    let got: Value =
+        serde_json::from_slice(&body(list(&c, Some("golden"), &opts, Format::Json, View::Table { beta: true }).await.unwrap()).await)
+            .unwrap();
+    assert_eq!(got["apiVersion"], "meta.k8s.io/v1beta1");
+    assert_eq!(got["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(got["rows"][0]["object"], Value::Null);
+    assert_eq!(got["metadata"]["remainingItemCount"], 2);
+    assert!(got["metadata"]["continue"].is_string());
 }

@@ -1,0 +1,254 @@
+//! Server-side printing: the `Table` rows the apiserver's printers write for `kubectl get`
+//! (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`), for the kinds below. A row's
+//! cells are computed once per object version, when the object is stored, as a template:
+//! the cells' JSON with the places where a relative time ("5d", "3 (2m ago)") goes, filled
+//! at answer time. Column definitions are the apiserver's own (`columns.json`, captured from
+//! a real kube-apiserver v1.36.2 by `tools/gen_table_columns.py`).
+//!
+//! The apiserver's printers always print the wide columns (priority 1): `-o wide` is the
+//! same Table. Kinds without a printer here are passed through to the upstream.
+
+mod print;
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// A kind kache prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Printer {
+    Pod,
+    Node,
+    Namespace,
+    ConfigMap,
+    Secret,
+    ServiceAccount,
+}
+
+impl Printer {
+    /// The printer of a resource (API group and plural), if kache has one.
+    pub fn of(group: &str, plural: &str) -> Option<Printer> {
+        Some(match (group, plural) {
+            ("", "pods") => Printer::Pod,
+            ("", "nodes") => Printer::Node,
+            ("", "namespaces") => Printer::Namespace,
+            ("", "configmaps") => Printer::ConfigMap,
+            ("", "secrets") => Printer::Secret,
+            ("", "serviceaccounts") => Printer::ServiceAccount,
+            _ => return None,
+        })
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Printer::Pod => "/pods",
+            Printer::Node => "/nodes",
+            Printer::Namespace => "/namespaces",
+            Printer::ConfigMap => "/configmaps",
+            Printer::Secret => "/secrets",
+            Printer::ServiceAccount => "/serviceaccounts",
+        }
+    }
+
+    /// The kind's `columnDefinitions` as compact JSON (an array), as the apiserver writes it.
+    pub fn columns(self) -> &'static [u8] {
+        static COLUMNS: OnceLock<HashMap<String, Vec<u8>>> = OnceLock::new();
+        let all = COLUMNS.get_or_init(|| {
+            let v: serde_json::Map<String, Value> = serde_json::from_str(include_str!("columns.json")).unwrap_or_default();
+            v.into_iter().map(|(k, cols)| (k, crate::api::json::to_vec(&cols))).collect()
+        });
+        all.get(self.key()).map_or(b"[]", Vec::as_slice)
+    }
+
+    /// The row template of an object (its decoded JSON).
+    pub fn cells(self, v: &Value) -> Cells {
+        let mut w = Writer::default();
+        match self {
+            Printer::Pod => print::pod(&mut w, v),
+            Printer::Node => print::node(&mut w, v),
+            Printer::Namespace => print::namespace(&mut w, v),
+            Printer::ConfigMap => print::config_map(&mut w, v),
+            Printer::Secret => print::secret(&mut w, v),
+            Printer::ServiceAccount => print::service_account(&mut w, v),
+        }
+        w.finish()
+    }
+}
+
+/// A row's cells (and conditions) as a template: JSON with relative times to fill in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cells {
+    /// `[cell,...]` and, for finished pods, `,"conditions":[...]`: what follows `"cells":`
+    /// in a row, up to its `"object"`; relative times left out.
+    json: Box<[u8]>,
+    /// Where each relative time goes in `json`, and the instant it counts from (unix
+    /// seconds; `None` prints `<unknown>`).
+    times: Box<[(u32, Option<i64>)]>,
+}
+
+/// One piece of a rendered row: template bytes or a relative time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Segment<'a> {
+    /// Template bytes.
+    Bytes(&'a [u8]),
+    /// The time since this instant, as the apiserver's printers write it.
+    Since(Option<i64>),
+}
+
+impl Cells {
+    /// The template's pieces in order.
+    pub fn segments(&self) -> impl Iterator<Item = Segment<'_>> {
+        let mut at = 0usize;
+        let mut times = self.times.iter();
+        let mut pending: Option<Segment<'_>> = None;
+        std::iter::from_fn(move || {
+            if let Some(s) = pending.take() {
+                return Some(s);
+            }
+            match times.next() {
+                Some(&(pos, t)) => {
+                    let bytes = self.json.get(at..pos as usize).unwrap_or_default();
+                    at = pos as usize;
+                    pending = Some(Segment::Since(t));
+                    Some(Segment::Bytes(bytes))
+                }
+                None if at <= self.json.len() => {
+                    let rest = &self.json[at..];
+                    at = self.json.len() + 1;
+                    Some(Segment::Bytes(rest))
+                }
+                None => None,
+            }
+        })
+    }
+
+    /// The template filled in at `now` (unix seconds, fractional): the row's JSON from
+    /// `"cells":`'s value on.
+    pub fn render(&self, now: f64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.json.len() + 8);
+        for s in self.segments() {
+            match s {
+                Segment::Bytes(b) => out.extend_from_slice(b),
+                Segment::Since(t) => out.extend_from_slice(since(t, now).as_bytes()),
+            }
+        }
+        out
+    }
+}
+
+/// The time since `t` at `now` as it goes inside a JSON string (`<` and `>` escaped as
+/// Go escapes them), or `<unknown>` without a time.
+pub fn since(t: Option<i64>, now: f64) -> String {
+    let text = match t {
+        Some(t) => human_duration(now - t as f64),
+        None => "<unknown>".to_string(),
+    };
+    text.replace('<', "\\u003c").replace('>', "\\u003e")
+}
+
+/// A duration as the apiserver's printers write it (apimachinery's `HumanDuration`):
+/// seconds up to 2 minutes, then minutes (with seconds under 10 minutes), hours (with
+/// minutes under 8 hours), days (with hours under 8 days), years (with days under 8 years).
+pub fn human_duration(secs: f64) -> String {
+    let seconds = secs.trunc() as i64;
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    if seconds < 0 {
+        return "0s".into();
+    }
+    if seconds < 120 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 { format!("{minutes}m") } else { format!("{minutes}m{s}s") };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 { format!("{hours}h") } else { format!("{hours}h{m}m") };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 { format!("{}d", hours / 24) } else { format!("{}d{h}h", hours / 24) };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 { format!("{}y", hours / 24 / 365) } else { format!("{}y{dy}d", hours / 24 / 365) };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+/// Builds a [`Cells`] template.
+#[derive(Default)]
+pub(crate) struct Writer {
+    json: Vec<u8>,
+    times: Vec<(u32, Option<i64>)>,
+    cells: usize,
+    conditions: Option<&'static str>,
+}
+
+impl Writer {
+    fn sep(&mut self) {
+        self.json.push(if self.cells == 0 { b'[' } else { b',' });
+        self.cells += 1;
+    }
+
+    /// A string cell.
+    pub(crate) fn str(&mut self, s: &str) {
+        self.sep();
+        crate::api::json::write_str(&mut self.json, s);
+    }
+
+    /// An integer cell.
+    pub(crate) fn int(&mut self, n: i64) {
+        self.sep();
+        self.json.extend_from_slice(n.to_string().as_bytes());
+    }
+
+    /// A string cell of `before`, the time since `t`, then `after`.
+    pub(crate) fn since(&mut self, before: &str, t: Option<i64>, after: &str) {
+        self.sep();
+        self.json.push(b'"');
+        self.json.extend_from_slice(before.as_bytes());
+        self.times.push((self.json.len() as u32, t));
+        self.json.extend_from_slice(after.as_bytes());
+        self.json.push(b'"');
+    }
+
+    /// The row's conditions (JSON, written after the cells).
+    pub(crate) fn conditions(&mut self, json: &'static str) {
+        self.conditions = Some(json);
+    }
+
+    fn finish(mut self) -> Cells {
+        if self.cells == 0 {
+            self.json.push(b'[');
+        }
+        self.json.push(b']');
+        if let Some(c) = self.conditions {
+            self.json.extend_from_slice(b",\"conditions\":");
+            self.json.extend_from_slice(c.as_bytes());
+        }
+        Cells { json: self.json.into_boxed_slice(), times: self.times.into_boxed_slice() }
+    }
+}
+
+/// Parse an RFC 3339 time as the printers read it (`None` when missing or zero).
+pub(crate) fn time(v: &Value) -> Option<i64> {
+    v.as_str().and_then(crate::api::time::parse_rfc3339)
+}
+
+#[cfg(test)]
+mod tests;
