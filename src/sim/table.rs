@@ -7,6 +7,7 @@
 //! definitions only in the first event, as the apiserver does.
 
 use crate::api::status::Status;
+use crate::api::table::Printer;
 use crate::cache::KindCache;
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
@@ -153,7 +154,7 @@ pub(super) async fn respond<B: RequestBody>(
         None if opts.watch => {
             let events =
                 handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, crate::serve::query::View::Object, settings).await?;
-            return Ok(watch_tables(events, cols));
+            return Ok(watch_tables(events, cols, Printer::of(&r.group, &r.plural)));
         }
         None => {
             let page = handler::page(cache, ns, &opts).await?;
@@ -174,7 +175,7 @@ pub(super) async fn respond<B: RequestBody>(
 
 /// Turn a JSON watch stream into a stream of one-row Tables (ERROR and BOOKMARK events pass
 /// unchanged). Only the first Table carries column definitions: kubectl reuses them.
-fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
+fn watch_tables(events: Response<Body>, cols: Columns, printer: Option<Printer>) -> Response<Body> {
     let (parts, mut events) = events.into_parts();
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
@@ -193,9 +194,19 @@ fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
                 let out = match serde_json::from_slice::<Value>(&line) {
                     Ok(ev) if matches!(ev["type"].as_str(), Some("ADDED" | "MODIFIED" | "DELETED")) => {
                         let obj = &ev["object"];
-                        let columns = if first { cols.definitions() } else { Value::Null };
+                        // Kinds kache prints get the apiserver's columns and cells, as their
+                        // LISTs do (kubectl prints a new header when the columns change).
+                        let (defs, row) = match printer {
+                            Some(p) => {
+                                let cells: Value = serde_json::from_slice(&p.cells(obj).render(crate::serve::handler::table::now())).unwrap_or(Value::Null);
+                                let meta = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]});
+                                (serde_json::from_slice(p.columns()).unwrap_or(Value::Null), json!({"cells": cells, "object": meta}))
+                            }
+                            None => (cols.definitions(), row(obj, cols)),
+                        };
+                        let columns = if first { defs } else { Value::Null };
                         first = false;
-                        let t = table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), columns, vec![row(obj, cols)]);
+                        let t = table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), columns, vec![row]);
                         let mut line = format!("{{\"type\":{},\"object\":", ev["type"]).into_bytes();
                         line.extend_from_slice(&t);
                         line.extend_from_slice(b"}\n");
