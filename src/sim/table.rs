@@ -198,8 +198,10 @@ fn watch_tables(events: Response<Body>, cols: Columns, printer: Option<Printer>)
                         // LISTs do (kubectl prints a new header when the columns change).
                         let (defs, row) = match printer {
                             Some(p) => {
-                                let cells: Value = serde_json::from_slice(&p.cells(obj).render(crate::serve::handler::table::now())).unwrap_or(Value::Null);
-                                let meta = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]});
+                                let cells: Value = serde_json::from_slice(&p.cells(obj).render(crate::serve::handler::table::now()))
+                                    .unwrap_or(Value::Null);
+                                let meta =
+                                    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]});
                                 (serde_json::from_slice(p.columns()).unwrap_or(Value::Null), json!({"cells": cells, "object": meta}))
                             }
                             None => (cols.definitions(), row(obj, cols)),
