@@ -317,14 +317,22 @@ fn json_with_rv(json: &[u8], old: u64, new: u64) -> Option<Vec<u8>> {
 }
 
 /// Where the top-level `metadata` member's value lies in a stored JSON piece (`,` + `item`).
+/// Built-in objects start with it (the type meta is stripped), so only the metadata is
+/// read; other key orders are read whole.
 fn metadata_span(item: &[u8]) -> Option<(u32, u32)> {
-    #[derive(serde::Deserialize)]
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+    #[derive(Deserialize)]
     struct Meta<'a> {
         #[serde(borrow)]
-        metadata: &'a serde_json::value::RawValue,
+        metadata: &'a RawValue,
     }
-    let m: Meta<'_> = serde_json::from_slice(item).ok()?;
-    let raw = m.metadata.get().as_bytes();
+    const FIRST: &[u8] = b"{\"metadata\":";
+    let raw = match item.strip_prefix(FIRST) {
+        Some(rest) => <&RawValue>::deserialize(&mut serde_json::Deserializer::from_slice(rest)).ok()?,
+        None => serde_json::from_slice::<Meta<'_>>(item).ok()?.metadata,
+    };
+    let raw = raw.get().as_bytes();
     let at = (raw.as_ptr() as usize).checked_sub(item.as_ptr() as usize)? + 1;
     Some((u32::try_from(at).ok()?, u32::try_from(raw.len()).ok()?))
 }

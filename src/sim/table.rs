@@ -1,127 +1,67 @@
-//! `as=Table` responses for kubectl's default human-readable output: a Name and Age column
-//! for every kind, the apiserver's pod columns (Ready/Status/Restarts/Age, and IP/Node/
-//! Nominated Node/Readiness Gates for `-o wide`) and a Data column for ConfigMaps. Rows carry
-//! the object's metadata as PartialObjectMetadata, as the apiserver's do. A LIST takes the same
-//! resourceVersion, selector and `limit`/`continue` path as any other LIST; a WATCH
-//! (`kubectl get -w`) sends each event's object as a one-row Table, with the column
-//! definitions only in the first event, as the apiserver does.
+//! `as=Table` responses the read path does not give: watches (`kubectl get -w`, each
+//! event's object as a one-row Table with the column definitions only in the first event, as
+//! the apiserver does), `includeObject=Object`, and kinds kache has no printer for (a Name
+//! and Age column). Printed kinds use the same printers and column definitions as the read
+//! path (`api::table`). Rows carry the object's metadata as PartialObjectMetadata, as the
+//! apiserver's do. A LIST takes the same resourceVersion, selector and `limit`/`continue`
+//! path as any other LIST.
 
 use crate::api::status::Status;
-use crate::api::table::Printer;
+use crate::api::table::{human_duration, Printer};
 use crate::cache::KindCache;
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
+use crate::serve::handler::table::now;
 use crate::serve::handler::{self, WatchSettings};
 use crate::serve::query::{Format, Options};
 use crate::serve::route::ResourcePath;
 use bytes::{BufMut, Bytes};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// Which columns a kind's table has.
+/// Which columns a kind's table has: a printer's, or Name and Age.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Columns {
-    Pod,
-    ConfigMap,
+    Printed(Printer),
     Plain,
 }
 
 impl Columns {
     fn of(cache: &KindCache) -> Columns {
-        let r = &cache.resource;
-        match (r.group.as_str(), r.kind.as_str()) {
-            ("", "Pod") => Columns::Pod,
-            ("", "ConfigMap") => Columns::ConfigMap,
-            _ => Columns::Plain,
-        }
+        Printer::of(&cache.resource.group, &cache.resource.plural).map_or(Columns::Plain, Columns::Printed)
     }
 
     fn definitions(self) -> Value {
-        let col = |name: &str, format: &str, priority: u8| json!({"name": name, "type": "string", "format": format, "description": "", "priority": priority});
         match self {
-            Columns::Pod => json!([
-                col("Name", "name", 0),
-                col("Ready", "", 0),
-                col("Status", "", 0),
-                col("Restarts", "", 0),
-                col("Age", "", 0),
-                col("IP", "", 1),
-                col("Node", "", 1),
-                col("Nominated Node", "", 1),
-                col("Readiness Gates", "", 1),
-            ]),
-            Columns::ConfigMap => json!([col("Name", "name", 0), col("Data", "", 0), col("Age", "", 0)]),
-            Columns::Plain => json!([col("Name", "name", 0), col("Age", "", 0)]),
-        }
-    }
-}
-
-fn age(created: &str) -> String {
-    let parsed = crate::api::time::parse_rfc3339(created);
-    let now = crate::api::time::unix_now();
-    match parsed {
-        Some(t) if now >= t => {
-            let s = now - t;
-            if s < 120 {
-                format!("{s}s")
-            } else if s < 7200 {
-                format!("{}m", s / 60)
-            } else if s < 172_800 {
-                format!("{}h", s / 3600)
-            } else {
-                format!("{}d", s / 86_400)
+            Columns::Printed(p) => serde_json::from_slice(p.columns()).unwrap_or(Value::Null),
+            Columns::Plain => {
+                let col =
+                    |name: &str, format: &str| json!({"name": name, "type": "string", "format": format, "description": "", "priority": 0});
+                json!([col("Name", "name"), col("Age", "")])
             }
         }
-        _ => "<unknown>".into(),
     }
 }
 
-/// `<none>` for an empty or missing string, as kubectl's printers write it.
-fn or_none(v: &Value) -> String {
-    v.as_str().filter(|s| !s.is_empty()).unwrap_or("<none>").to_string()
-}
-
-/// One row: the cells and the object's metadata.
+/// One row: the cells (and a printer's row conditions) and the object's metadata.
 fn row(v: &Value, cols: Columns) -> Value {
     let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
-    let name = meta["name"].clone();
-    let age = age(meta["creationTimestamp"].as_str().unwrap_or(""));
-    let cells = match cols {
-        Columns::Pod => {
-            let statuses = v["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
-            let ready = statuses.iter().filter(|c| c["ready"] == true).count();
-            let total = v["spec"]["containers"].as_array().map_or(0, Vec::len);
-            let restarts: i64 = statuses.iter().filter_map(|c| c["restartCount"].as_i64()).sum();
-            let gates = match v["spec"]["readinessGates"].as_array() {
-                Some(g) if !g.is_empty() => {
-                    let conds = v["status"]["conditions"].as_array().cloned().unwrap_or_default();
-                    let met =
-                        g.iter().filter(|gate| conds.iter().any(|c| c["type"] == gate["conditionType"] && c["status"] == "True")).count();
-                    format!("{met}/{}", g.len())
-                }
-                _ => "<none>".into(),
-            };
-            json!([
-                name,
-                format!("{ready}/{total}"),
-                v["status"]["phase"],
-                restarts.to_string(),
-                age,
-                or_none(&v["status"]["podIP"]),
-                or_none(&v["spec"]["nodeName"]),
-                or_none(&v["status"]["nominatedNodeName"]),
-                gates,
-            ])
+    let object = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta});
+    match cols {
+        Columns::Printed(p) => {
+            // The template renders what follows `"cells":` in a row, conditions included.
+            let rendered = [b"{\"cells\":".as_slice(), &p.cells(v).render(now()), b"}"].concat();
+            let mut r: Value = serde_json::from_slice(&rendered).unwrap_or_else(|_| json!({"cells": []}));
+            r["object"] = object;
+            r
         }
-        Columns::ConfigMap => {
-            let n = |k: &str| v[k].as_object().map_or(0, Map::len);
-            json!([name, n("data") + n("binaryData"), age])
+        Columns::Plain => {
+            let age = crate::api::table::time(&meta["creationTimestamp"]).map_or("<unknown>".into(), |t| human_duration(now() - t as f64));
+            json!({"cells": [meta["name"].clone(), age], "object": object})
         }
-        Columns::Plain => json!([name, age]),
-    };
-    json!({"cells": cells, "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}})
+    }
 }
 
 fn table(meta: Value, columns: Value, rows: Vec<Value>) -> Vec<u8> {
@@ -154,7 +94,7 @@ pub(super) async fn respond<B: RequestBody>(
         None if opts.watch => {
             let events =
                 handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, crate::serve::query::View::Object, settings).await?;
-            return Ok(watch_tables(events, cols, Printer::of(&r.group, &r.plural)));
+            return Ok(watch_tables(events, cols));
         }
         None => {
             let page = handler::page(cache, ns, &opts).await?;
@@ -175,7 +115,7 @@ pub(super) async fn respond<B: RequestBody>(
 
 /// Turn a JSON watch stream into a stream of one-row Tables (ERROR and BOOKMARK events pass
 /// unchanged). Only the first Table carries column definitions: kubectl reuses them.
-fn watch_tables(events: Response<Body>, cols: Columns, printer: Option<Printer>) -> Response<Body> {
+fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
     let (parts, mut events) = events.into_parts();
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
@@ -194,21 +134,9 @@ fn watch_tables(events: Response<Body>, cols: Columns, printer: Option<Printer>)
                 let out = match serde_json::from_slice::<Value>(&line) {
                     Ok(ev) if matches!(ev["type"].as_str(), Some("ADDED" | "MODIFIED" | "DELETED")) => {
                         let obj = &ev["object"];
-                        // Kinds kache prints get the apiserver's columns and cells, as their
-                        // LISTs do (kubectl prints a new header when the columns change).
-                        let (defs, row) = match printer {
-                            Some(p) => {
-                                let cells: Value = serde_json::from_slice(&p.cells(obj).render(crate::serve::handler::table::now()))
-                                    .unwrap_or(Value::Null);
-                                let meta =
-                                    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]});
-                                (serde_json::from_slice(p.columns()).unwrap_or(Value::Null), json!({"cells": cells, "object": meta}))
-                            }
-                            None => (cols.definitions(), row(obj, cols)),
-                        };
-                        let columns = if first { defs } else { Value::Null };
+                        let columns = if first { cols.definitions() } else { Value::Null };
                         first = false;
-                        let t = table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), columns, vec![row]);
+                        let t = table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), columns, vec![row(obj, cols)]);
                         let mut line = format!("{{\"type\":{},\"object\":", ev["type"]).into_bytes();
                         line.extend_from_slice(&t);
                         line.extend_from_slice(b"}\n");
@@ -235,8 +163,8 @@ mod tests {
         let golden: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/11b-get-pod-as-table.json.body")).unwrap()).unwrap();
         let pod: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/01-get-pod.json.body")).unwrap()).unwrap();
         let names = |cols: &Value| cols.as_array().unwrap().iter().map(|c| (c["name"].clone(), c["priority"].clone())).collect::<Vec<_>>();
-        assert_eq!(names(&Columns::Pod.definitions()), names(&golden["columnDefinitions"]));
-        let r = row(&pod, Columns::Pod);
+        assert_eq!(names(&Columns::Printed(Printer::Pod).definitions()), names(&golden["columnDefinitions"]));
+        let r = row(&pod, Columns::Printed(Printer::Pod));
         let cells = r["cells"].as_array().unwrap();
         let want = golden["rows"][0]["cells"].as_array().unwrap();
         for i in [0, 1, 2, 3, 5, 6, 7, 8] {

@@ -214,6 +214,12 @@ fn stitch_table<'s>(cache: &KindCache, page: &Selected<'s>, beta: bool, opts: &O
     for (i, o) in page.items.iter().enumerate() {
         table::row(o, i, beta, include, now, &mut items).ok_or_else(missing)?;
     }
+    Ok(Stitch { head: table::head(printer, beta, &json_list_meta(page)), items, tail: b"]}\n" })
+}
+
+/// The members of a JSON list's (or Table's) `metadata`: resourceVersion, then continue
+/// and remainingItemCount when the page has them.
+fn json_list_meta(page: &Selected<'_>) -> String {
     let mut meta = format!("\"resourceVersion\":\"{}\"", page.rv);
     if let Some(c) = &page.cont {
         meta.push_str(&format!(",\"continue\":\"{c}\""));
@@ -221,7 +227,7 @@ fn stitch_table<'s>(cache: &KindCache, page: &Selected<'s>, beta: bool, opts: &O
     if let Some(n) = page.remaining {
         meta.push_str(&format!(",\"remainingItemCount\":{n}"));
     }
-    Ok(Stitch { head: table::head(printer, beta, &meta), items, tail: b"]}\n" })
+    meta
 }
 
 /// A list's head: JSON up to the items' `[`, or the protobuf envelope and ListMeta (sized
@@ -229,16 +235,8 @@ fn stitch_table<'s>(cache: &KindCache, page: &Selected<'s>, beta: bool, opts: &O
 fn list_head(api_version: &str, list_kind: &str, page: &Selected<'_>, fmt: Format, items: &[Piece<'_>]) -> Vec<u8> {
     match fmt {
         Format::Json => {
-            let mut head =
-                format!("{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{}\"", page.rv);
-            if let Some(c) = &page.cont {
-                head.push_str(&format!(",\"continue\":\"{c}\""));
-            }
-            if let Some(n) = page.remaining {
-                head.push_str(&format!(",\"remainingItemCount\":{n}"));
-            }
-            head.push_str("},\"items\":[");
-            head.into_bytes()
+            format!("{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{{}}},\"items\":[", json_list_meta(page))
+                .into_bytes()
         }
         Format::Protobuf => {
             let meta = wire::list_meta(page.rv, page.cont.as_deref(), page.remaining);
