@@ -103,11 +103,10 @@ impl Serve {
             // Custom resources' stored metadata is in the unstructured key order, not
             // ObjectMeta's: their metadata view is the upstream's.
             View::Metadata { list, .. } => resource.protobuf && list == (p.name.is_none() && !watch),
-            // Tables of the kinds kache prints, GET and LIST (a watch of Tables is the
-            // upstream's), with metadata or nothing in their rows.
+            // Tables of the kinds kache prints (GET, LIST and WATCH), with metadata or
+            // nothing in their rows.
             View::Table { .. } => {
                 Printer::of(&resource.group, &resource.plural).is_some()
-                    && !watch
                     && options.as_ref().is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some())
             }
         };

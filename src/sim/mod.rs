@@ -219,11 +219,10 @@ impl Sim {
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
         let (fmt, view) = match negotiate(accept.as_deref(), r.protobuf) {
-            // Kinds kache prints answer GET and LIST through the read path; the rest (and
-            // watches) through the simulator's own tables.
+            // Kinds kache prints answer GET, LIST and WATCH through the read path; the
+            // rest (and `includeObject=Object`) through the simulator's own tables.
             Negotiated::Serve(f, v @ View::Table { .. })
                 if crate::api::table::Printer::of(&r.group, &r.plural).is_some()
-                    && !crate::serve::query::watch_requested(req.uri().query())
                     && req.method() == Method::GET
                     && Options::parse(req.uri().query()).is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some()) =>
             {
