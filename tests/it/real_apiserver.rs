@@ -527,3 +527,96 @@ async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
     }
     eprintln!("{served} of {} kubectl get commands printed what the apiserver prints, answered from cache", commands.len());
 }
+
+/// Lines a running command prints, collected as they come.
+fn collect_lines(mut child: std::process::Child) -> (std::process::Child, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::BufRead as _;
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = child.stdout.take().expect("piped stdout");
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    (child, lines)
+}
+
+/// Wait (up to a minute, so a broken watch fails rather than hangs) until `lines` holds `n`.
+async fn until_lines(lines: &std::sync::Mutex<Vec<String>>, n: usize, what: &str) {
+    for _ in 0..600 {
+        if lines.lock().unwrap().len() >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let got = lines.lock().unwrap().clone();
+    panic!("{what}: {} lines, waited for {n}: {got:?}", got.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_kubectl_get_watch_prints_what_the_apiserver_prints_from_cache() {
+    let Some(k) = real("real_kubectl_get_watch", "pods,configmaps").await else { return };
+    // No controller-manager: the namespace may lack the default ServiceAccount a pod needs.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    k.api.post(&format!("/api/v1/namespaces/{NS}/serviceaccounts"), &sa).await;
+    let via = crate::support::Kubectl::new(&format!("http://{}", k.serving.addr));
+    let direct_config = std::env::var("KACHE_REAL_KUBECONFIG").unwrap();
+    let context = std::env::var("KACHE_REAL_CONTEXT").unwrap_or_default();
+    let cache = tempfile::tempdir().unwrap();
+    let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    // One pod at least, so that both kubectls print their initial rows before the changes.
+    let resident = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("resident-{suffix}")},
+        "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}});
+    assert_eq!(k.api.post(&format!("/api/v1/namespaces/{NS}/pods"), &resident).await.status, 201);
+    for kind in ["configmaps", "pods"] {
+        let args = ["get", kind, "-n", NS, "-w", "--output-watch-events"];
+        let listed = k.api.get_ok(&format!("/api/v1/namespaces/{NS}/{kind}")).await["items"].as_array().unwrap().len();
+        let before = k.serving.serve.cache_hits();
+        let mut through = via.command(&args);
+        let mut direct = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), &args);
+        if !context.is_empty() {
+            direct.arg("--context").arg(&context);
+        }
+        let (mut a, got) = collect_lines(through.stdout(std::process::Stdio::piped()).spawn().expect("kubectl through kache"));
+        let (mut b, want) = collect_lines(direct.stdout(std::process::Stdio::piped()).spawn().expect("kubectl direct"));
+        // The header and the initial rows: both watches are open from their list's RV.
+        until_lines(&got, 1 + listed, "through kache").await;
+        until_lines(&want, 1 + listed, "direct").await;
+        let name = format!("watched-{suffix}");
+        let changes = match kind {
+            "configmaps" => {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1", "b": "2"}});
+                assert_eq!(k.api.post(&format!("/api/v1/namespaces/{NS}/configmaps"), &cm).await.status, 201);
+                let path = format!("/api/v1/namespaces/{NS}/configmaps/{name}");
+                assert_eq!(k.api.patch(&path, &json!({"data": {"c": "3"}})).await.status, 200);
+                assert_eq!(k.api.delete(&path).await.status, 200);
+                3
+            }
+            _ => {
+                let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                    "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}});
+                let r = k.api.post(&format!("/api/v1/namespaces/{NS}/pods"), &pod).await;
+                assert_eq!(r.status, 201, "{}", r.text());
+                let path = format!("/api/v1/namespaces/{NS}/pods/{name}");
+                let status = json!({"status": {"phase": "Running", "podIP": "10.9.8.7", "containerStatuses": [{"name": "c",
+                    "image": "registry.example/app:1", "imageID": "", "ready": true, "restartCount": 1, "started": true,
+                    "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}});
+                assert_eq!(k.api.patch(&format!("{path}/status"), &status).await.status, 200);
+                assert_eq!(k.api.delete(&format!("{path}?gracePeriodSeconds=0")).await.status, 200);
+                // ADDED, MODIFIED (Running), MODIFIED (Terminating), DELETED.
+                4
+            }
+        };
+        until_lines(&got, 1 + listed + changes, "through kache").await;
+        until_lines(&want, 1 + listed + changes, "direct").await;
+        let _ = (a.kill(), b.kill(), a.wait(), b.wait());
+        let (got, want) = (got.lock().unwrap().join("\n"), want.lock().unwrap().join("\n"));
+        let (got_rows, want_rows) = (ageless_table(got.as_bytes()), ageless_table(want.as_bytes()));
+        assert!(got_rows == want_rows, "kubectl {}: printed differently\nthrough kache:\n{got}\ndirect:\n{want}", args.join(" "));
+        let hits = k.serving.serve.cache_hits() - before;
+        assert!(hits >= 2, "kubectl {}: the LIST and the watch answered from cache ({hits})", args.join(" "));
+        eprintln!("kubectl {}: {} lines equal, {hits} requests from cache", args.join(" "), want_rows.len());
+    }
+    k.api.delete(&format!("/api/v1/namespaces/{NS}/pods/resident-{suffix}?gracePeriodSeconds=0")).await;
+}
