@@ -120,3 +120,58 @@ fn node_status_and_roles_follow_printnode() {
         ])
     );
 }
+
+/// The captures of `tools/capture_table_fixtures.py`: per kind, the rows a real
+/// kube-apiserver v1.36.2 printed for the objects of `tools/table_fixtures/` (each row with
+/// its object) and when it answered.
+fn captured() -> serde_json::Map<String, Value> {
+    serde_json::from_str(include_str!("testdata/tables.json")).unwrap()
+}
+
+fn column_names(p: Printer) -> Vec<String> {
+    let cols: Value = serde_json::from_slice(p.columns()).unwrap();
+    cols.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn every_printer_has_the_apiservers_columns() {
+    for (group, plural) in Printer::all() {
+        let p = Printer::of(group, plural).unwrap();
+        let names = column_names(p);
+        assert!(names.len() >= 2, "{group}/{plural}: columns captured");
+        assert!(names.iter().any(|n| n == "Name"), "{group}/{plural}: a Name column");
+    }
+    assert_eq!(Printer::of("apps", "pods"), None);
+    assert_eq!(Printer::of("", "deployments"), None);
+}
+
+#[test]
+fn printed_kinds_print_what_the_apiserver_printed_for_the_same_objects() {
+    let all = captured();
+    let mut checked = 0;
+    for (key, capture) in &all {
+        let (group, plural) = key.split_once('/').unwrap();
+        let p = Printer::of(group, plural).unwrap_or_else(|| panic!("{key}: a printer"));
+        let names = column_names(p);
+        // Relative times are rendered at the moment the apiserver answered; the objects'
+        // other instants are years back, so only the Age (seconds old) may differ.
+        let now = capture["answered"].as_f64().unwrap() + 0.5;
+        let rows = capture["rows"].as_array().unwrap();
+        assert!(!rows.is_empty(), "{key}: rows captured");
+        for row in rows {
+            let object = &row["object"];
+            let got: Value = serde_json::from_slice(&p.cells(object).render(now)).unwrap();
+            let (got, want) = (got.as_array().unwrap(), row["cells"].as_array().unwrap());
+            let what = format!("{key} {}", object["metadata"]["name"]);
+            assert_eq!(got.len(), want.len(), "{what}: cells\n{got:?}\n{want:?}");
+            assert_eq!(got.len(), names.len(), "{what}: one cell per column");
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                if names[i] != "Age" {
+                    assert_eq!(g, w, "{what}: column {}", names[i]);
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "{checked} rows checked");
+}
