@@ -91,7 +91,8 @@ impl Printer {
     }
 
     /// Every resource (API group, plural) kache prints.
-    pub fn all() -> impl Iterator<Item = (&'static str, &'static str)> {
+    #[cfg(test)]
+    pub(crate) fn all() -> impl Iterator<Item = (&'static str, &'static str)> {
         PRINTERS.iter().map(|&(g, p, _)| (g, p))
     }
 
