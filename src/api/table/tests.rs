@@ -175,3 +175,120 @@ fn printed_kinds_print_what_the_apiserver_printed_for_the_same_objects() {
     }
     assert!(checked >= 50, "{checked} rows checked");
 }
+
+fn cells_at(p: Printer, v: &Value, now: &str) -> Vec<Value> {
+    let now = crate::api::time::parse_rfc3339(now).unwrap() as f64;
+    let cells: Value = serde_json::from_slice(&p.cells(v).render(now)).unwrap();
+    cells.as_array().unwrap().clone()
+}
+
+#[test]
+fn selectors_print_as_the_selector_they_convert_to() {
+    let template = json!({"spec": {"containers": [{"name": "a", "image": "i:1"}, {"name": "b", "image": "j:2"}]}});
+    let rs = |selector: Value| {
+        let v = json!({"metadata": {"name": "rs"}, "spec": {"replicas": 1, "selector": selector, "template": template}});
+        let deployment = cells_at(Printer::Deployment, &v, "2026-01-01T00:00:00Z")[7].clone();
+        let rs = cells_at(Printer::ReplicaSet, &v, "2026-01-01T00:00:00Z");
+        assert_eq!((&rs[5], &rs[6]), (&json!("a,b"), &json!("i:1,j:2")));
+        (rs[7].clone(), deployment)
+    };
+    // Keys sorted across matchLabels and expressions, values sorted inside in/notin.
+    let both = json!({"matchLabels": {"z": "1", "a": "2"}, "matchExpressions": [
+        {"key": "m", "operator": "In", "values": ["y", "x"]}, {"key": "b", "operator": "DoesNotExist"}]});
+    assert_eq!(rs(both), (json!("a=2,!b,m in (x,y),z=1"), json!("a=2,!b,m in (x,y),z=1")));
+    // An empty selector (everything) and a missing one (nothing) both print as no requirement.
+    assert_eq!(rs(json!({})), (json!("<none>"), json!("")));
+    assert_eq!(rs(Value::Null), (json!("<none>"), json!("")));
+    // An operator that does not convert.
+    let bad = json!({"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["1"]}]});
+    assert_eq!(rs(bad), (json!("<error>"), json!("<invalid>")));
+}
+
+#[test]
+fn services_endpoints_and_slices_format_their_addresses() {
+    let now = "2026-01-01T00:00:00Z";
+    let svc =
+        |spec: Value, status: Value| cells_at(Printer::Service, &json!({"metadata": {"name": "s"}, "spec": spec, "status": status}), now);
+    // A load balancer with only external IPs; ingress points sorted, deduplicated, IP before hostname.
+    let c = svc(json!({"type": "LoadBalancer", "externalIPs": ["192.0.2.1"]}), json!({}));
+    assert_eq!((&c[2], &c[3], &c[4]), (&json!("<none>"), &json!("192.0.2.1"), &json!("<none>")));
+    let lb = json!({"loadBalancer": {"ingress": [{"hostname": "b", "ip": "10.0.0.2"}, {"hostname": "a"}, {"ip": "10.0.0.2"}, {}]}});
+    assert_eq!(svc(json!({"type": "LoadBalancer"}), lb)[3], "10.0.0.2,a");
+    assert_eq!(svc(json!({"type": "Other"}), json!({}))[3], "<unknown>");
+    assert_eq!(svc(json!({"type": "NodePort", "ports": [{"port": 1, "nodePort": 0, "protocol": "SCTP"}]}), json!({}))[4], "1/SCTP");
+    // Endpoints: every address for every port, three shown.
+    let ep = json!({"metadata": {"name": "e"}, "subsets": [
+        {"addresses": [{"ip": "::1"}, {"ip": "10.0.0.1"}], "ports": [{"port": 80}, {"port": 81}]}, {"addresses": [{"ip": "10.9.9.9"}]}]});
+    assert_eq!(cells_at(Printer::Endpoints, &ep, now)[1], "[::1]:80,10.0.0.1:80,[::1]:81 + 2 more...");
+    let three = json!({"metadata": {"name": "e"}, "subsets": [{"addresses": [{"ip": "a"}, {"ip": "b"}, {"ip": "c"}]}]});
+    assert_eq!(cells_at(Printer::Endpoints, &three, now)[1], "a,b,c");
+    let subsets_without_addresses = json!({"metadata": {"name": "e"}, "subsets": [{"notReadyAddresses": [{"ip": "a"}]}]});
+    assert_eq!(cells_at(Printer::Endpoints, &subsets_without_addresses, now)[1], "");
+    // Slices: a port without number or name is `*`.
+    let slice = json!({"metadata": {"name": "x"}, "addressType": "FQDN", "ports": [{}], "endpoints": [{"addresses": ["a.example"]}]});
+    assert_eq!(cells_at(Printer::EndpointSlice, &slice, now)[1..4], [json!("FQDN"), json!("*"), json!("a.example")]);
+}
+
+#[test]
+fn job_status_and_duration_follow_printjob() {
+    let job = |status: Value, deleting: bool| {
+        let mut v = json!({"metadata": {"name": "j"}, "spec": {"completions": 2, "template": {}}, "status": status});
+        if deleting {
+            v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        cells_at(Printer::Job, &v, "2026-01-01T01:00:00Z")
+    };
+    let cond = |t: &str| json!({"conditions": [{"type": t, "status": "True"}], "startTime": "2026-01-01T00:30:00Z"});
+    // A running job's duration counts on; a finished one's is fixed.
+    assert_eq!(job(cond("FailureTarget"), false)[1..4], [json!("FailureTarget"), json!("0/2"), json!("30m")]);
+    assert_eq!(job(cond("SuccessCriteriaMet"), false)[1], "SuccessCriteriaMet");
+    assert_eq!(job(cond("Suspended"), true)[1], "Terminating");
+    assert_eq!(job(cond("Failed"), true)[1], "Failed");
+    let done = json!({"conditions": [{"type": "Complete", "status": "True"}], "startTime": "2025-12-31T23:00:00Z",
+        "completionTime": "2026-01-01T00:00:59Z", "succeeded": 2});
+    assert_eq!(job(done, false)[1..4], [json!("Complete"), json!("2/2"), json!("60m")]);
+    // A condition that is not True does not count.
+    assert_eq!(
+        job(json!({"conditions": [{"type": "Complete", "status": "False"}]}), false)[1..4],
+        [json!("Running"), json!("0/2"), json!("")]
+    );
+}
+
+#[test]
+fn events_count_and_times_follow_printevent() {
+    let now = "2026-01-01T00:00:00Z";
+    // A series without its last observation prints an unknown last seen, and the series' count.
+    let series = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}, "series": {"count": 9},
+        "eventTime": "2025-12-31T23:00:00.999999Z", "message": " x\n"});
+    let c = cells_at(Printer::Event, &series, now);
+    // (59 min 59.000001 s back: 59m.)
+    assert_eq!(
+        c,
+        [json!("<unknown>"), json!(""), json!(""), json!("pod/p"), json!(""), json!(""), json!("x"), json!("59m"), json!(9), json!("e")]
+    );
+    // A MicroTime's fraction counts: 119.5 s back is 119 s, not 2 minutes.
+    let micro = json!({"metadata": {"name": "e"}, "eventTime": "2025-12-31T23:58:00.500000Z", "count": 3, "source": {"host": "h"}});
+    let c = cells_at(Printer::Event, &micro, now);
+    assert_eq!((&c[0], &c[5], &c[7], &c[8]), (&json!("119s"), &json!(", h"), &json!("119s"), &json!(3)));
+    // events.k8s.io: the deprecated fields and reportingController.
+    let v1 = json!({"metadata": {"name": "n"}, "regarding": {"kind": "Node", "name": "n1"}, "note": "hi", "reportingController": "c",
+        "deprecatedFirstTimestamp": "2025-12-31T00:00:00Z", "deprecatedLastTimestamp": "2025-12-31T23:00:00Z", "deprecatedCount": 5});
+    let c = cells_at(Printer::EventsV1, &v1, now);
+    assert_eq!(
+        c,
+        [json!("60m"), json!(""), json!(""), json!("node/n1"), json!(""), json!("c"), json!("hi"), json!("24h"), json!(5), json!("n")]
+    );
+}
+
+#[test]
+fn volumes_print_modes_classes_and_capacity() {
+    let now = "2026-01-01T00:00:00Z";
+    let pv = json!({"metadata": {"name": "pv", "annotations": {"volume.beta.kubernetes.io/storage-class": "beta"}},
+        "spec": {"accessModes": ["ReadWriteOncePod", "ReadWriteOnce", "ReadWriteOnce"], "storageClassName": "spec", "volumeAttributesClassName": "gold"}});
+    let c = cells_at(Printer::PersistentVolume, &pv, now);
+    assert_eq!(c[1..8], [json!("0"), json!("RWO,RWOP"), json!(""), json!(""), json!(""), json!("beta"), json!("gold")]);
+    // A claim bound to a volume without status capacity prints 0.
+    let pvc = json!({"metadata": {"name": "c"}, "spec": {"volumeName": "pv"}, "status": {"phase": "Bound"}});
+    let c = cells_at(Printer::PersistentVolumeClaim, &pvc, now);
+    assert_eq!(c[1..7], [json!("Bound"), json!("pv"), json!("0"), json!(""), json!(""), json!("<unset>")]);
+}
