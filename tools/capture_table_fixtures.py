@@ -5,7 +5,9 @@ src/api/table/testdata/tables.json: per kind, the Table (includeObject=Object, s
 holds the object it prints) and the time it was answered (its Date header), which the unit
 tests render the relative times at.
 
-    python3 tools/capture_table_fixtures.py ~/real-apiserver/kubeconfig admin
+    python3 tools/capture_table_fixtures.py ~/real-apiserver/kubeconfig admin [group/plural ...]
+
+With kinds named, only those are captured again (the others' captures are kept).
 """
 import email.utils
 import json
@@ -17,7 +19,10 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from gen_table_columns import KINDS  # noqa: E402
 
 NS = "kache-print-1"
-CLUSTER_SCOPED = {"nodes", "namespaces", "persistentvolumes", "ingressclasses", "storageclasses", "priorityclasses", "clusterrolebindings"}
+CLUSTER_SCOPED = {
+    "nodes", "namespaces", "persistentvolumes", "ingressclasses", "storageclasses", "priorityclasses", "clusterrolebindings",
+    "clusterroles", "customresourcedefinitions",
+}
 
 
 def main():
@@ -32,9 +37,12 @@ def main():
     tls = ssl.create_default_context()
     tls.check_hostname = False
     tls.verify_mode = ssl.CERT_NONE
-    out = {}
+    only = set(sys.argv[3:])
+    out = json.load(open("src/api/table/testdata/tables.json")) if only else {}
     for group, version, plural in KINDS:
-        if plural in ("pods", "nodes", "namespaces", "configmaps", "secrets", "serviceaccounts"):
+        if plural in ("pods", "nodes", "namespaces", "configmaps", "secrets", "serviceaccounts", "customresourcedefinitions", "csistoragecapacities"):
+            continue
+        if only and f"{group}/{plural}" not in only:
             continue
         base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
         scope = "" if plural in CLUSTER_SCOPED else f"/namespaces/{NS}"

@@ -44,6 +44,12 @@ KINDS = [
     ("rbac.authorization.k8s.io", "v1", "rolebindings"),
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
     ("policy", "v1", "poddisruptionbudgets"),
+    # Built-in kinds the apiserver prints with its default table (Name, Created At).
+    ("", "v1", "limitranges"),
+    ("rbac.authorization.k8s.io", "v1", "roles"),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles"),
+    ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+    ("storage.k8s.io", "v1", "csistoragecapacities"),
 ]
 
 

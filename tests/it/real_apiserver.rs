@@ -609,7 +609,7 @@ async fn printed_objects(k: &TestKache) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
-    let preload = "pods,nodes,namespaces,configmaps,secrets,serviceaccounts,services,deployments,replicasets,statefulsets,daemonsets,jobs,events,events.events.k8s.io,endpointslices,persistentvolumeclaims";
+    let preload = "pods,nodes,namespaces,configmaps,secrets,serviceaccounts,services,deployments,replicasets,statefulsets,daemonsets,jobs,events,events.events.k8s.io,endpointslices,persistentvolumeclaims,roles,clusterroles";
     let Some(k) = real("real_kubectl_get", preload).await else { return };
     let one = k.api.get_ok("/api/v1/pods?limit=1").await;
     let ns = one["items"][0]["metadata"]["namespace"].as_str().expect("the apiserver holds pods").to_string();
@@ -662,6 +662,9 @@ async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
     }
     commands.push(vec!["get", "deployment", "printed", "-n", NS, "-o", "wide"]);
     commands.push(vec!["get", "service", "printed-lb", "-n", NS]);
+    // Kinds without a printer: the apiserver's default table (Name, Created At).
+    commands.push(vec!["get", "clusterroles"]);
+    commands.push(vec!["get", "roles", "-A"]);
     let mut served = 0;
     for args in &commands {
         let before = k.serving.serve.cache_hits();

@@ -48,6 +48,9 @@ pub enum Printer {
     RoleBinding,
     ClusterRoleBinding,
     PodDisruptionBudget,
+    /// The apiserver's default table of built-in kinds without a printer: Name and
+    /// Created At (the creation time as RFC 3339, not a relative time).
+    Default,
 }
 
 /// Every printer with its resource (API group, plural).
@@ -82,6 +85,13 @@ const PRINTERS: &[(&str, &str, Printer)] = &[
     ("rbac.authorization.k8s.io", "rolebindings", Printer::RoleBinding),
     ("rbac.authorization.k8s.io", "clusterrolebindings", Printer::ClusterRoleBinding),
     ("policy", "poddisruptionbudgets", Printer::PodDisruptionBudget),
+    // Built-in kinds the apiserver v1.36 prints with its default table (found by asking it
+    // for every built-in resource's Table).
+    ("", "limitranges", Printer::Default),
+    ("rbac.authorization.k8s.io", "roles", Printer::Default),
+    ("rbac.authorization.k8s.io", "clusterroles", Printer::Default),
+    ("apiextensions.k8s.io", "customresourcedefinitions", Printer::Default),
+    ("storage.k8s.io", "csistoragecapacities", Printer::Default),
 ];
 
 impl Printer {
@@ -144,6 +154,7 @@ impl Printer {
             Printer::PriorityClass => print::priority_class(&mut w, v),
             Printer::RoleBinding | Printer::ClusterRoleBinding => print::role_binding(&mut w, v),
             Printer::PodDisruptionBudget => print::pod_disruption_budget(&mut w, v),
+            Printer::Default => print::default(&mut w, v),
         }
         w.finish()
     }

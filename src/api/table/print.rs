@@ -844,3 +844,11 @@ pub(super) fn pod_disruption_budget(w: &mut Writer, v: &Value) {
     w.int(int(&v["status"]["disruptionsAllowed"]));
     w.since("", created(v), "");
 }
+
+/// The default table's row: the name and the creation time in RFC 3339 (UTC, seconds; Go's
+/// zero time when unset).
+pub(super) fn default(w: &mut Writer, v: &Value) {
+    let secs = time(&v["metadata"]["creationTimestamp"]).map_or(crate::api::time::GO_ZERO_TIME_UNIX, |t| t.div_euclid(1_000_000));
+    w.str(name(v));
+    w.str(&crate::api::time::rfc3339(secs));
+}

@@ -292,3 +292,13 @@ fn volumes_print_modes_classes_and_capacity() {
     let c = cells_at(Printer::PersistentVolumeClaim, &pvc, now);
     assert_eq!(c[1..7], [json!("Bound"), json!("pv"), json!("0"), json!(""), json!(""), json!("<unset>")]);
 }
+
+#[test]
+fn kinds_without_a_printer_get_the_default_table() {
+    let p = Printer::of("rbac.authorization.k8s.io", "roles").unwrap();
+    assert_eq!(column_names(p), ["Name", "Created At"]);
+    let v = json!({"metadata": {"name": "r", "creationTimestamp": "2026-01-02T03:04:05Z"}});
+    assert_eq!(cells_at(p, &v, "2026-06-01T00:00:00Z"), [json!("r"), json!("2026-01-02T03:04:05Z")]);
+    // An unset creation time is Go's zero time, formatted.
+    assert_eq!(cells_at(p, &json!({"metadata": {"name": "r"}}), "2026-06-01T00:00:00Z")[1], "0001-01-01T00:00:00Z");
+}
