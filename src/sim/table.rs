@@ -58,7 +58,8 @@ fn row(v: &Value, cols: Columns) -> Value {
             r
         }
         Columns::Plain => {
-            let age = crate::api::table::time(&meta["creationTimestamp"]).map_or("<unknown>".into(), |t| human_duration(now() - t as f64));
+            let age =
+                crate::api::table::time(&meta["creationTimestamp"]).map_or("<unknown>".into(), |t| human_duration(now() - t as f64 / 1e6));
             json!({"cells": [meta["name"].clone(), age], "object": object})
         }
     }
