@@ -14,6 +14,9 @@ pub const FRESHNESS_PROBES: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_PROBE_SECONDS: &str = "kache_freshness_probe_seconds";
 /// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
 pub const REQUESTS: &str = "kache_requests_total";
+/// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
+/// objects, by view (`metadata`, `table`) and verb.
+pub const CACHED_VIEWS: &str = "kache_cached_views_total";
 /// Time to response headers, by verb and source.
 pub const REQUEST_SECONDS: &str = "kache_request_duration_seconds";
 /// Bytes of cached (non-watch) responses, by verb.

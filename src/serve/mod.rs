@@ -102,6 +102,8 @@ pub struct Serve {
     feeds: DashMap<FeedKey, Arc<Feed>>,
     pub(crate) settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
+    /// Reads answered from cache as PartialObjectMetadata.
+    pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
     pub(crate) inflight: Inflight,
 }
@@ -118,6 +120,7 @@ impl Serve {
             feeds: DashMap::new(),
             settings,
             hits: Default::default(),
+            metadata_hits: Default::default(),
             metrics: Default::default(),
             inflight,
         });
@@ -190,6 +193,11 @@ impl Serve {
     /// Requests answered from cache so far.
     pub fn cache_hits(&self) -> u64 {
         self.hits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests answered from cache as PartialObjectMetadata(List) so far.
+    pub fn metadata_hits(&self) -> u64 {
+        self.metadata_hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The cache of a resource in an encoding, if it is running.

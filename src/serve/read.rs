@@ -58,7 +58,12 @@ impl Serve {
             return None;
         }
         let feed = self.feed(&plan.resource, plan.format);
-        if !feed.synced() {
+        // A cache the request has just started is not synced yet. A watch stays open for
+        // minutes (an informer's first watch of a kind holds its stream until its timeout),
+        // so a watch waits a little for a kind that lists quickly rather than taking an
+        // upstream stream for its whole life; anything else passes through meanwhile.
+        let synced = feed.synced() || opts.watch && feed.wait_synced(self.settings.consistent_wait).await;
+        if !synced {
             return None;
         }
         let permit = match self.permit(opts, caller) {
@@ -67,6 +72,18 @@ impl Serve {
         };
         if !self.current(&feed, plan.path, opts).await {
             return None;
+        }
+        let view = match plan.view {
+            View::Object => None,
+            View::Metadata { .. } => Some("metadata"),
+            View::Table { .. } => Some("table"),
+        };
+        if let Some(view) = view {
+            if view == "metadata" {
+                self.metadata_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            let verb = crate::telemetry::verb(req.method(), plan.path.name.is_some(), opts.watch);
+            metrics::counter!(crate::telemetry::CACHED_VIEWS, "view" => view, "verb" => verb).increment(1);
         }
         let resp = self
             .answer(&feed, plan.path, opts, plan.format, plan.view)
