@@ -1,5 +1,6 @@
 //! Metric names, the Prometheus recorder, and the periodic sampler of cache gauges. Labels
-//! are bounded: resource, encoding, verb, source, code; never namespace, name or raw path.
+//! are bounded: resource, encoding, verb, source, code, view; never namespace, name or raw
+//! path.
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
