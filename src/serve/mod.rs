@@ -8,6 +8,7 @@
 //! `proxy::forward` carrying the client's identity.
 
 pub(crate) mod body;
+pub(crate) mod compress;
 pub(crate) mod discovery;
 pub mod handler;
 pub(crate) mod limit;
@@ -272,11 +273,15 @@ impl Handler for Serve {
         let watch = query::watch_requested(req.uri().query());
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
+        // Bytes of a cached answer as stored (before any compression).
+        let mut bytes = None;
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Some(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    bytes = http_body::Body::size_hint(resp.body()).exact();
+                    let resp = if compress::accepts_gzip(req.headers()) { compress::gzip(resp) } else { resp };
                     (resp, Source::Cache)
                 }
                 None => match self.outbound(&mut req, caller.as_ref()) {
@@ -285,7 +290,6 @@ impl Handler for Serve {
                 },
             },
         };
-        let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| source == Source::Cache);
         self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }

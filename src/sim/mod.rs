@@ -318,7 +318,20 @@ async fn read_body<B: RequestBody>(req: Request<B>, limit: usize) -> Result<byte
 }
 
 impl Handler for Sim {
-    async fn handle<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
+    async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
+        // Large answers gzipped for clients that ask, as the apiserver's APIResponseCompression.
+        let gzip = crate::serve::compress::accepts_gzip(req.headers());
+        let resp = self.answer(req).await;
+        if gzip {
+            crate::serve::compress::gzip(resp)
+        } else {
+            resp
+        }
+    }
+}
+
+impl Sim {
+    async fn answer<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let Some(auth) = self.auth.clone() else {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
