@@ -156,6 +156,8 @@ impl Serve {
             let (k, f) = (e.key(), e.value());
             let name = format!("cache {}{}{} {:?}", k.plural, if k.group.is_empty() { "" } else { "." }, k.group, k.format).to_lowercase();
             let (pass, why) = match (f.synced(), f.healthy()) {
+                // Never fillable: its requests pass through, which is not a reason to be unready.
+                _ if f.refused().is_some() => (true, "refused by the upstream; passed through"),
                 (true, true) => (true, "ok"),
                 (false, _) => (false, "not synced"),
                 (true, false) => (false, "upstream unreachable"),
@@ -212,6 +214,12 @@ impl Serve {
                 feed
             })
             .clone()
+    }
+
+    /// Whether the upstream refused to fill `r`'s cache in `fmt` (see `Feed::refused`).
+    pub(crate) fn refused(&self, r: &ResourceRef, fmt: Format) -> bool {
+        let key = FeedKey { group: r.group.clone(), version: r.version.clone(), plural: r.plural.clone(), format: fmt };
+        self.feeds.get(&key).is_some_and(|f| f.refused().is_some())
     }
 
     pub(crate) fn resource(&self, p: &ResourcePath) -> Option<ResourceRef> {

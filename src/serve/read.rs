@@ -92,7 +92,10 @@ impl Serve {
             return None;
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
-        let Negotiated::Serve(format, view) = negotiate(accept, resource.protobuf) else { return None };
+        // A kind whose protobuf the upstream refused (a 406 to its feed) is negotiated as the
+        // upstream does for kinds without protobuf.
+        let protobuf = resource.protobuf && !self.refused(&resource, Format::Protobuf);
+        let Negotiated::Serve(format, view) = negotiate(accept, protobuf) else { return None };
         let options = Options::parse(req.uri().query());
         let watch = options.as_ref().is_ok_and(|o| o.watch);
         if p.name.is_some() && watch {

@@ -428,3 +428,22 @@ async fn an_unreachable_upstream_is_a_503_status() {
     let s = r.json();
     assert_eq!((s["kind"].as_str(), s["reason"].as_str(), s["code"].as_u64()), (Some("Status"), Some("ServiceUnavailable"), Some(503)));
 }
+
+/// A feed whose encoding the upstream refuses (406: a custom resource taken for built-in
+/// and asked for in protobuf) stops at once, says why, and never retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_the_upstream_refuses_stops_and_says_why() {
+    let sim = crate::support::start(&cluster(&[])).await;
+    let mut widgets = kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap();
+    // Believed built-in, so asked for in protobuf, which the upstream does not serve for it.
+    widgets.protobuf = true;
+    let res = std::sync::Arc::new(widgets);
+    let cache = std::sync::Arc::new(kache::cache::KindCache::new(res, 0, Default::default()));
+    let up = kache::app::plain_upstream(&format!("http://{}", sim.addr)).unwrap();
+    let feed = kache::cache::informer::Feed::new(cache, kache::serve::query::Format::Protobuf, up);
+    // `run` loops for as long as its feed can work; for this one it returns.
+    tokio::time::timeout(Duration::from_secs(60), feed.clone().run()).await.expect("the feed stops instead of retrying");
+    let why = feed.refused().expect("the feed says why");
+    assert!(why.contains("406") && why.contains("NotAcceptable"), "{why}");
+    assert!(!feed.synced());
+}
