@@ -272,6 +272,7 @@ impl Handler for Serve {
         let watch = query::watch_requested(req.uri().query());
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
+        let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
@@ -285,8 +286,28 @@ impl Handler for Serve {
                 },
             },
         };
+        // The upstream indents its own answers; kache's are indented here (only for the
+        // humans who ask, so the stitched body is collected once).
+        let resp = if pretty && source != Source::Upstream { indented(resp).await } else { resp };
         let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| source == Source::Cache);
         self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }
+}
+
+/// A JSON answer indented as the apiserver's pretty serializer writes it (without the
+/// compact form's final newline); other answers as they are.
+async fn indented(resp: Response<Body>) -> Response<Body> {
+    use http_body_util::BodyExt;
+    let json = resp.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == b"application/json");
+    if !json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let bytes = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Status::internal(e.to_string()).into_response(false),
+    };
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, body::full(crate::api::json::indent(&bytes)))
 }

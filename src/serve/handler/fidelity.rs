@@ -122,3 +122,14 @@ async fn limit_minus_one_lists_everything() {
     assert_eq!(got, want);
     assert_eq!(want, capture("cm-list").text(), "the apiserver's answer is the unlimited list");
 }
+
+#[tokio::test]
+async fn pretty_answers_are_the_compact_ones_indented() {
+    // `?pretty=true` / `pretty=1` answers of the apiserver, against kache's compact answer
+    // indented (the serve layer indents what the handlers write).
+    let pretty = |s: String| String::from_utf8(crate::api::json::indent(s.as_bytes())).unwrap();
+    let (got, want) = list_as(widgets(), "cr-list-widgets-all", "pretty-cr-list").await;
+    assert_eq!(pretty(got), want);
+    let (got, want) = list_as(configmaps(), "cm-list", "pretty-list-1").await;
+    assert_eq!(pretty(got), want);
+}
