@@ -135,8 +135,13 @@ impl Serve {
 
     /// Whether the cache can answer at the resourceVersion the request needs: a consistent
     /// read needs the upstream's current RV, an RV given needs at least that one, and a past
-    /// state must still be in the cache's history (else the upstream may still have it).
+    /// state must still be in the cache's history (else the upstream may still have it). A
+    /// watch from before the cache's window is the upstream's too: its own window may still
+    /// hold that RV, and if not its 410 names its own oldest RV, which kache cannot know.
     async fn current(&self, feed: &Arc<Feed>, p: &ResourcePath, opts: &Options) -> bool {
+        if opts.watch && p.name.is_none() && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
+            return false;
+        }
         if p.name.is_some() || opts.watch {
             return match opts.rv {
                 None => self.fresh(feed).await,
