@@ -22,11 +22,6 @@ impl Capture {
         self.path.split_once('?').map(|(_, q)| q)
     }
 
-    /// A request header's value.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
     /// The body as text (JSON captures).
     pub fn text(&self) -> &str {
         std::str::from_utf8(&self.body).expect("a text body")

@@ -33,6 +33,7 @@ CASES = {
     # 2: a *.k8s.io CRD asked for protobuf answers JSON; asked for protobuf only, 406.
     "cr-gadgets-pb-json": (GADGETS, {"Accept": "application/vnd.kubernetes.protobuf, application/json"}),
     "cr-gadgets-pb-only": (GADGETS, {"Accept": "application/vnd.kubernetes.protobuf"}),
+    "cr-get-missing-pb-first": (WIDGETS + "/does-not-exist", {"Accept": "application/vnd.kubernetes.protobuf, application/json"}),
     # 3: limit=-1 is no limit.
     "cm-list": (CM, {}),
     "cm-list-limit-minus1": (CM + "?limit=-1", {}),

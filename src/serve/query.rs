@@ -420,6 +420,7 @@ mod tests {
             }
             let status = parsed.err().unwrap_or_else(|| panic!("{name}: the apiserver answered {}", c.code));
             assert_eq!(status.code, c.code, "{name}");
+            assert_eq!(c.content_type, "application/json", "{name}");
             assert_eq!(String::from_utf8(status.encode(false)).unwrap(), c.text(), "{name}");
         }
     }

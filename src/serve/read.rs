@@ -30,12 +30,6 @@ struct Plan<'a> {
     options: Result<Options, Status>,
 }
 
-impl Plan<'_> {
-    fn protobuf(&self) -> bool {
-        self.format == Format::Protobuf
-    }
-}
-
 impl Serve {
     /// Answer from cache, or `None` to pass the request through. A request kache would
     /// answer is authorized first (before its options are judged, as in the apiserver).
@@ -46,12 +40,15 @@ impl Serve {
         caller: Option<&Caller>,
     ) -> Option<Response<Body>> {
         let plan = self.plan(req, p?)?;
+        // A Status takes the encoding of the Accept header's first range, whatever the kind
+        // (the apiserver's error negotiation offers protobuf for custom resources too).
+        let pb = crate::api::media::wants_protobuf(req.headers());
         if let Err(status) = self.authorize(req, plan.path, caller).await {
-            return Some(status.into_response(plan.protobuf()));
+            return Some(status.into_response(pb));
         }
         let opts = match &plan.options {
             Ok(o) => o,
-            Err(status) => return Some(status.clone().into_response(plan.protobuf())),
+            Err(status) => return Some(status.clone().into_response(pb)),
         };
         // Fields kache does not know for this kind: the upstream decides (400 or an answer).
         if opts.fields.fields().any(|f| !plan.resource.supports_field(f)) {
@@ -63,15 +60,12 @@ impl Serve {
         }
         let permit = match self.permit(opts, caller) {
             Ok(p) => p,
-            Err(status) => return Some(status.into_response(plan.protobuf())),
+            Err(status) => return Some(status.into_response(pb)),
         };
         if !self.current(&feed, plan.path, opts).await {
             return None;
         }
-        let resp = self
-            .answer(&feed, plan.path, opts, plan.format, plan.view)
-            .await
-            .unwrap_or_else(|status| status.into_response(plan.protobuf()));
+        let resp = self.answer(&feed, plan.path, opts, plan.format, plan.view).await.unwrap_or_else(|status| status.into_response(pb));
         Some(match permit {
             Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
             None => resp,

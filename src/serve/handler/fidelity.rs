@@ -133,3 +133,16 @@ async fn pretty_answers_are_the_compact_ones_indented() {
     let (got, want) = list_as(configmaps(), "cm-list", "pretty-list-1").await;
     assert_eq!(pretty(got), want);
 }
+
+#[test]
+fn a_custom_resources_status_follows_the_first_accept_range() {
+    // The apiserver answers a missing custom resource asked for as "protobuf, json" with a
+    // protobuf Status: the read path encodes its Status by the Accept header's first range.
+    let c = capture("cr-get-missing-pb-first");
+    let accept = c.headers.iter().find(|(k, _)| k == "Accept").map(|(_, v)| v.clone()).unwrap();
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::ACCEPT, accept.parse().unwrap());
+    assert!(crate::api::media::wants_protobuf(&headers));
+    assert_eq!((c.code, c.content_type.as_str()), (404, "application/vnd.kubernetes.protobuf"));
+    assert_eq!(crate::api::status::Status::not_found("fid.example.com", "widgets", "does-not-exist").encode(true), c.body);
+}
