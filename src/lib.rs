@@ -59,3 +59,5 @@ pub mod serve;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod telemetry;
+#[cfg(test)]
+pub(crate) mod testdata;

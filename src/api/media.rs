@@ -11,6 +11,28 @@ pub fn wants_protobuf(headers: &http::HeaderMap) -> bool {
     first.is_some_and(|part| part.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(wire::PROTOBUF))
 }
 
+/// Whether the apiserver would indent its JSON answer to this request (its pretty
+/// serializer): the first `pretty` query value when it is not empty, read as Go's
+/// `strconv.ParseBool` (anything else is false); without one, a `User-Agent` starting with
+/// `curl`, `Wget` or `Mozilla/5.0`; or `pretty=1` on an `Accept` clause (approximated: on
+/// any clause, not only the one negotiated). Watch streams are never indented.
+pub fn wants_pretty(query: Option<&str>, headers: &http::HeaderMap) -> bool {
+    let query = query.unwrap_or("");
+    if query.contains("pretty") {
+        if let Some((_, v)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "pretty") {
+            if !v.is_empty() {
+                return matches!(&*v, "1" | "t" | "T" | "TRUE" | "true" | "True");
+            }
+        }
+    }
+    let agent = headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if agent.starts_with("curl") || agent.starts_with("Wget") || agent.starts_with("Mozilla/5.0") {
+        return true;
+    }
+    let accept = headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    clauses(accept).iter().any(|c| c.param("pretty") == Some("1"))
+}
+
 /// One clause of an `Accept` header as the apiserver reads it (goautoneg): type and
 /// subtype as written (compared case-sensitively), `q`, and the other parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +100,27 @@ pub fn clauses(accept: &str) -> Vec<Clause<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pretty_is_decided_as_the_apiserver_decides_it() {
+        // Every captured pretty-* answer of a real kube-apiserver: indented or not.
+        for (name, c) in crate::testdata::captures("pretty-") {
+            if name.contains("watch") || name.contains("-pb") {
+                continue; // watch streams are never indented; protobuf has no indentation
+            }
+            let mut headers = http::HeaderMap::new();
+            for (k, v) in &c.headers {
+                headers.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            }
+            let indented = c.body.starts_with(b"{\n");
+            assert_eq!(wants_pretty(c.query(), &headers), indented, "{name}");
+        }
+        let none = http::HeaderMap::new();
+        assert!(!wants_pretty(Some("pretty=yes"), &none) && wants_pretty(Some("pretty=T"), &none));
+        let mut accept = http::HeaderMap::new();
+        accept.insert(http::header::ACCEPT, "application/json;pretty=1".parse().unwrap());
+        assert!(wants_pretty(None, &accept));
+    }
 
     #[test]
     fn clauses_are_tried_in_goautonegs_order() {

@@ -42,6 +42,14 @@ impl Resource {
         }
     }
 
+    /// Whether this is a custom resource (a CRD's kind): served unstructured, so JSON only,
+    /// with keys sorted at every level and `apiVersion`/`kind` kept on LIST items. Discovery
+    /// tells custom resources by the upstream's CRD list, and they are exactly the kinds
+    /// without protobuf.
+    pub fn custom(&self) -> bool {
+        !self.protobuf
+    }
+
     /// Kind of the list type, e.g. `PodList`.
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)

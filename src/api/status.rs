@@ -13,6 +13,9 @@ pub struct Cause {
     pub reason: String,
     /// Human-readable message.
     pub message: String,
+    /// The field the cause is about (`resourceVersionMatch`), if any.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field: String,
 }
 
 /// `StatusDetails`.
@@ -151,7 +154,11 @@ impl Status {
     pub fn too_large_rv(rv: u64, current: u64) -> Self {
         let mut s = Self::failure(504, "Timeout", format!("Timeout: Too large resource version: {rv}, current: {current}"));
         s.details = Some(Box::new(Details {
-            causes: vec![Cause { reason: "ResourceVersionTooLarge".into(), message: "Too large resource version".into() }],
+            causes: vec![Cause {
+                reason: "ResourceVersionTooLarge".into(),
+                message: "Too large resource version".into(),
+                field: String::new(),
+            }],
             retry_after_seconds: 1,
             ..Details::default()
         }));
@@ -313,7 +320,7 @@ fn details_pb(d: &Details) -> Vec<u8> {
         let mut cm = Vec::new();
         wire::put_bytes(&mut cm, 1, c.reason.as_bytes());
         wire::put_bytes(&mut cm, 2, c.message.as_bytes());
-        wire::put_bytes(&mut cm, 3, b"");
+        wire::put_bytes(&mut cm, 3, c.field.as_bytes());
         wire::put_bytes(&mut m, 4, &cm);
     }
     wire::put_uint(&mut m, 5, u64::from(d.retry_after_seconds));

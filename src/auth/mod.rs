@@ -102,7 +102,7 @@ pub struct Attributes {
 }
 
 fn is_true(v: Option<&str>) -> bool {
-    v.and_then(crate::serve::query::boolean) == Some(true)
+    v.is_some_and(crate::serve::query::boolean)
 }
 
 /// The value a field selector requires `metadata.name` to equal exactly, if it does.

@@ -88,6 +88,8 @@ pub struct Feed {
     probing: AtomicBool,
     /// When the last reader that needed a probe arrived.
     demand: std::sync::Mutex<Instant>,
+    /// Why the upstream will never fill this cache (it refused the encoding), once known.
+    refused: std::sync::OnceLock<String>,
 }
 
 impl Feed {
@@ -104,12 +106,18 @@ impl Feed {
             wanted: AtomicU64::new(0),
             probing: AtomicBool::new(false),
             demand: std::sync::Mutex::new(Instant::now()),
+            refused: std::sync::OnceLock::new(),
         })
     }
 
     /// Whether the last LIST or WATCH request reached the upstream.
     pub fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Why the upstream refused to fill this cache, if it did (the feed has stopped).
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.get().map(String::as_str)
     }
 
     /// Count this feed in readiness.
@@ -243,6 +251,14 @@ impl Feed {
                     backoff = Backoff::default();
                     self.follow(rv, &mut backoff).await;
                     tracing::info!(resource = %r.plural, "relisting after 410");
+                }
+                // The upstream does not serve this kind in this encoding (a custom resource
+                // asked for in protobuf): no retry can work. Requests pass through.
+                Err(InformerError::Status { code: 406, body }) => {
+                    let why = format!("the upstream refuses {} in {:?} (406 {body}); this cache stays off", r.plural, self.fmt);
+                    tracing::warn!(resource = %r.plural, fmt = ?self.fmt, "{why}");
+                    let _ = self.refused.set(why);
+                    return;
                 }
                 Err(e) => {
                     tracing::warn!(resource = %r.plural, error = %e, "list failed");
@@ -458,13 +474,34 @@ pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Resu
         if code == 410 {
             return Err(InformerError::Expired);
         }
-        return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(300)]).into() });
+        return Err(InformerError::Status { code, body: status_text(&body) });
     }
     Ok(body)
 }
 
-/// A JSON watch event's object without its leading `kind` and `apiVersion` (as a list item).
+/// An error body as text for a log line: a protobuf Status as `reason: message`, anything
+/// else as its first 300 bytes.
+pub(crate) fn status_text(body: &[u8]) -> String {
+    if let Some((_, kind, raw)) = wire::open_envelope(body) {
+        let (mut pos, mut message, mut reason) = (0, "", "");
+        while let Some((field, _, range)) = wire::next_field(raw, &mut pos) {
+            match field {
+                3 => message = std::str::from_utf8(&raw[range]).unwrap_or(""),
+                4 => reason = std::str::from_utf8(&raw[range]).unwrap_or(""),
+                _ => {}
+            }
+        }
+        return format!("{kind} {reason}: {message}");
+    }
+    String::from_utf8_lossy(&body[..body.len().min(300)]).into()
+}
+
+/// A JSON watch event's object as a list item: without its leading `kind` and `apiVersion`
+/// for built-in kinds; custom resources' list items are the whole object.
 fn strip_type_meta(obj: &[u8], r: &Resource) -> Vec<u8> {
+    if r.custom() {
+        return obj.to_vec();
+    }
     let prefix = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",", r.kind, r.api_version());
     match obj.strip_prefix(prefix.as_bytes()) {
         Some(rest) => {
@@ -549,7 +586,13 @@ fn watch_error(obj: &[u8], fmt: Format) -> InformerError {
     };
     match code {
         Some(410) => InformerError::Expired,
-        _ => InformerError::Status { code: code.unwrap_or(0) as u16, body: String::from_utf8_lossy(&obj[..obj.len().min(300)]).into() },
+        _ => InformerError::Status {
+            code: code.unwrap_or(0) as u16,
+            body: match fmt {
+                Format::Json => String::from_utf8_lossy(&obj[..obj.len().min(300)]).into(),
+                Format::Protobuf => status_text(&wire::envelope("v1", "Status", obj)),
+            },
+        },
     }
 }
 
@@ -576,5 +619,35 @@ impl Backoff {
         let cap = (200u64 << self.attempt.min(8)).min(30_000);
         self.attempt += 1;
         Duration::from_millis(cap / 2 + rand::random::<u64>() % (cap / 2 + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::capture;
+
+    #[test]
+    fn a_custom_resources_watch_object_is_stored_as_its_list_item() {
+        // The same Widget, as a real apiserver sent it in a LIST and in a watch event.
+        let r = Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() };
+        let listed: Value = serde_json::from_slice(&capture("cr-list-widgets").body).unwrap();
+        let item = crate::api::json::to_vec(&listed["items"][0]);
+        let event = capture("cr-watch-widget-rv0");
+        let ev: EventJson<'_> = serde_json::from_slice(event.body.trim_ascii_end()).unwrap();
+        assert_eq!(strip_type_meta(ev.object.get().as_bytes(), &r), item);
+        assert!(item.starts_with(b"{\"apiVersion\":\"fid.example.com/v1\",\"kind\":\"Widget\","));
+    }
+
+    #[test]
+    fn a_protobuf_status_is_logged_as_text() {
+        // A real apiserver's 406 to a protobuf-only LIST of a custom resource.
+        let c = capture("cr-gadgets-pb-only");
+        assert_eq!(c.code, 406);
+        assert_eq!(
+            status_text(&c.body),
+            "Status NotAcceptable: only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        );
+        assert_eq!(status_text(b"{\"kind\":\"Status\"}"), "{\"kind\":\"Status\"}");
     }
 }

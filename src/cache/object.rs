@@ -1,5 +1,5 @@
-//! An object as kache stores it: its encoded bytes exactly as served (JSON without
-//! `kind`/`apiVersion`, and bare protobuf), plus the key, resourceVersion, labels and
+//! An object as kache stores it: its encoded bytes exactly as served in a LIST (JSON without
+//! `kind`/`apiVersion` for built-in kinds, whole for custom resources; bare protobuf), plus the key, resourceVersion, labels and
 //! selectable field values extracted once when it was ingested.
 
 use crate::api::resource::Resource;
@@ -43,8 +43,9 @@ pub struct Object {
     /// (unset fields hold their Go zero value: `""`, or `false`/`0` for booleans and counts),
     /// then the labels sorted by key as key, value, key, value, ...
     selectables: Packed,
-    /// `,` then the compact JSON of the object without `kind` and `apiVersion`: a LIST item
-    /// with its separator, so a list is one piece per item.
+    /// `,` then the compact JSON of the object as a LIST item (built-in kinds: without `kind`
+    /// and `apiVersion`; custom resources: whole) with its separator, so a list is one piece
+    /// per item.
     pub json: Option<Bytes>,
     /// The object as a protobuf LIST item: the field-2 key and length, then the bare message.
     pub pb: Option<Bytes>,
@@ -211,6 +212,11 @@ impl Object {
         self.json.as_ref().map(|j| j.slice(1..))
     }
 
+    /// The object's stored JSON without its `,` (a LIST item), borrowed.
+    pub fn json_item_ref(&self) -> Option<&[u8]> {
+        self.json.as_deref().and_then(|j| j.get(1..))
+    }
+
     /// The bare protobuf message of the object (its stored LIST item without the item's
     /// field key and length).
     pub fn pb_message_ref(&self) -> Option<&[u8]> {
@@ -368,6 +374,48 @@ pub fn item_json(v: &Value) -> Vec<u8> {
     match v.as_object() {
         Some(m) => crate::api::json::to_vec(&WithoutTypeMeta(m)),
         None => crate::api::json::to_vec(v),
+    }
+}
+
+/// Encode an object of `r` as the apiserver writes it as a LIST item: [`item_json`] for
+/// built-in kinds, the whole object with keys sorted at every level (Go's unstructured
+/// encoding) for custom resources.
+pub fn list_item_json(r: &Resource, v: &Value) -> Vec<u8> {
+    if r.custom() {
+        crate::api::json::to_vec(&Sorted(v))
+    } else {
+        item_json(v)
+    }
+}
+
+/// A JSON value written with object keys in byte order.
+struct Sorted<'a>(&'a Value);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort_unstable();
+                let mut out = s.serialize_map(Some(keys.len()))?;
+                for k in keys {
+                    out.serialize_entry(k, &Sorted(&m[k]))?;
+                }
+                out.end()
+            }
+            Value::Array(a) => s.collect_seq(a.iter().map(Sorted)),
+            other => other.serialize(s),
+        }
+    }
+}
+
+/// A stored LIST item (without its `,`) as the whole object of a GET or watch event: the
+/// type meta put back in front for built-in kinds; custom resources' items are whole.
+pub fn whole_json(r: &Resource, out: &mut Vec<u8>, item: &[u8]) {
+    if r.custom() {
+        out.extend_from_slice(item);
+    } else {
+        with_type_meta(out, &r.api_version(), &r.kind, item);
     }
 }
 

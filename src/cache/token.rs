@@ -15,10 +15,14 @@ pub struct Continue {
     pub after: String,
 }
 
+/// The token's JSON; a missing member is its zero value, as in Go.
 #[derive(Serialize, Deserialize)]
 struct Wire {
+    #[serde(default)]
     v: String,
+    #[serde(default)]
     rv: i64,
+    #[serde(default)]
     start: String,
 }
 
@@ -44,24 +48,64 @@ impl Continue {
         URL_SAFE_NO_PAD.encode(crate::api::json::to_vec(&w))
     }
 
-    /// Decode a token a client sent.
+    /// Decode a token a client sent, with the apiserver's messages (storage's
+    /// DecodeContinue): base64 without padding whose trailing bits need not be zero, as Go's
+    /// decoder reads it, then JSON.
     pub fn decode(token: &str) -> Result<Continue, BadToken> {
-        let raw = URL_SAFE_NO_PAD
+        let raw = LENIENT
             .decode(token.as_bytes())
             .map_err(|_| BadToken(format!("continue key is not valid: illegal base64 data at input byte {}", illegal_byte(token))))?;
-        let w: Wire = serde_json::from_slice(&raw).map_err(|e| BadToken(format!("continue key is not valid: {e}")))?;
+        let w: Wire =
+            serde_json::from_slice(&raw).map_err(|e| BadToken(format!("continue key is not valid: {}", go_json_error(&raw, &e))))?;
         if w.v != "meta.k8s.io/v1" {
-            return Err(BadToken("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into()));
+            return Err(BadToken(format!("continue key is not valid: server does not recognize this encoded version {}", w.v)));
         }
         if w.rv == 0 || w.rv < -1 {
             return Err(BadToken("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into()));
         }
+        if w.start.is_empty() {
+            return Err(BadToken("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)".into()));
+        }
         let start = w.start.strip_prefix('/').unwrap_or(&w.start);
         let after = start.strip_suffix('\u{0}').unwrap_or(start);
         if after.is_empty() || after.split('/').any(|seg| seg == ".." || seg == ".") {
-            return Err(BadToken("continue key is not valid: bad start key".into()));
+            return Err(BadToken(format!("continue key is not valid: {}", w.start)));
         }
         Ok(Continue { rv: w.rv, after: after.to_string() })
+    }
+}
+
+/// Unpadded base64url that, like Go's `RawURLEncoding`, ignores non-zero trailing bits.
+const LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone),
+);
+
+/// The text Go's `json.Unmarshal` gives for the commonest ways a token's JSON is broken;
+/// serde's own message otherwise.
+fn go_json_error(raw: &[u8], e: &serde_json::Error) -> String {
+    let first = raw.iter().copied().find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
+    match first {
+        None => "unexpected end of JSON input".into(),
+        Some(b) if !matches!(b, b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+            format!("invalid character {} looking for beginning of value", go_quote_char(b))
+        }
+        _ if e.is_eof() => "unexpected end of JSON input".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// Go's `quoteChar`: a byte (read as the code point of that value) in single quotes.
+fn go_quote_char(b: u8) -> String {
+    match b {
+        b'\'' => "'\\''".into(),
+        b'"' => "'\"'".into(),
+        _ => {
+            let q = crate::serve::query::go_quote(&char::from(b).to_string());
+            format!("'{}'", &q[1..q.len() - 1])
+        }
     }
 }
 
@@ -95,7 +139,14 @@ mod tests {
             Continue::decode("garbage-token").unwrap_err().to_string(),
             "invalid continue token: continue key is not valid: illegal base64 data at input byte 12"
         );
-        assert!(Continue::decode("e30").is_err());
+        let e = |t: &str| Continue::decode(t).unwrap_err().to_string();
+        // Captured from kube-apiserver v1.36.2 (testdata/fidelity/q-continue-*).
+        assert_eq!(
+            e("garbage"),
+            "invalid continue token: continue key is not valid: invalid character '\\u0081' looking for beginning of value"
+        );
+        assert_eq!(e("a!b"), "invalid continue token: continue key is not valid: illegal base64 data at input byte 1");
+        assert_eq!(e("e30"), "invalid continue token: continue key is not valid: server does not recognize this encoded version ");
         assert!(Continue::decode("").is_err());
     }
 }

@@ -71,8 +71,9 @@ pub struct Stitch<'a> {
     /// Stored bytes, borrowed from the owner the body holds, and the small pieces written
     /// between them (a metadata item's header).
     pub items: Vec<Piece<'a>>,
-    /// The constant end (`]}` and a newline, protobuf's empty trailer).
-    pub tail: &'static [u8],
+    /// The end (`]}` and a newline, protobuf's empty trailer; a custom resource list's
+    /// `kind` and `metadata`, which follow its items).
+    pub tail: std::borrow::Cow<'static, [u8]>,
 }
 
 /// One item piece of a [`Stitch`]: bytes borrowed from the owner (or static), or a few
@@ -121,7 +122,7 @@ impl Stitch<'_> {
         match i {
             0 => &self.head,
             i if i <= self.items.len() => self.items[i - 1].bytes(),
-            _ => self.tail,
+            _ => &self.tail,
         }
     }
 
@@ -339,9 +340,10 @@ mod tests {
         let mut want = head.clone();
         owner.iter().for_each(|p| want.extend_from_slice(p));
         want.extend_from_slice(tail);
-        let body =
-            try_stitched(owner, |o| Ok::<_, ()>(Stitch { head, items: o.iter().map(|v| Piece::from(v.as_slice())).collect(), tail }))
-                .unwrap();
+        let body = try_stitched(owner, |o| {
+            Ok::<_, ()>(Stitch { head, items: o.iter().map(|v| Piece::from(v.as_slice())).collect(), tail: tail.into() })
+        })
+        .unwrap();
         (body, want)
     }
 

@@ -160,6 +160,8 @@ impl Serve {
             let (k, f) = (e.key(), e.value());
             let name = format!("cache {}{}{} {:?}", k.plural, if k.group.is_empty() { "" } else { "." }, k.group, k.format).to_lowercase();
             let (pass, why) = match (f.synced(), f.healthy()) {
+                // Never fillable: its requests pass through, which is not a reason to be unready.
+                _ if f.refused().is_some() => (true, "refused by the upstream; passed through"),
                 (true, true) => (true, "ok"),
                 (false, _) => (false, "not synced"),
                 (true, false) => (false, "upstream unreachable"),
@@ -223,6 +225,12 @@ impl Serve {
             .clone()
     }
 
+    /// Whether the upstream refused to fill `r`'s cache in `fmt` (see `Feed::refused`).
+    pub(crate) fn refused(&self, r: &ResourceRef, fmt: Format) -> bool {
+        let key = FeedKey { group: r.group.clone(), version: r.version.clone(), plural: r.plural.clone(), format: fmt };
+        self.feeds.get(&key).is_some_and(|f| f.refused().is_some())
+    }
+
     pub(crate) fn resource(&self, p: &ResourcePath) -> Option<ResourceRef> {
         self.resources.load().iter().find(|r| r.group == p.group && r.version == p.version && r.plural == p.plural).cloned()
     }
@@ -273,15 +281,13 @@ impl Handler for Serve {
         let watch = query::watch_requested(req.uri().query());
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
-        // Bytes of a cached answer as stored (before any compression).
-        let mut bytes = None;
+        let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
+        let gzip = compress::accepts_gzip(req.headers());
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Some(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    bytes = http_body::Body::size_hint(resp.body()).exact();
-                    let resp = if compress::accepts_gzip(req.headers()) { compress::gzip(resp) } else { resp };
                     (resp, Source::Cache)
                 }
                 None => match self.outbound(&mut req, caller.as_ref()) {
@@ -290,7 +296,30 @@ impl Handler for Serve {
                 },
             },
         };
+        // The upstream indents and compresses its own answers; kache's are indented here
+        // (only for the humans who ask, so the stitched body is collected once), and large
+        // cached ones compressed for clients that ask.
+        let resp = if pretty && source != Source::Upstream { indented(resp).await } else { resp };
+        let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| source == Source::Cache);
+        let resp = if gzip && source == Source::Cache { compress::gzip(resp) } else { resp };
         self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }
+}
+
+/// A JSON answer indented as the apiserver's pretty serializer writes it (without the
+/// compact form's final newline); other answers as they are.
+async fn indented(resp: Response<Body>) -> Response<Body> {
+    use http_body_util::BodyExt;
+    let json = resp.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == b"application/json");
+    if !json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let bytes = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Status::internal(e.to_string()).into_response(false),
+    };
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, body::full(crate::api::json::indent(&bytes)))
 }

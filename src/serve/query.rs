@@ -57,93 +57,198 @@ pub enum ListMode {
     Continue,
 }
 
-/// A boolean query parameter's value, spelled as Go's `strconv.ParseBool` accepts (and
-/// empty as false); `None` for anything else.
-pub(crate) fn boolean(v: &str) -> Option<bool> {
-    match v {
-        "true" | "1" | "True" | "TRUE" | "t" | "T" => Some(true),
-        "false" | "0" | "False" | "FALSE" | "f" | "F" | "" => Some(false),
-        _ => None,
+/// A boolean query parameter's value, as the apiserver converts it: `0` and `false` (any
+/// case) are false, anything else (empty included) is true (apimachinery's
+/// `Convert_Slice_string_To_bool`; `watch=yes` and `allowWatchBookmarks=maybe` are true).
+pub(crate) fn boolean(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
+}
+
+/// Whether a raw query string asks for a watch (its first `watch` value true), for labelling
+/// a request before its options are parsed.
+pub fn watch_requested(query: Option<&str>) -> bool {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "watch").is_some_and(|(_, v)| boolean(&v))
+}
+
+/// Go's `strconv.ParseInt(v, 10, 64)`, with its error text.
+fn parse_int(v: &str) -> Result<i64, Status> {
+    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Status::bad_request(format!("strconv.ParseInt: parsing {}: invalid syntax", go_quote(v))));
+    }
+    v.parse().map_err(|_| Status::bad_request(format!("strconv.ParseInt: parsing {}: value out of range", go_quote(v))))
+}
+
+/// A resourceVersion as the storage layer parses it (Go's `strconv.ParseUint`), with the
+/// apiserver's 400.
+fn parse_rv(v: &str) -> Result<u64, Status> {
+    let err = |why: &str| {
+        let q = go_quote(v);
+        Status::bad_request(format!("invalid resource version: resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {why}"))
+    };
+    if !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(err("invalid syntax"));
+    }
+    v.parse().map_err(|_| err("value out of range"))
+}
+
+/// Go's `%q` of a string (`strconv.Quote`) for the ASCII and printable text query values hold.
+pub(crate) fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() || c == '\u{a0}' || c == '\u{ad}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// One field error of `ListOptions` validation (a cause of the 422).
+struct FieldError {
+    reason: &'static str,
+    field: &'static str,
+    /// The error's text after `field: `.
+    detail: String,
+}
+
+fn forbidden(field: &'static str, why: &str) -> FieldError {
+    FieldError { reason: "FieldValueForbidden", field, detail: format!("Forbidden: {why}") }
+}
+
+fn not_supported(field: &'static str, value: &str, supported: &[&str]) -> FieldError {
+    let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+    FieldError {
+        reason: "FieldValueNotSupported",
+        field,
+        detail: format!("Unsupported value: {}: supported values: {}", go_quote(value), list.join(", ")),
     }
 }
 
-/// Whether a raw query string asks for a watch (`watch` spelled as a true boolean), for
-/// labelling a request before its options are parsed.
-pub fn watch_requested(query: Option<&str>) -> bool {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes()).any(|(k, v)| k == "watch" && boolean(&v) == Some(true))
-}
-
-fn parse_bool(name: &str, v: &str) -> Result<bool, Status> {
-    boolean(v).ok_or_else(|| Status::bad_request(format!("invalid value for {name}: {v:?}: must be true or false")))
-}
-
-fn parse_u64(name: &str, v: &str) -> Result<u64, Status> {
-    v.parse().map_err(|_| Status::bad_request(format!("invalid value for {name}: {v:?}: must be a non-negative integer")))
+/// The apiserver's 422 for invalid `ListOptions` (one error, or several in brackets).
+fn invalid_list_options(errs: Vec<FieldError>) -> Status {
+    let texts: Vec<String> = errs.iter().map(|e| format!("{}: {}", e.field, e.detail)).collect();
+    let joined = if texts.len() == 1 { texts[0].clone() } else { format!("[{}]", texts.join(", ")) };
+    let mut s = Status::invalid("ListOptions.meta.k8s.io", "", &joined);
+    s.details = Some(Box::new(crate::api::status::Details {
+        group: "meta.k8s.io".into(),
+        kind: "ListOptions".into(),
+        causes: errs
+            .into_iter()
+            .map(|e| crate::api::status::Cause { reason: e.reason.into(), message: e.detail, field: e.field.into() })
+            .collect(),
+        ..Default::default()
+    }));
+    s
 }
 
 impl Options {
-    /// Parse a raw (percent-encoded) query string.
+    /// Parse a raw (percent-encoded) query string the apiserver's way: the first value of
+    /// each parameter, converted in `ListOptions`' field order (400 on a conversion error),
+    /// then validated (422 Invalid), then what the storage layer checks (the
+    /// resourceVersion's syntax, the continue token: 400).
     pub fn parse(query: Option<&str>) -> Result<Options, Status> {
-        let mut o = Options::default();
+        let mut first: std::collections::HashMap<std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>> = Default::default();
         for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-            match &*k {
-                "watch" => o.watch = parse_bool("watch", &v)?,
-                "resourceVersion" if v.is_empty() => o.rv = None,
-                "resourceVersion" => o.rv = Some(v.parse().map_err(|_| Status::bad_request(format!("invalid resource version: {v:?}")))?),
-                "resourceVersionMatch" => {
-                    o.rv_match = match &*v {
-                        "" => None,
-                        "NotOlderThan" => Some(Match::NotOlderThan),
-                        "Exact" => Some(Match::Exact),
-                        other => {
-                            return Err(Status::bad_request(format!(
-                                "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
-                            )))
-                        }
-                    }
-                }
-                "limit" => o.limit = parse_u64("limit", &v)?,
-                "continue" if v.is_empty() => {}
-                "continue" => o.cont = Some(Continue::decode(&v).map_err(|e| Status::bad_request(e.to_string()))?),
-                "labelSelector" => o.labels = LabelSelector::parse(&v).map_err(|e| Status::bad_request(e.to_string()))?,
-                "fieldSelector" => o.fields = FieldSelector::parse(&v).map_err(|e| Status::bad_request(e.to_string()))?,
-                "allowWatchBookmarks" => o.bookmarks = parse_bool("allowWatchBookmarks", &v)?,
-                "sendInitialEvents" => o.send_initial_events = Some(parse_bool("sendInitialEvents", &v)?),
-                "timeoutSeconds" => o.timeout_seconds = Some(parse_u64("timeoutSeconds", &v)?),
-                "includeObject" => o.include_object = Some(v.into_owned()),
-                _ => {}
-            }
+            first.entry(k).or_insert(v);
         }
-        o.validate()?;
+        let get = |k: &str| first.get(k).map(|v| &**v);
+        let mut o = Options::default();
+        if let Some(v) = get("labelSelector") {
+            o.labels = LabelSelector::parse(v).map_err(|e| Status::bad_request(e.to_string()))?;
+        }
+        if let Some(v) = get("fieldSelector") {
+            o.fields = FieldSelector::parse(v).map_err(|e| Status::bad_request(e.to_string()))?;
+        }
+        o.watch = get("watch").is_some_and(boolean);
+        o.bookmarks = get("allowWatchBookmarks").is_some_and(boolean);
+        let rv = get("resourceVersion").unwrap_or("");
+        let rv_match = get("resourceVersionMatch").unwrap_or("");
+        if let Some(v) = get("timeoutSeconds") {
+            o.timeout_seconds = Some(u64::try_from(parse_int(v)?).unwrap_or(0));
+        }
+        if let Some(v) = get("limit") {
+            // Zero and negative limits mean no limit (the apiserver pages only when limit > 0).
+            o.limit = u64::try_from(parse_int(v)?).unwrap_or(0);
+        }
+        let cont = get("continue").unwrap_or("");
+        o.send_initial_events = get("sendInitialEvents").map(boolean);
+        o.include_object = get("includeObject").map(str::to_string);
+        let errs = o.validate(rv, rv_match, cont);
+        if !errs.is_empty() {
+            return Err(invalid_list_options(errs));
+        }
+        o.rv_match = match rv_match {
+            "NotOlderThan" => Some(Match::NotOlderThan),
+            "Exact" => Some(Match::Exact),
+            _ => None,
+        };
+        if !rv.is_empty() {
+            o.rv = Some(parse_rv(rv)?);
+        }
+        if !cont.is_empty() {
+            o.cont = Some(Continue::decode(cont).map_err(|e| Status::bad_request(e.to_string()))?);
+            if o.rv.is_some_and(|rv| rv != 0) {
+                return Err(Status::bad_request("specifying resource version is not allowed when using continue"));
+            }
+            // RV=0 with a continue token is the token's snapshot, as in the apiserver.
+            o.rv = None;
+        }
         Ok(o)
     }
 
-    fn validate(&self) -> Result<(), Status> {
-        if self.rv_match.is_some() && self.rv.is_none() && !self.watch {
-            return Err(Status::bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided"));
+    /// The apiserver's `ListOptions` validation (apimachinery's ValidateListOptions), in its
+    /// order.
+    fn validate(&self, rv: &str, rv_match: &str, cont: &str) -> Vec<FieldError> {
+        const MATCH: &str = "resourceVersionMatch";
+        let mut errs = Vec::new();
+        if self.watch {
+            if self.send_initial_events.is_some() && rv_match != "NotOlderThan" {
+                errs.push(forbidden(MATCH, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+            }
+            if !rv_match.is_empty() {
+                if self.send_initial_events.is_none() {
+                    errs.push(forbidden(MATCH, "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+                }
+                if rv_match != "NotOlderThan" {
+                    errs.push(not_supported(MATCH, rv_match, &["NotOlderThan"]));
+                }
+                if !cont.is_empty() {
+                    errs.push(forbidden(MATCH, "resourceVersionMatch is forbidden when continue is provided"));
+                }
+            }
+            return errs;
         }
-        if self.cont.is_some() && self.rv.is_some() {
-            return Err(Status::bad_request("specifying resource version is not allowed when using continue"));
+        if !rv_match.is_empty() {
+            if rv.is_empty() {
+                errs.push(forbidden(MATCH, "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+            }
+            if !cont.is_empty() {
+                errs.push(forbidden(MATCH, "resourceVersionMatch is forbidden when continue is provided"));
+            }
+            if rv_match != "Exact" && rv_match != "NotOlderThan" {
+                errs.push(not_supported(MATCH, rv_match, &["Exact", "NotOlderThan", ""]));
+            }
+            if rv_match == "Exact" && rv == "0" {
+                errs.push(forbidden(MATCH, "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+            }
         }
-        if self.cont.is_some() && self.rv_match.is_some() {
-            return Err(Status::bad_request("resourceVersionMatch is forbidden when continue is provided"));
+        if self.send_initial_events.is_some() {
+            errs.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
         }
-        if self.rv_match == Some(Match::Exact) && self.rv == Some(0) {
-            return Err(Status::bad_request("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
-        }
-        if self.watch && self.rv_match == Some(Match::Exact) {
-            return Err(Status::bad_request("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
-        }
-        if self.send_initial_events.is_some() && !self.watch {
-            return Err(Status::bad_request("sendInitialEvents is forbidden for list"));
-        }
-        if self.send_initial_events.is_some() && self.rv_match != Some(Match::NotOlderThan) {
-            return Err(Status::bad_request("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
-        }
-        if self.watch && self.rv_match.is_some() && self.send_initial_events.is_none() {
-            return Err(Status::bad_request("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
-        }
-        Ok(())
+        errs
     }
 
     /// How a LIST with these options picks its snapshot.
@@ -300,25 +405,39 @@ mod tests {
     }
 
     #[test]
-    fn bad_options_are_400s_with_reasons() {
-        for q in [
-            "resourceVersion=abc",
-            "limit=-1",
-            "resourceVersionMatch=Exact",
-            "resourceVersionMatch=Bogus&resourceVersion=1",
-            "continue=garbage-token",
-            "labelSelector=a%20in%20(",
-            "watch=maybe",
-            "sendInitialEvents=true",
-            "watch=1&sendInitialEvents=true",
-            "resourceVersionMatch=Exact&resourceVersion=0",
-        ] {
-            let e = Options::parse(Some(q)).unwrap_err();
-            assert_eq!(e.code, 400, "{q}");
-            assert!(!e.message.is_empty(), "{q}");
+    fn bad_options_get_the_apiservers_status_byte_for_byte() {
+        // Every captured answer of a real kube-apiserver to a query kache judges itself.
+        let all = crate::testdata::captures("q-");
+        assert!(all.len() >= 20, "the q-* captures are there");
+        for (name, c) in all {
+            let parsed = Options::parse(c.query());
+            if c.code == 200 {
+                // The apiserver started a watch (the lenient booleans).
+                assert!(c.text().starts_with("{\"type\":\"ADDED\""), "{name}: a watch");
+                let o = parsed.unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                assert!(o.watch, "{name}: a watch");
+                continue;
+            }
+            let status = parsed.err().unwrap_or_else(|| panic!("{name}: the apiserver answered {}", c.code));
+            assert_eq!(status.code, c.code, "{name}");
+            assert_eq!(c.content_type, "application/json", "{name}");
+            assert_eq!(String::from_utf8(status.encode(false)).unwrap(), c.text(), "{name}");
         }
-        let e = Options::parse(Some("labelSelector=a%20in%20(")).unwrap_err();
-        assert_eq!(e.message, "unable to parse requirement: found '', expected: ',', ')' or identifier");
+    }
+
+    #[test]
+    fn booleans_are_read_leniently_and_only_the_first_value_counts() {
+        let o = Options::parse(Some("watch=yes&allowWatchBookmarks=maybe")).unwrap();
+        assert!(o.watch && o.bookmarks);
+        let o = Options::parse(Some("watch=FALSE&allowWatchBookmarks=0&watch=1")).unwrap();
+        assert!(!o.watch && !o.bookmarks);
+        assert!(Options::parse(Some("watch")).unwrap().watch, "present without a value is true");
+        assert!(!Options::parse(Some("")).unwrap().watch);
+        assert!(watch_requested(Some("watch=no")) && !watch_requested(Some("watch=False&watch=1")));
+        assert_eq!(Options::parse(Some("limit=-1")).unwrap().limit, 0, "a negative limit is no limit");
+        assert_eq!(Options::parse(Some("limit=5&limit=abc")).unwrap().limit, 5);
+        let c = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiIvY20xXHUwMDAwIn0";
+        assert_eq!(Options::parse(Some(&format!("continue={c}&resourceVersion=0"))).unwrap().list_mode(), ListMode::Continue);
     }
 
     #[test]

@@ -30,12 +30,6 @@ struct Plan<'a> {
     options: Result<Options, Status>,
 }
 
-impl Plan<'_> {
-    fn protobuf(&self) -> bool {
-        self.format == Format::Protobuf
-    }
-}
-
 impl Serve {
     /// Answer from cache, or `None` to pass the request through. A request kache would
     /// answer is authorized first (before its options are judged, as in the apiserver).
@@ -46,12 +40,15 @@ impl Serve {
         caller: Option<&Caller>,
     ) -> Option<Response<Body>> {
         let plan = self.plan(req, p?)?;
+        // A Status takes the encoding of the Accept header's first range, whatever the kind
+        // (the apiserver's error negotiation offers protobuf for custom resources too).
+        let pb = crate::api::media::wants_protobuf(req.headers());
         if let Err(status) = self.authorize(req, plan.path, caller).await {
-            return Some(status.into_response(plan.protobuf()));
+            return Some(status.into_response(pb));
         }
         let opts = match &plan.options {
             Ok(o) => o,
-            Err(status) => return Some(status.clone().into_response(plan.protobuf())),
+            Err(status) => return Some(status.clone().into_response(pb)),
         };
         // Fields kache does not know for this kind: the upstream decides (400 or an answer).
         if opts.fields.fields().any(|f| !plan.resource.supports_field(f)) {
@@ -68,7 +65,7 @@ impl Serve {
         }
         let permit = match self.permit(opts, caller) {
             Ok(p) => p,
-            Err(status) => return Some(status.into_response(plan.protobuf())),
+            Err(status) => return Some(status.into_response(pb)),
         };
         if !self.current(&feed, plan.path, opts).await {
             return None;
@@ -85,10 +82,7 @@ impl Serve {
             let verb = crate::telemetry::verb(req.method(), plan.path.name.is_some(), opts.watch);
             metrics::counter!(crate::telemetry::CACHED_VIEWS, "view" => view, "verb" => verb).increment(1);
         }
-        let resp = self
-            .answer(&feed, plan.path, opts, plan.format, plan.view)
-            .await
-            .unwrap_or_else(|status| status.into_response(plan.protobuf()));
+        let resp = self.answer(&feed, plan.path, opts, plan.format, plan.view).await.unwrap_or_else(|status| status.into_response(pb));
         Some(match permit {
             Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
             None => resp,
@@ -109,7 +103,10 @@ impl Serve {
             return None;
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
-        let Negotiated::Serve(format, view) = negotiate(accept, resource.protobuf) else { return None };
+        // A kind whose protobuf the upstream refused (a 406 to its feed) is negotiated as the
+        // upstream does for kinds without protobuf.
+        let protobuf = resource.protobuf && !self.refused(&resource, Format::Protobuf);
+        let Negotiated::Serve(format, view) = negotiate(accept, protobuf) else { return None };
         let options = Options::parse(req.uri().query());
         let watch = options.as_ref().is_ok_and(|o| o.watch);
         if p.name.is_some() && watch {
@@ -148,8 +145,13 @@ impl Serve {
 
     /// Whether the cache can answer at the resourceVersion the request needs: a consistent
     /// read needs the upstream's current RV, an RV given needs at least that one, and a past
-    /// state must still be in the cache's history (else the upstream may still have it).
+    /// state must still be in the cache's history (else the upstream may still have it). A
+    /// watch from before the cache's window is the upstream's too: its own window may still
+    /// hold that RV, and if not its 410 names its own oldest RV, which kache cannot know.
     async fn current(&self, feed: &Arc<Feed>, p: &ResourcePath, opts: &Options) -> bool {
+        if opts.watch && p.name.is_none() && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
+            return false;
+        }
         if p.name.is_some() || opts.watch {
             return match opts.rv {
                 None => self.fresh(feed).await,

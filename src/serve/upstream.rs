@@ -282,6 +282,24 @@ impl Upstream {
         self.bare.send(req)
     }
 
+    /// A request with kache's credentials and the given headers and body, one of kache's
+    /// own calls (tools and tests that talk to the upstream as kache does).
+    pub async fn request(
+        &self,
+        method: http::Method,
+        path_and_query: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<Response<Counted>, BoxError> {
+        let mut req = Request::new(body::full(body));
+        *req.method_mut() = method;
+        *req.uri_mut() = path_and_query.parse::<Uri>()?;
+        for (k, v) in headers {
+            req.headers_mut().insert(http::HeaderName::from_bytes(k.as_bytes())?, HeaderValue::from_str(v)?);
+        }
+        self.send(req, Class::Own).await
+    }
+
     /// A GET of `path_and_query` with the given `Accept`, one of kache's own calls.
     pub async fn get(&self, path_and_query: &str, accept: &str) -> Result<Response<Counted>, BoxError> {
         let mut req = Request::new(body::empty());

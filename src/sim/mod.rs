@@ -352,7 +352,7 @@ impl Sim {
 
 /// Encode a JSON object of resource `r` once, in every encoding the kind has.
 pub fn encode(r: &Resource, v: &Value) -> Result<Object, Status> {
-    let json = object::item_json(v);
+    let json = object::list_item_json(r, v);
     let pb = if r.protobuf {
         let ty = MessageType::for_kind(&r.group, &r.version, &r.kind)
             .ok_or_else(|| Status::internal(format!("no protobuf schema for {}", r.kind)))?;
@@ -380,7 +380,7 @@ fn object_response(r: &Resource, o: &Object, code: StatusCode, fmt: Format) -> R
     let body = match fmt {
         Format::Json => {
             let mut out = Vec::new();
-            object::with_type_meta(&mut out, &r.api_version(), &r.kind, &o.json_item().unwrap_or_default());
+            object::whole_json(r, &mut out, &o.json_item().unwrap_or_default());
             out.push(b'\n');
             out
         }

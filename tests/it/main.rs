@@ -32,6 +32,7 @@ mod ops_shutdown;
 
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;
+mod real_differential;
 mod real_kcm;
 
 mod support;

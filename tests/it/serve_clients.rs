@@ -457,3 +457,42 @@ async fn large_cached_answers_are_gzipped_for_clients_that_ask_as_the_apiserver_
     let (a, b): (Value, Value) = (serde_json::from_slice(&body).unwrap(), plain.json());
     assert_eq!(a["items"], b["items"], "the same list, compressed");
 }
+
+/// A feed whose encoding the upstream refuses (406: a custom resource taken for built-in
+/// and asked for in protobuf) stops at once, says why, and never retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_the_upstream_refuses_stops_and_says_why() {
+    let sim = crate::support::start(&cluster(&[])).await;
+    let mut widgets = kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap();
+    // Believed built-in, so asked for in protobuf, which the upstream does not serve for it.
+    widgets.protobuf = true;
+    let res = std::sync::Arc::new(widgets);
+    let cache = std::sync::Arc::new(kache::cache::KindCache::new(res, 0, Default::default()));
+    let up = kache::app::plain_upstream(&format!("http://{}", sim.addr)).unwrap();
+    let feed = kache::cache::informer::Feed::new(cache, kache::serve::query::Format::Protobuf, up);
+    // `run` loops for as long as its feed can work; for this one it returns.
+    tokio::time::timeout(Duration::from_secs(60), feed.clone().run()).await.expect("the feed stops instead of retrying");
+    let why = feed.refused().expect("the feed says why");
+    assert!(why.contains("406") && why.contains("NotAcceptable"), "{why}");
+    assert!(!feed.synced());
+}
+
+/// A watch from before kache's window is the upstream's: the upstream's longer window still
+/// holds its events (kache would have said 410), and when it does not, its 410 names its own
+/// oldest RV, which kache cannot know (issue #14, item 8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_older_than_kaches_window_gets_what_the_upstream_has() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps", "--cache-window-events", "2"]).await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let from = list_rv(&sim.get_ok(path).await);
+    churn_configmaps(&sim, "old", 6).await;
+    let now = list_rv(&sim.get_ok(path).await);
+    caught_up(&k, &sim, now, &[("", "configmaps")]).await;
+    let cache = k.serving.serve.cache("", "configmaps", kache::serve::query::Format::Json).unwrap();
+    assert!(cache.snapshot().window.floor() > from, "the RV has left kache's window");
+    let watch = format!("{path}?watch=1&resourceVersion={from}");
+    let direct = events(&sim.api, &watch, 6).await;
+    let through = events(&k.api, &watch, 6).await;
+    assert_eq!(through, direct, "the upstream's events, not kache's 410");
+}

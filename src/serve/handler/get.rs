@@ -30,7 +30,11 @@ pub fn get(
         let body = try_stitched(o.clone(), |o| {
             let mut items = Vec::with_capacity(8);
             table::row(o, 0, beta, include, table::now(), &mut items).ok_or_else(missing)?;
-            Ok(Stitch { head: table::head(printer, beta, &format!("\"resourceVersion\":\"{}\"", o.rv)), items, tail: b"]}\n" })
+            Ok(Stitch {
+                head: table::head(printer, beta, &format!("\"resourceVersion\":\"{}\"", o.rv)),
+                items,
+                tail: b"]}\n".as_slice().into(),
+            })
         })?;
         return Ok(respond(StatusCode::OK, "application/json", body));
     }
@@ -41,6 +45,10 @@ pub fn get(
         };
         let body = body.ok_or_else(missing)?;
         Ok(match fmt {
+            // A custom resource's stored item is the whole object.
+            Format::Json if r.custom() && view == View::Object => {
+                Stitch { head: Vec::new(), items: vec![o.json_item_ref().ok_or_else(missing)?.into()], tail: b"\n".as_slice().into() }
+            }
             Format::Json => {
                 // The stored members follow the type meta: `{"kind":..,"apiVersion":..,` then
                 // the object's members (its `{` dropped), or `"metadata":` and the metadata.
@@ -54,11 +62,11 @@ pub fn get(
                 } else {
                     b"\n"
                 };
-                Stitch { head, items: vec![body.into()], tail }
+                Stitch { head, items: vec![body.into()], tail: tail.into() }
             }
             Format::Protobuf => {
                 let head = wire::envelope_prefix(&api_version, kind, body.len());
-                Stitch { head, items: vec![body.into()], tail: wire::UNKNOWN_SUFFIX }
+                Stitch { head, items: vec![body.into()], tail: wire::UNKNOWN_SUFFIX.into() }
             }
         })
     })?;

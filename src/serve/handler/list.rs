@@ -161,9 +161,20 @@ fn stitch<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format) -> Result<Sti
         .enumerate()
         .map(|(i, o)| stored(o, fmt).map(|b| Piece::Stored(&b[skip(i)..])).ok_or_else(missing))
         .collect::<Result<Vec<Piece<'s>>, Status>>()?;
+    if fmt == Format::Json && r.custom() {
+        // Custom resources' lists are unstructured: keys in byte order, so the items come
+        // before `kind` and `metadata`, and `continue` is always written.
+        let head = format!("{{\"apiVersion\":\"{}\",\"items\":[", r.api_version()).into_bytes();
+        let mut tail = format!("],\"kind\":\"{}\",\"metadata\":{{\"continue\":\"{}\"", r.list_kind(), page.cont.as_deref().unwrap_or(""));
+        if let Some(n) = page.remaining {
+            tail.push_str(&format!(",\"remainingItemCount\":{n}"));
+        }
+        tail.push_str(&format!(",\"resourceVersion\":\"{}\"}}}}\n", page.rv));
+        return Ok(Stitch { head, items, tail: tail.into_bytes().into() });
+    }
     let head = list_head(&r.api_version(), &r.list_kind(), page, fmt, &items);
-    let tail: &[u8] = if fmt == Format::Json { b"]}\n" } else { wire::UNKNOWN_SUFFIX };
-    Ok(Stitch { head, items, tail })
+    let tail: &'static [u8] = if fmt == Format::Json { b"]}\n" } else { wire::UNKNOWN_SUFFIX };
+    Ok(Stitch { head, items, tail: tail.into() })
 }
 
 /// A page as a `PartialObjectMetadataList`: each item's metadata sliced from its stored
@@ -190,7 +201,7 @@ fn stitch_metadata<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format, beta
     }
     let api_version = View::meta_api_version(beta);
     let mut head = list_head(api_version, "PartialObjectMetadataList", page, fmt, &items);
-    let tail: &[u8] = match fmt {
+    let tail: &'static [u8] = match fmt {
         // The apiserver writes an empty metadata list's items as null.
         Format::Json if items.is_empty() => {
             head.truncate(head.len() - 1);
@@ -199,7 +210,7 @@ fn stitch_metadata<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format, beta
         Format::Json => b"]}\n",
         Format::Protobuf => wire::UNKNOWN_SUFFIX,
     };
-    Ok(Stitch { head, items, tail })
+    Ok(Stitch { head, items, tail: tail.into() })
 }
 
 /// A page as a Table: the kind's columns, then a row per item from its stored cells and
@@ -214,7 +225,7 @@ fn stitch_table<'s>(cache: &KindCache, page: &Selected<'s>, beta: bool, opts: &O
     for (i, o) in page.items.iter().enumerate() {
         table::row(o, i, beta, include, now, &mut items).ok_or_else(missing)?;
     }
-    Ok(Stitch { head: table::head(printer, beta, &json_list_meta(page)), items, tail: b"]}\n" })
+    Ok(Stitch { head: table::head(printer, beta, &json_list_meta(page)), items, tail: b"]}\n".as_slice().into() })
 }
 
 /// The members of a JSON list's (or Table's) `metadata`: resourceVersion, then continue

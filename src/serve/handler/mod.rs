@@ -53,4 +53,6 @@ fn selected_besides(o: &Object, namespace: Option<&str>, opts: &Options, pinned:
 }
 
 #[cfg(test)]
+mod fidelity;
+#[cfg(test)]
 mod views;

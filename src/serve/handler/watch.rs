@@ -360,6 +360,10 @@ impl Encoder {
         };
         let head = |t: EventType| {
             let meta = if metadata { "\"metadata\":" } else { "" };
+            if res.custom() && !metadata {
+                // A custom resource's stored item is the whole object.
+                return format!("{{\"type\":\"{}\",\"object\":", t.as_str()).into_bytes();
+            }
             format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",{meta}", t.as_str()).into_bytes()
         };
         let json_heads = [head(EventType::Added), head(EventType::Modified), head(EventType::Deleted)];
@@ -386,7 +390,8 @@ impl Encoder {
                 if self.metadata {
                     return Some(Frame { head, body: o.json_metadata()?, tail: b"}}\n" });
                 }
-                Some(Frame { head, body: o.json.as_deref()?.get(2..)?, tail: b"}\n" })
+                let from = if self.res.custom() { 1 } else { 2 };
+                Some(Frame { head, body: o.json.as_deref()?.get(from..)?, tail: b"}\n" })
             }
             Format::Protobuf => {
                 let m = if self.metadata { o.pb_metadata()? } else { o.pb_message_ref()? };
