@@ -5,6 +5,7 @@
 # metadata views (PartialObjectMetadataList / PartialObjectMetadata) of LIST and GET, each
 # with the response's headers (its Date is when relative times were printed), and the same
 # changes to a Widget watched as objects, Tables and metadata from the same resourceVersion.
+# (curl is given another User-Agent: the apiserver pretty-prints JSON for curl.)
 # Usage: tools/capture_crd_fixtures.sh [kubeconfig] [context]
 set -euo pipefail
 KC=${1:-$HOME/real-apiserver/kubeconfig}
@@ -24,7 +25,7 @@ $K wait --for condition=established crd/widgets.crd.example.com crd/plains.crd.e
 $K get ns $NS >/dev/null 2>&1 || $K create ns $NS >/dev/null
 $K apply -f "$DIR/tools/crd_fixtures/objects.yaml" >/dev/null
 get() { # name accept path
-  curl -sk -D "$OUT/$1.headers" -H "Authorization: Bearer $TOKEN" -H "Accept: $2" "$SERVER$3" >"$OUT/$1.json"
+  curl -sk -A kache-capture/1 -D "$OUT/$1.headers" -H "Authorization: Bearer $TOKEN" -H "Accept: $2" "$SERVER$3" >"$OUT/$1.json"
 }
 C=/apis/apiextensions.k8s.io/v1/customresourcedefinitions
 get crd-widgets application/json "$C/widgets.crd.example.com"
@@ -45,10 +46,10 @@ get plains.metadata "$METAL" "$P?$SEL"
 RV=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["resourceVersion"])' "$OUT/widgets.objects.json")
 q="watch=true&resourceVersion=$RV&timeoutSeconds=6"
 pids=()
-curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: application/json" "$SERVER$W?$q" >"$OUT/watch.objects.json" & pids+=($!)
-curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER$W?$q" >"$OUT/watch.table.json" & pids+=($!)
-curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER$W?$q&includeObject=None" >"$OUT/watch.table-none.json" & pids+=($!)
-curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: $META" "$SERVER$W?$q" >"$OUT/watch.metadata.json" & pids+=($!)
+curl -sk -A kache-capture/1 -H "Authorization: Bearer $TOKEN" -H "Accept: application/json" "$SERVER$W?$q" >"$OUT/watch.objects.json" & pids+=($!)
+curl -sk -A kache-capture/1 -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER$W?$q" >"$OUT/watch.table.json" & pids+=($!)
+curl -sk -A kache-capture/1 -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER$W?$q&includeObject=None" >"$OUT/watch.table-none.json" & pids+=($!)
+curl -sk -A kache-capture/1 -H "Authorization: Bearer $TOKEN" -H "Accept: $META" "$SERVER$W?$q" >"$OUT/watch.metadata.json" & pids+=($!)
 sleep 1
 $K -n $NS create -f - >/dev/null <<'YAML'
 apiVersion: crd.example.com/v1

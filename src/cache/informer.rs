@@ -4,9 +4,9 @@
 //! as the upstream's bytes; each is decoded once here only to extract its key and fields.
 
 use crate::api::resource::Resource;
+use crate::api::table::CustomColumns;
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire;
-use crate::api::table::CustomColumns;
 use crate::cache::object::Object;
 use crate::cache::window::EventType;
 use crate::cache::KindCache;

@@ -200,7 +200,17 @@ impl Object {
     /// An object with only a key and resourceVersion (no labels, fields or encodings).
     #[cfg(test)]
     pub(crate) fn bare(key: Key, rv: u64) -> Object {
-        Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None, json_meta: (0, 0), struct_meta: None, cells: None }
+        Object {
+            key,
+            rv,
+            field_names: Arc::from([]),
+            selectables: Packed::default(),
+            json: None,
+            pb: None,
+            json_meta: (0, 0),
+            struct_meta: None,
+            cells: None,
+        }
     }
 
     /// The same object with its selectable fields replaced (tests).
@@ -367,7 +377,9 @@ pub fn object_meta_json(meta: &Value) -> Vec<u8> {
             out.push(b':');
             match (*f, x) {
                 (_, None) => out.extend_from_slice(b"null"),
-                ("ownerReferences", Some(Value::Array(refs))) => list(out, refs, &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"]),
+                ("ownerReferences", Some(Value::Array(refs))) => {
+                    list(out, refs, &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"])
+                }
                 ("managedFields", Some(Value::Array(entries))) => {
                     list(out, entries, &["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"])
                 }

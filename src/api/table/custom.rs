@@ -116,7 +116,8 @@ impl CustomColumns {
             }
             None => {
                 defs.push(implicit("age").clone());
-                columns.push(Column { ty: Type::Date, path: vec![Step::Field("metadata".into()), Step::Field("creationTimestamp".into())] });
+                columns
+                    .push(Column { ty: Type::Date, path: vec![Step::Field("metadata".into()), Step::Field("creationTimestamp".into())] });
             }
         }
         Ok(CustomColumns { definitions: crate::api::json::to_vec(&defs).into_boxed_slice(), columns: columns.into_boxed_slice() })
@@ -456,7 +457,10 @@ mod tests {
                 Step::Field("status".into())
             ])
         );
-        assert_eq!(parse(".c[?(@.a.b)]"), Some(vec![Step::Field("c".into()), Step::Filter { left: vec!["a".into(), "b".into()], test: Test::Exists }]));
+        assert_eq!(
+            parse(".c[?(@.a.b)]"),
+            Some(vec![Step::Field("c".into()), Step::Filter { left: vec!["a".into(), "b".into()], test: Test::Exists }])
+        );
         assert_eq!(parse(".a[*].b"), Some(vec![Step::Field("a".into()), Step::All, Step::Field("b".into())]));
         for unsupported in ["a.b", ".a[0:2]", ".a[0,1]", "..a", ".a[?(@.n==1)]", ".a[?(@.n<\"x\")]", ".a\\.b", ".a[", ".a b"] {
             assert_eq!(parse(unsupported), None, "{unsupported}");

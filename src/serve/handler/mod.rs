@@ -53,4 +53,6 @@ fn selected_besides(o: &Object, namespace: Option<&str>, opts: &Options, pinned:
 }
 
 #[cfg(test)]
+mod crd_views;
+#[cfg(test)]
 mod views;

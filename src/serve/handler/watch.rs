@@ -353,12 +353,7 @@ impl Encoder {
             _ => (res.api_version(), res.kind.clone(), false),
         };
         let table = match view {
-            View::Table { beta } => printer.map(|printer| TableEvents {
-                printer,
-                beta,
-                include,
-                columns_sent: AtomicBool::new(false),
-            }),
+            View::Table { beta } => printer.map(|printer| TableEvents { printer, beta, include, columns_sent: AtomicBool::new(false) }),
             _ => None,
         };
         let head = |t: EventType| {
