@@ -244,7 +244,7 @@ impl Feed {
                     self.synced.send_replace(true);
                     backoff = Backoff::default();
                     self.follow(rv, &mut backoff).await;
-                    tracing::info!(resource = %r.plural, "relisting after 410");
+                    tracing::info!(resource = %r.plural, "relisting");
                 }
                 Err(e) => {
                     tracing::warn!(resource = %r.plural, error = %e, "list failed");
@@ -260,11 +260,14 @@ impl Feed {
             let watched = self.watch(&mut rv).await;
             self.healthy.store(!matches!(watched, Err(InformerError::Transport(_)) | Err(InformerError::Status { .. })), Ordering::Relaxed);
             metrics::counter!(telemetry::WATCH_RESTARTS, &self.labels()).increment(1);
+            // The apiserver ends a custom resource's watches when its CRD changes: its
+            // printer columns are read again then, and the cells computed again if they
+            // changed.
+            if !matches!(watched, Err(InformerError::Expired)) && self.columns_changed().await {
+                tracing::info!(resource = %self.cache.resource.plural, "the CRD's printer columns changed; relisting");
+                return;
+            }
             match watched {
-                Ok(()) if self.columns_changed().await => {
-                    tracing::info!(resource = %self.cache.resource.plural, "the CRD's printer columns changed; relisting");
-                    return;
-                }
                 Ok(()) => *backoff = Backoff::default(),
                 Err(InformerError::Expired) => return,
                 Err(e) => {
@@ -314,8 +317,7 @@ impl Feed {
     }
 
     /// Whether the CRD's printer columns differ from those the cache's cells were computed
-    /// with (checked when a watch ends: the apiserver ends a custom resource's watches when
-    /// its CRD changes).
+    /// with (checked when a watch ends).
     async fn columns_changed(&self) -> bool {
         if self.cache.resource.protobuf {
             return false;

@@ -830,7 +830,8 @@ async fn crds(direct: &kube::Client) {
         // Established within a minute (at once when it existed).
         let mut established = false;
         for _ in 0..600 {
-            let (_, body) = direct_get(direct, &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), "application/json").await;
+            let (_, body) =
+                direct_get(direct, &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), "application/json").await;
             let v: Value = serde_json::from_slice(&body).unwrap();
             let conditions = v["status"]["conditions"].as_array().cloned().unwrap_or_default();
             if conditions.iter().any(|c| c["type"] == "Established" && c["status"] == "True") {
@@ -939,7 +940,11 @@ async fn real_kubectl_get_of_custom_resources_prints_their_printer_columns_and_m
         if accept == META_JSON {
             assert_eq!(got.text(), String::from_utf8_lossy(&want), "{path}");
         } else {
-            assert_eq!(String::from_utf8(normalized_list(&got.body)).unwrap(), String::from_utf8(normalized_list(&want)).unwrap(), "{path}");
+            assert_eq!(
+                String::from_utf8(normalized_list(&got.body)).unwrap(),
+                String::from_utf8(normalized_list(&want)).unwrap(),
+                "{path}"
+            );
         }
         eprintln!("{path} as {}: equal, from cache", accept.split(';').nth(1).unwrap_or(""));
     }
@@ -985,4 +990,100 @@ async fn real_kubectl_get_of_custom_resources_prints_their_printer_columns_and_m
         k.api.delete(&format!("{widgets}/{n}")).await;
     }
     k.api.delete(&format!("/apis/crd.example.com/v1/plains/kache-crd-real-{suffix}")).await;
+}
+
+/// The CRD `gizmos.crd.example.com` with `columns` as its version's printer columns (none
+/// when empty), created or updated through `direct`.
+async fn gizmos_crd(direct: &kube::Client, columns: Value) {
+    use http_body_util::BodyExt;
+    let mut version = json!({"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
+    if columns.as_array().is_some_and(|c| !c.is_empty()) {
+        version["additionalPrinterColumns"] = columns;
+    }
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "gizmos.crd.example.com"},
+        "spec": {"group": "crd.example.com", "scope": "Cluster", "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"}, "versions": [version]}});
+    let base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let send = |req: http::Request<kube::client::Body>| async move {
+        let resp = direct.send(req).await.expect("CRD request");
+        (resp.status().as_u16(), resp.into_body().collect().await.unwrap().to_bytes())
+    };
+    let post = http::Request::post(base)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(crd.to_string().into_bytes()))
+        .unwrap();
+    let (mut code, mut body) = send(post).await;
+    if code == 409 {
+        let patch = json!({"spec": {"versions": crd["spec"]["versions"]}});
+        let req = http::Request::patch(format!("{base}/gizmos.crd.example.com"))
+            .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+            .body(kube::client::Body::from(patch.to_string().into_bytes()))
+            .unwrap();
+        (code, body) = send(req).await;
+    }
+    assert!(code == 200 || code == 201, "CRD gizmos: {code} {}", String::from_utf8_lossy(&body));
+    for _ in 0..600 {
+        let (_, body) = direct_get(direct, &format!("{base}/gizmos.crd.example.com"), "application/json").await;
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        if v["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Established" && c["status"] == "True") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("CRD gizmos not established");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_a_crds_changed_printer_columns_are_printed_from_cache_once_its_watch_ends() {
+    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
+        eprintln!("real_crd_columns_change: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
+        return;
+    }
+    let direct = direct_client().await;
+    gizmos_crd(&direct, json!([])).await;
+    let Some(k) = real("real_crd_columns_change", "gizmos.crd.example.com").await else { return };
+    let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let name = format!("kache-crd-gizmo-{suffix}");
+    let g = json!({"apiVersion": "crd.example.com/v1", "kind": "Gizmo", "metadata": {"name": name}, "spec": {"size": 7, "color": "red"}});
+    assert_eq!(k.api.post("/apis/crd.example.com/v1/gizmos", &g).await.status, 201);
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let path = "/apis/crd.example.com/v1/gizmos";
+    let names =
+        |v: &Value| v["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let before = k.serving.serve.cache_hits();
+    let got = k.api.request(http::Method::GET, path, Some(table), None, Vec::new()).await;
+    assert_eq!(k.serving.serve.cache_hits() - before, 1, "the default table from cache");
+    assert_eq!(names(&got.json()), ["Name", "Age"]);
+    // New columns: the apiserver ends the gizmos' watches, kache reads the CRD again and
+    // relists; until then its Tables keep the old columns (or pass through while it lists).
+    gizmos_crd(&direct, json!([{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}, {"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1}])).await;
+    let mut seen = false;
+    for _ in 0..600 {
+        let before = k.serving.serve.cache_hits();
+        let got = k.api.request(http::Method::GET, path, Some(table), None, Vec::new()).await;
+        if k.serving.serve.cache_hits() - before == 1 && names(&got.json()) == ["Name", "Size", "Color"] {
+            let (_, want) = direct_get(&direct, path, table).await;
+            let cells =
+                |v: &Value| v["rows"].as_array().unwrap().iter().map(|r| r["cells"].as_array().unwrap().clone()).collect::<Vec<_>>();
+            let (got, want): (Value, Value) = (got.json(), serde_json::from_slice(&want).unwrap());
+            assert_eq!(got["columnDefinitions"], want["columnDefinitions"]);
+            let without_age = |rows: Vec<Vec<Value>>| {
+                rows.into_iter()
+                    .map(|mut r| {
+                        r.truncate(3);
+                        r
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(without_age(cells(&got)), without_age(cells(&want)));
+            assert!(cells(&got).iter().any(|r| r[0] == json!(name) && r[1] == json!(7) && r[2] == json!("red")), "{got}");
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(seen, "kache printed the CRD's new columns from cache within a minute");
+    eprintln!("a CRD's new printer columns printed from cache, as the apiserver prints them");
+    gizmos_crd(&direct, json!([])).await;
+    k.api.delete(&format!("{path}/{name}")).await;
 }
