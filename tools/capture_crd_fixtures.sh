@@ -42,6 +42,11 @@ get widgets.metadata-w1 "$META" "$W/w1"
 get plains.objects application/json "$P?$SEL"
 get plains.table "$TABLE" "$P?$SEL"
 get plains.metadata "$METAL" "$P?$SEL"
+# A WatchList of Tables that selects nothing: only the initial-events-end bookmark, whose row
+# is the columns printed for an empty object.
+curl -sk -A kache-capture/1 -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" \
+  "$SERVER$P?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2&labelSelector=nope%3D1" \
+  | grep BOOKMARK >"$OUT/watchlist-end.plains.table.json"
 # Watches from the list's RV: a Widget created, changed and deleted.
 RV=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["resourceVersion"])' "$OUT/widgets.objects.json")
 q="watch=true&resourceVersion=$RV&timeoutSeconds=6"

@@ -273,9 +273,9 @@ impl Object {
         }
     }
 
-    /// Size of the encodings held, in bytes.
+    /// Size of the encodings held (a custom resource's re-encoded metadata too), in bytes.
     pub fn encoded_len(&self) -> usize {
-        self.json.as_ref().map_or(0, Bytes::len) + self.pb.as_ref().map_or(0, Bytes::len)
+        self.json.as_ref().map_or(0, Bytes::len) + self.pb.as_ref().map_or(0, Bytes::len) + self.struct_meta.as_ref().map_or(0, Bytes::len)
     }
 
     /// The same object at another resourceVersion (for DELETED events of objects leaving a

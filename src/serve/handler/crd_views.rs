@@ -198,3 +198,17 @@ async fn watches_of_tables_and_metadata_equal_the_apiservers() {
 fn relative_times_are_what_is_left_out() {
     assert_eq!(timeless(r#"["w1","5d","2m17s","3","s","\u003cunknown\u003e",1]"#), r#"["w1","T","T","3","s","\u003cunknown\u003e",1]"#);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_table_watchlist_ends_with_the_apiservers_bookmark_row() {
+    let want = String::from_utf8(golden("watchlist-end.plains.table.json")).unwrap();
+    let v: Value = serde_json::from_str(&want).unwrap();
+    let rv: u64 = v["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let cache = Arc::new(KindCache::new(resource("plains", "Plain", false), rv, Limits::default()));
+    cache.replace_printed(Vec::new(), rv, Some(columns("plains")));
+    let q =
+        "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2&labelSelector=nope%3D1";
+    let got =
+        body(watch(cache, None, Options::parse(Some(q)).unwrap(), Format::Json, TABLE, WatchSettings::default()).await.unwrap()).await;
+    assert_eq!(got, want);
+}
