@@ -4,7 +4,8 @@
 # in the namespace kache-crd-1), the objects, Tables (includeObject Metadata and None) and
 # metadata views (PartialObjectMetadataList / PartialObjectMetadata) of LIST and GET, each
 # with the response's headers (its Date is when relative times were printed), and the same
-# changes to a Widget watched as objects, Tables and metadata from the same resourceVersion.
+# changes to a Widget watched as objects, Tables and metadata from the same resourceVersion,
+# the bookmark ending a Table WatchList, and a Widget being deleted (its metadata GET).
 # (curl is given another User-Agent: the apiserver pretty-prints JSON for curl.)
 # Usage: tools/capture_crd_fixtures.sh [kubeconfig] [context]
 set -euo pipefail
@@ -66,6 +67,23 @@ YAML
 $K -n $NS patch widget w9 --type=merge -p '{"spec":{"replicas":5},"status":{"phase":"Running","ready":true},"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":"00000000-0000-0000-0000-000000000001","controller":true}]}}' >/dev/null
 $K -n $NS delete widget w9 >/dev/null
 wait "${pids[@]}"
+# A Widget being deleted (held by its finalizer), with owner references: its object and
+# metadata GET, then the finalizer removed so that it goes.
+$K -n $NS create -f - >/dev/null <<'YAML'
+apiVersion: crd.example.com/v1
+kind: Widget
+metadata:
+  name: w-terminating
+  finalizers: [crd.example.com/hold]
+  ownerReferences:
+  - {apiVersion: v1, kind: ConfigMap, name: a, uid: 00000000-0000-0000-0000-00000000000a, blockOwnerDeletion: false}
+  - {apiVersion: apps/v1, kind: Deployment, name: b, uid: 00000000-0000-0000-0000-00000000000b, controller: true, blockOwnerDeletion: true}
+spec: {replicas: 1}
+YAML
+$K -n $NS delete widget w-terminating --wait=false >/dev/null
+get terminating.object application/json "$W/w-terminating"
+get terminating.metadata "$META" "$W/w-terminating"
+$K -n $NS patch widget w-terminating --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
 ls -l "$OUT"
 # The columns the apiserver adds to every custom resource's Table (Name) and to those of
 # CRDs without printer columns (Age), as src/api/table/custom_columns.json holds them.

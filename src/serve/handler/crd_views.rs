@@ -212,3 +212,15 @@ async fn a_table_watchlist_ends_with_the_apiservers_bookmark_row() {
         body(watch(cache, None, Options::parse(Some(q)).unwrap(), Format::Json, TABLE, WatchSettings::default()).await.unwrap()).await;
     assert_eq!(got, want);
 }
+
+#[tokio::test]
+async fn a_terminating_custom_resources_metadata_is_the_apiservers() {
+    let res = resource("widgets", "Widget", true);
+    let v = json("terminating.object.json");
+    assert!(v["metadata"]["deletionTimestamp"].is_string() && v["metadata"]["ownerReferences"].as_array().unwrap().len() == 2);
+    let rv: u64 = v["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let cache = Arc::new(KindCache::new(res.clone(), rv, Limits::default()));
+    cache.replace_printed(vec![Object::printed(&res, &v, Some(&item_json(&v)), None, None).unwrap()], rv, None);
+    let got = body(get(&cache, Some("kache-crd-1"), "w-terminating", Format::Json, METADATA, Include::Metadata).unwrap()).await;
+    assert_eq!(got, String::from_utf8(golden("terminating.metadata.json")).unwrap());
+}
