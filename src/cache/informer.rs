@@ -4,6 +4,7 @@
 //! as the upstream's bytes; each is decoded once here only to extract its key and fields.
 
 use crate::api::resource::Resource;
+use crate::api::table::CustomColumns;
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire;
 use crate::cache::object::Object;
@@ -241,16 +242,17 @@ impl Feed {
         let mut backoff = Backoff::default();
         loop {
             metrics::counter!(telemetry::RELISTS, &self.labels()).increment(1);
-            let listed = self.list().await;
+            let custom = self.custom_columns().await;
+            let listed = self.list(custom.as_ref()).await;
             self.healthy.store(listed.is_ok(), Ordering::Relaxed);
             match listed {
                 Ok((objects, rv)) => {
                     tracing::info!(resource = %r.plural, objects = objects.len(), rv, fmt = ?self.fmt, "informer synced");
-                    self.cache.replace(objects, rv);
+                    self.cache.replace_printed(objects, rv, custom);
                     self.synced.send_replace(true);
                     backoff = Backoff::default();
                     self.follow(rv, &mut backoff).await;
-                    tracing::info!(resource = %r.plural, "relisting after 410");
+                    tracing::info!(resource = %r.plural, "relisting");
                 }
                 // The upstream does not serve this kind in this encoding (a custom resource
                 // asked for in protobuf): no retry can work. Requests pass through.
@@ -274,6 +276,13 @@ impl Feed {
             let watched = self.watch(&mut rv).await;
             self.healthy.store(!matches!(watched, Err(InformerError::Transport(_)) | Err(InformerError::Status { .. })), Ordering::Relaxed);
             metrics::counter!(telemetry::WATCH_RESTARTS, &self.labels()).increment(1);
+            // The apiserver ends a custom resource's watches when its CRD changes: its
+            // printer columns are read again then, and the cells computed again if they
+            // changed.
+            if !matches!(watched, Err(InformerError::Expired)) && self.columns_changed().await {
+                tracing::info!(resource = %self.cache.resource.plural, "the CRD's printer columns changed; relisting");
+                return;
+            }
             match watched {
                 Ok(()) => *backoff = Backoff::default(),
                 Err(InformerError::Expired) => return,
@@ -288,17 +297,51 @@ impl Feed {
     /// The initial state: paged (bounded memory per response); if the pages' snapshot
     /// expires upstream before the last page (heavy churn, short history), once more as a
     /// single unpaged LIST, which cannot expire midway.
-    async fn list(&self) -> Result<(Vec<Object>, u64), InformerError> {
-        match self.list_pages(Some(PAGE)).await {
+    async fn list(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Vec<Object>, u64), InformerError> {
+        match self.list_pages(Some(PAGE), custom).await {
             Err(InformerError::Expired) => {
                 tracing::info!(resource = %self.cache.resource.plural, "paged list expired mid-way; listing unpaged");
-                self.list_pages(None).await
+                self.list_pages(None, custom).await
             }
             other => other,
         }
     }
 
-    async fn list_pages(&self, page: Option<u64>) -> Result<(Vec<Object>, u64), InformerError> {
+    /// A custom resource's printer columns for the cached version, read from its CRD
+    /// (`None` for built-in kinds, and when the CRD cannot be read or has columns kache does
+    /// not evaluate: then its Tables pass through).
+    async fn custom_columns(&self) -> Option<Arc<CustomColumns>> {
+        let r = &self.cache.resource;
+        if r.protobuf {
+            return None;
+        }
+        let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{}.{}", r.plural, r.group);
+        let crd = match fetch(&self.upstream, &path, "application/json").await {
+            Ok(body) => serde_json::from_slice::<Value>(&body).ok()?,
+            Err(e) => {
+                tracing::info!(resource = %r.plural, error = %e, "the CRD could not be read; its Tables pass through");
+                return None;
+            }
+        };
+        match CustomColumns::of_crd(&crd, &r.version) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                tracing::info!(resource = %r.plural, error = %e, "the CRD's Tables pass through");
+                None
+            }
+        }
+    }
+
+    /// Whether the CRD's printer columns differ from those the cache's cells were computed
+    /// with (checked when a watch ends).
+    async fn columns_changed(&self) -> bool {
+        if self.cache.resource.protobuf {
+            return false;
+        }
+        self.custom_columns().await != self.cache.snapshot().custom
+    }
+
+    async fn list_pages(&self, page: Option<u64>, custom: Option<&Arc<CustomColumns>>) -> Result<(Vec<Object>, u64), InformerError> {
         let r = self.cache.resource.clone();
         let base = collection_path(&r);
         let mut objects = Vec::new();
@@ -320,7 +363,7 @@ impl Feed {
                     let body = fetch(&self.upstream, &path, "application/json").await?;
                     let list: ListJson<'_> = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
                     for item in &list.items {
-                        objects.push(json_object(&r, item.get().as_bytes())?);
+                        objects.push(json_object(&r, item.get().as_bytes(), custom)?);
                     }
                     (parse_rv(&list.metadata.resource_version)?, list.metadata.cont.unwrap_or_default())
                 }
@@ -420,7 +463,7 @@ impl Feed {
             other => return Err(InformerError::Decode(format!("unknown watch event type {other:?}"))),
         };
         let object = match self.fmt {
-            Format::Json => json_object(r, &strip_type_meta(&ev.object, r))?,
+            Format::Json => json_object(r, &strip_type_meta(&ev.object, r), self.cache.snapshot().custom.as_ref())?,
             Format::Protobuf => pb_object(r, &ev.object)?,
         };
         // An event at or below what we hold was already applied (a resumed stream, or the
@@ -515,9 +558,9 @@ fn strip_type_meta(obj: &[u8], r: &Resource) -> Vec<u8> {
     }
 }
 
-fn json_object(r: &Resource, item: &[u8]) -> Result<Object, InformerError> {
+fn json_object(r: &Resource, item: &[u8], custom: Option<&Arc<CustomColumns>>) -> Result<Object, InformerError> {
     let v: Value = serde_json::from_slice(item).map_err(|e| InformerError::Decode(e.to_string()))?;
-    Object::new(r, &v, Some(item), None).map_err(|e| InformerError::Decode(e.to_string()))
+    Object::printed(r, &v, Some(item), None, custom).map_err(|e| InformerError::Decode(e.to_string()))
 }
 
 fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, InformerError> {

@@ -10,6 +10,7 @@ pub(crate) mod token;
 pub(crate) mod window;
 
 use crate::api::resource::ResourceRef;
+use crate::api::table::CustomColumns;
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
@@ -243,8 +244,16 @@ impl KindCache {
 
     /// Replace the whole state (initial load or relist) at `rv`. Open watchers are ended.
     pub fn replace(&self, objects: impl IntoIterator<Item = Object>, rv: u64) {
+        let custom = self.snapshot().custom.clone();
+        self.replace_printed(objects, rv, custom);
+    }
+
+    /// Replace the whole state, its objects' cells computed with the custom resource's
+    /// printer columns `custom`.
+    pub fn replace_printed(&self, objects: impl IntoIterator<Item = Object>, rv: u64, custom: Option<Arc<CustomColumns>>) {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref());
+        let mut s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref());
+        s.custom = custom;
         self.snap.store(Arc::new(s));
         self.history.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.send_all(Message::Reset);

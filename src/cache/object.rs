@@ -4,7 +4,7 @@
 
 use crate::api::resource::Resource;
 use crate::api::selector::{FieldSource, LabelSource};
-use crate::api::table::{Cells, Printer};
+use crate::api::table::{Cells, CustomColumns, TablePrinter};
 use bytes::Bytes;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -52,6 +52,11 @@ pub struct Object {
     /// Where the `metadata` member's value lies in `json` (start, length): the
     /// PartialObjectMetadata view is that slice. (0, 0) when unknown.
     json_meta: (u32, u32),
+    /// For custom resources (whose stored metadata is in the unstructured object's key
+    /// order): the metadata re-encoded in ObjectMeta's field order, as the apiserver writes
+    /// their PartialObjectMetadata and Table rows. Costs about the metadata's size again per
+    /// object version held.
+    struct_meta: Option<Bytes>,
     /// The Table row's cells, for kinds kache prints and objects held in JSON (Tables are
     /// JSON only): computed here, once per object version.
     cells: Option<Box<Cells>>,
@@ -150,6 +155,17 @@ impl Object {
     /// Build an object from its decoded JSON form (used to extract keys and fields) and its
     /// encodings: `json` as produced by [`item_json`], `pb` the bare protobuf message.
     pub fn new(res: &Resource, v: &Value, json: Option<&[u8]>, pb: Option<&[u8]>) -> Result<Object, ObjectError> {
+        Object::printed(res, v, json, pb, None)
+    }
+
+    /// [`Object::new`], a custom resource's Table cells computed with its CRD's columns.
+    pub fn printed(
+        res: &Resource,
+        v: &Value,
+        json: Option<&[u8]>,
+        pb: Option<&[u8]>,
+        custom: Option<&Arc<CustomColumns>>,
+    ) -> Result<Object, ObjectError> {
         let meta = v.get("metadata").ok_or(ObjectError::NoName)?;
         let name = meta.get("name").and_then(Value::as_str).ok_or(ObjectError::NoName)?;
         let namespace = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
@@ -175,7 +191,8 @@ impl Object {
             field_names: res.fields.clone(),
             selectables: Packed::new(values.iter().map(|v| &**v).chain(labels.iter().flat_map(|(k, v)| [*k, *v]))),
             json_meta: json.and_then(metadata_span).unwrap_or((0, 0)),
-            cells: json.and(Printer::of(&res.group, &res.plural)).map(|p| Box::new(p.cells(v))),
+            struct_meta: (json.is_some() && !res.protobuf).then(|| Bytes::from(object_meta_json(meta))),
+            cells: json.and(TablePrinter::of(&res.group, &res.plural, custom)).map(|p| Box::new(p.cells(v))),
             json: json.map(json_piece),
             pb: pb.map(pb_piece),
         })
@@ -184,7 +201,17 @@ impl Object {
     /// An object with only a key and resourceVersion (no labels, fields or encodings).
     #[cfg(test)]
     pub(crate) fn bare(key: Key, rv: u64) -> Object {
-        Object { key, rv, field_names: Arc::from([]), selectables: Packed::default(), json: None, pb: None, json_meta: (0, 0), cells: None }
+        Object {
+            key,
+            rv,
+            field_names: Arc::from([]),
+            selectables: Packed::default(),
+            json: None,
+            pb: None,
+            json_meta: (0, 0),
+            struct_meta: None,
+            cells: None,
+        }
     }
 
     /// The same object with its selectable fields replaced (tests).
@@ -228,6 +255,9 @@ impl Object {
 
     /// The compact JSON of `metadata` (an ObjectMeta), sliced from the stored JSON.
     pub fn json_metadata(&self) -> Option<&[u8]> {
+        if let Some(m) = &self.struct_meta {
+            return Some(m);
+        }
         let (at, len) = self.json_meta;
         let j = self.json.as_deref()?;
         j.get(at as usize..at as usize + len as usize).filter(|m| !m.is_empty())
@@ -249,9 +279,9 @@ impl Object {
         }
     }
 
-    /// Size of the encodings held, in bytes.
+    /// Size of the encodings held (a custom resource's re-encoded metadata too), in bytes.
     pub fn encoded_len(&self) -> usize {
-        self.json.as_ref().map_or(0, Bytes::len) + self.pb.as_ref().map_or(0, Bytes::len)
+        self.json.as_ref().map_or(0, Bytes::len) + self.pb.as_ref().map_or(0, Bytes::len) + self.struct_meta.as_ref().map_or(0, Bytes::len)
     }
 
     /// The same object at another resourceVersion (for DELETED events of objects leaving a
@@ -269,6 +299,7 @@ impl Object {
             rv,
             json,
             json_meta,
+            struct_meta: self.struct_meta.as_ref().and_then(|m| json_with_rv(m, self.rv, rv)).map(Bytes::from),
             pb: self.pb_message_ref().and_then(|p| crate::api::wire::with_resource_version(p, rv)).map(|m| pb_piece(&m)),
             ..self.clone()
         }
@@ -320,6 +351,79 @@ fn json_with_rv(json: &[u8], old: u64, new: u64) -> Option<Vec<u8>> {
     out.extend_from_slice(format!("\"resourceVersion\":\"{new}\"").as_bytes());
     out.extend_from_slice(&json[at + needle.len()..]);
     Some(out)
+}
+
+/// An ObjectMeta (decoded JSON, e.g. a custom resource's in its unstructured key order) as
+/// the apiserver encodes the typed struct: its fields in declaration order, empty ones left
+/// out (but `creationTimestamp`, `null` when unset), owner references and managed fields
+/// entries in their structs' field order too. Maps (labels, annotations, fieldsV1) keep the
+/// order they come in (the apiserver writes them sorted).
+pub fn object_meta_json(meta: &Value) -> Vec<u8> {
+    fn members(out: &mut Vec<u8>, v: &Value, fields: &[&str], always: &[&str]) {
+        out.push(b'{');
+        let mut first = true;
+        for f in fields {
+            let x = v.get(*f);
+            let empty = match x {
+                None | Some(Value::Null) => true,
+                Some(Value::String(s)) => s.is_empty(),
+                Some(Value::Number(n)) => n.as_f64() == Some(0.0) && *f == "generation",
+                Some(Value::Object(m)) => m.is_empty() && *f != "fieldsV1",
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Bool(_)) => false,
+            };
+            if empty && !always.contains(f) {
+                continue;
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            crate::api::json::write_str(out, f);
+            out.push(b':');
+            match (*f, x) {
+                (_, None) => out.extend_from_slice(b"null"),
+                ("ownerReferences", Some(Value::Array(refs))) => {
+                    list(out, refs, &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"])
+                }
+                ("managedFields", Some(Value::Array(entries))) => {
+                    list(out, entries, &["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"])
+                }
+                (_, Some(x)) => crate::api::json::write(out, x),
+            }
+        }
+        out.push(b'}');
+    }
+    fn list(out: &mut Vec<u8>, items: &[Value], fields: &[&str]) {
+        out.push(b'[');
+        for (i, x) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            members(out, x, fields, &[]);
+        }
+        out.push(b']');
+    }
+    const FIELDS: &[&str] = &[
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    ];
+    let mut out = Vec::with_capacity(512);
+    members(&mut out, meta, FIELDS, &["creationTimestamp"]);
+    out
 }
 
 /// Where the top-level `metadata` member's value lies in a stored JSON piece (`,` + `item`).

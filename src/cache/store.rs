@@ -3,6 +3,7 @@
 //! kind's indexed field (`spec.nodeName` for pods), and the event window, kept together so a
 //! reader never sees them torn.
 
+use crate::api::table::{CustomColumns, TablePrinter};
 use crate::cache::object::{Key, Object};
 use crate::cache::window::{Event, EventType, Window};
 use imbl::OrdMap;
@@ -23,6 +24,9 @@ pub struct Snapshot {
     pub window: Window,
     /// Bytes of encodings held.
     pub bytes: usize,
+    /// A custom resource's printer columns, which its objects' cells were computed with
+    /// (kept with them so a Table's columns and rows always agree).
+    pub custom: Option<Arc<CustomColumns>>,
 }
 
 /// The key range of a namespace, or every key.
@@ -38,6 +42,11 @@ fn ns_bounds(namespace: Option<&str>, after: Option<&str>) -> (Bound<String>, Bo
 }
 
 impl Snapshot {
+    /// What prints this state's objects as Table rows, if anything does.
+    pub fn printer(&self, group: &str, plural: &str) -> Option<TablePrinter> {
+        TablePrinter::of(group, plural, self.custom.as_ref())
+    }
+
     /// An empty snapshot at `rv` with an empty window holding up to `window_cap` events.
     pub fn empty(rv: u64, window_cap: usize) -> Self {
         Snapshot { rv, window: Window::new(rv, window_cap), ..Snapshot::default() }

@@ -63,6 +63,10 @@ impl Serve {
         if !synced {
             return None;
         }
+        // A custom resource's Table needs its CRD's columns (read when its cache listed).
+        if matches!(plan.view, View::Table { .. }) && feed.cache.snapshot().printer(&plan.resource.group, &plan.resource.plural).is_none() {
+            return None;
+        }
         let permit = match self.permit(opts, caller) {
             Ok(p) => p,
             Err(status) => return Some(status.into_response(pb)),
@@ -114,13 +118,14 @@ impl Serve {
         }
         let served = match view {
             View::Object => true,
-            // Custom resources' stored metadata is in the unstructured key order, not
-            // ObjectMeta's: their metadata view is the upstream's.
-            View::Metadata { list, .. } => resource.protobuf && list == (p.name.is_none() && !watch),
+            // Custom resources' metadata is held in JSON only (re-encoded in ObjectMeta's
+            // field order): their protobuf metadata view is the upstream's.
+            View::Metadata { list, .. } => (resource.protobuf || format == Format::Json) && list == (p.name.is_none() && !watch),
             // Tables of the kinds kache prints (GET, LIST and WATCH), with metadata or
-            // nothing in their rows.
+            // nothing in their rows: built-in kinds with a printer, and custom resources
+            // (when their CRD's columns were read: checked once the feed is found).
             View::Table { .. } => {
-                Printer::of(&resource.group, &resource.plural).is_some()
+                (Printer::of(&resource.group, &resource.plural).is_some() || !resource.protobuf)
                     && options.as_ref().is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some())
             }
         };

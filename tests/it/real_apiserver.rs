@@ -804,3 +804,286 @@ async fn real_kubectl_get_watch_prints_what_the_apiserver_prints_from_cache() {
     }
     k.api.delete(&format!("/api/v1/namespaces/{NS}/pods/resident-{suffix}?gracePeriodSeconds=0")).await;
 }
+
+/// The namespace of the custom resources the CRD test makes (its objects are deleted one by
+/// one; the namespace stays, as none is emptied without a controller-manager).
+const CRD_NS: &str = "kache-crd-real";
+
+/// The CRDs of `tools/crd_fixtures/crds.yaml` (as captured in `tests/golden/crd`), created
+/// in the real apiserver if it lacks them, and established.
+async fn crds(direct: &kube::Client) {
+    use http_body_util::BodyExt;
+    for plural in ["widgets", "plains"] {
+        let path = format!("{}/tests/golden/crd/crd-{plural}.json", env!("CARGO_MANIFEST_DIR"));
+        let captured: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let name = captured["metadata"]["name"].as_str().unwrap().to_string();
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name}, "spec": captured["spec"]});
+        let req = http::Request::post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(kube::client::Body::from(crd.to_string().into_bytes()))
+            .unwrap();
+        let resp = direct.send(req).await.expect("create the CRD");
+        let code = resp.status().as_u16();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert!(code == 201 || code == 409, "CRD {name}: {code} {}", String::from_utf8_lossy(&body));
+        // Established within a minute (at once when it existed).
+        let mut established = false;
+        for _ in 0..600 {
+            let (_, body) =
+                direct_get(direct, &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), "application/json").await;
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            let conditions = v["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            if conditions.iter().any(|c| c["type"] == "Established" && c["status"] == "True") {
+                established = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(established, "CRD {name} established");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_kubectl_get_of_custom_resources_prints_their_printer_columns_and_metadata_from_cache() {
+    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
+        eprintln!("real_kubectl_get_crd: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
+        return;
+    }
+    let direct = direct_client().await;
+    crds(&direct).await;
+    let Some(k) = real("real_kubectl_get_crd", "widgets.crd.example.com,plains.crd.example.com").await else { return };
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CRD_NS}});
+    let r = k.api.post("/api/v1/namespaces", &ns).await;
+    assert!(r.status == 201 || r.status == 409, "namespace {CRD_NS}: {}", r.text());
+    let widgets = format!("/apis/crd.example.com/v1/namespaces/{CRD_NS}/widgets");
+    let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    // Values of every column type, wrong types, missing and nested values, a finalizer and
+    // labels and annotations out of ObjectMeta's order.
+    let objects = [
+        json!({"metadata": {"labels": {"app": "w", "kache-crd": "real"}, "annotations": {"note": "<a> & b"}, "name": format!("w1-{suffix}")},
+            "spec": {"replicas": 3, "ratio": 0.5, "owner": {"name": "alice"}, "tags": ["a", "b<c>"], "limits": {"mem": "2Gi", "cpu": "1", "nested": {"x": [1, 2.5, true, null]}}},
+            "status": {"phase": "Running", "ready": true, "startedAt": "2026-01-01T00:00:00Z",
+                "conditions": [{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "True"}]}}),
+        json!({"metadata": {"name": format!("w2-{suffix}"), "labels": {"app": "v", "kache-crd": "real"}},
+            "spec": {"replicas": "three", "ratio": 7, "tags": [], "limits": {}, "owner": {}},
+            "status": {"ready": "yes", "startedAt": "not-a-date"}}),
+        json!({"metadata": {"name": format!("w3-{suffix}"), "labels": {"kache-crd": "real"}},
+            "spec": {"replicas": 2.7, "ratio": 1e21, "owner": {"name": "<b>&amp;\u{e9}"}, "tags": [{"k": "v"}]},
+            "status": {"phase": 42, "ready": false, "startedAt": "", "conditions": [{"type": "Ready"}]}}),
+        json!({"metadata": {"name": format!("w4-{suffix}"), "labels": {"kache-crd": "real"}},
+            "spec": {"replicas": 9007199254740993u64, "ratio": 0.000001234, "owner": {"name": 12.5}, "tags": "not-a-list"},
+            "status": {"phase": ["x", true], "startedAt": "2026-03-04T05:06:07+02:00"}}),
+    ];
+    let mut names = Vec::new();
+    for mut o in objects {
+        o["apiVersion"] = json!("crd.example.com/v1");
+        o["kind"] = json!("Widget");
+        names.push(o["metadata"]["name"].as_str().unwrap().to_string());
+        let r = k.api.post(&widgets, &o).await;
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let plain = json!({"apiVersion": "crd.example.com/v1", "kind": "Plain", "metadata": {"name": format!("kache-crd-real-{suffix}"), "labels": {"kache-crd": "real"}}});
+    assert_eq!(k.api.post("/apis/crd.example.com/v1/plains", &plain).await.status, 201);
+
+    let via = crate::support::Kubectl::new(&format!("http://{}", k.serving.addr));
+    let direct_config = std::env::var("KACHE_REAL_KUBECONFIG").unwrap();
+    let context = std::env::var("KACHE_REAL_CONTEXT").unwrap_or_default();
+    let cache = tempfile::tempdir().unwrap();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["get", "widgets", "-n", CRD_NS],
+        vec!["get", "widgets", "-n", CRD_NS, "-o", "wide"],
+        vec!["get", "widgets.crd.example.com", "-A"],
+        vec!["get", "widgets", "-A", "-o", "wide", "-l", "kache-crd=real"],
+        vec!["get", "widgets", "-n", CRD_NS, "-l", "app in (v,w)"],
+        vec!["get", "widget", "-n", CRD_NS, &names[0], "-o", "wide"],
+        vec!["get", "plains", "-l", "kache-crd=real"],
+        vec!["get", "plains", "-o", "wide"],
+    ];
+    for args in &commands {
+        let before = k.serving.serve.cache_hits();
+        let got = via.run(args).await;
+        let hits = k.serving.serve.cache_hits() - before;
+        let mut direct = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), args);
+        if !context.is_empty() {
+            direct.arg("--context").arg(&context);
+        }
+        let want = tokio::task::spawn_blocking(move || direct.output()).await.unwrap().expect("kubectl direct");
+        let what = format!("kubectl {}", args.join(" "));
+        assert!(got.status.success() && want.status.success(), "{what}: {}", String::from_utf8_lossy(&got.stderr));
+        let (got_rows, want_rows) = (ageless_table(&got.stdout), ageless_table(&want.stdout));
+        assert!(want_rows.len() > 1, "{what}: the apiserver printed rows");
+        assert!(
+            got_rows == want_rows,
+            "{what}: printed differently\nthrough kache:\n{}\ndirect:\n{}",
+            String::from_utf8_lossy(&got.stdout),
+            String::from_utf8_lossy(&want.stdout)
+        );
+        assert!(hits >= 1, "{what}: answered from cache");
+        eprintln!("{what}: {} rows equal, {hits} from cache", want_rows.len() - 1);
+    }
+
+    // Metadata LIST and GET: byte for byte (the list's resourceVersion aside), from cache.
+    for (path, accept) in [
+        (widgets.clone(), META_LIST_JSON),
+        (format!("{widgets}?labelSelector=app%3Dw"), META_LIST_JSON),
+        ("/apis/crd.example.com/v1/widgets?limit=2".to_string(), META_LIST_JSON),
+        ("/apis/crd.example.com/v1/plains".to_string(), META_LIST_JSON),
+        (format!("{widgets}/{}", names[0]), META_JSON),
+        (format!("{widgets}/{}", names[2]), META_JSON),
+    ] {
+        let before = k.serving.serve.cache_hits();
+        let got = k.api.request(http::Method::GET, &path, Some(accept), None, Vec::new()).await;
+        assert_eq!(k.serving.serve.cache_hits() - before, 1, "{path}: answered from cache");
+        let (code, want) = direct_get(&direct, &path, accept).await;
+        assert_eq!((got.status, code), (200, 200), "{path}: {}", got.text());
+        if accept == META_JSON {
+            assert_eq!(got.text(), String::from_utf8_lossy(&want), "{path}");
+        } else {
+            assert_eq!(
+                String::from_utf8(normalized_list(&got.body)).unwrap(),
+                String::from_utf8(normalized_list(&want)).unwrap(),
+                "{path}"
+            );
+        }
+        eprintln!("{path} as {}: equal, from cache", accept.split(';').nth(1).unwrap_or(""));
+    }
+    // The protobuf metadata view of custom resources is the upstream's (kache holds them in
+    // JSON only), and equal to it.
+    let before = k.serving.serve.cache_hits();
+    let got = k.api.request(http::Method::GET, &widgets, Some(META_LIST_PB), None, Vec::new()).await;
+    assert_eq!(k.serving.serve.cache_hits(), before, "a protobuf metadata LIST of custom resources passes through");
+    let (_, want) = direct_get(&direct, &widgets, META_LIST_PB).await;
+    assert_eq!(normalized_list(&got.body), normalized_list(&want));
+
+    // kubectl get -w: the LIST and the watch from cache, the changes printed as directly.
+    let args = ["get", "widgets", "-n", CRD_NS, "-w", "--output-watch-events", "-o", "wide"];
+    let listed = names.len();
+    let before = k.serving.serve.cache_hits();
+    let mut through = via.command(&args);
+    let mut direct_cmd = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), &args);
+    if !context.is_empty() {
+        direct_cmd.arg("--context").arg(&context);
+    }
+    let (mut a, got) = collect_lines(through.stdout(std::process::Stdio::piped()).spawn().expect("kubectl through kache"));
+    let (mut b, want) = collect_lines(direct_cmd.stdout(std::process::Stdio::piped()).spawn().expect("kubectl direct"));
+    until_lines(&got, 1 + listed, "through kache").await;
+    until_lines(&want, 1 + listed, "direct").await;
+    let name = format!("watched-{suffix}");
+    let w = json!({"apiVersion": "crd.example.com/v1", "kind": "Widget", "metadata": {"name": name, "labels": {"app": "w"}},
+        "spec": {"replicas": 1, "tags": ["x"]}, "status": {"phase": "Pending", "startedAt": "2026-02-02T02:02:02Z"}});
+    assert_eq!(k.api.post(&widgets, &w).await.status, 201);
+    let path = format!("{widgets}/{name}");
+    assert_eq!(k.api.patch(&path, &json!({"spec": {"replicas": 5}, "status": {"phase": "Running", "ready": true}})).await.status, 200);
+    assert_eq!(k.api.delete(&path).await.status, 200);
+    until_lines(&got, 1 + listed + 3, "through kache").await;
+    until_lines(&want, 1 + listed + 3, "direct").await;
+    let _ = (a.kill(), b.kill(), a.wait(), b.wait());
+    let (got, want) = (got.lock().unwrap().join("\n"), want.lock().unwrap().join("\n"));
+    let (got_rows, want_rows) = (ageless_table(got.as_bytes()), ageless_table(want.as_bytes()));
+    assert!(got_rows == want_rows, "kubectl {}: printed differently\nthrough kache:\n{got}\ndirect:\n{want}", args.join(" "));
+    let hits = k.serving.serve.cache_hits() - before;
+    assert!(hits >= 2, "kubectl {}: the LIST and the watch answered from cache ({hits})", args.join(" "));
+    eprintln!("kubectl {}: {} lines equal, {hits} requests from cache", args.join(" "), want_rows.len());
+
+    for n in &names {
+        k.api.delete(&format!("{widgets}/{n}")).await;
+    }
+    k.api.delete(&format!("/apis/crd.example.com/v1/plains/kache-crd-real-{suffix}")).await;
+}
+
+/// The CRD `gizmos.crd.example.com` with `columns` as its version's printer columns (none
+/// when empty), created or updated through `direct`.
+async fn gizmos_crd(direct: &kube::Client, columns: Value) {
+    use http_body_util::BodyExt;
+    let mut version = json!({"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
+    if columns.as_array().is_some_and(|c| !c.is_empty()) {
+        version["additionalPrinterColumns"] = columns;
+    }
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "gizmos.crd.example.com"},
+        "spec": {"group": "crd.example.com", "scope": "Cluster", "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"}, "versions": [version]}});
+    let base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let send = |req: http::Request<kube::client::Body>| async move {
+        let resp = direct.send(req).await.expect("CRD request");
+        (resp.status().as_u16(), resp.into_body().collect().await.unwrap().to_bytes())
+    };
+    let post = http::Request::post(base)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(crd.to_string().into_bytes()))
+        .unwrap();
+    let (mut code, mut body) = send(post).await;
+    if code == 409 {
+        let patch = json!({"spec": {"versions": crd["spec"]["versions"]}});
+        let req = http::Request::patch(format!("{base}/gizmos.crd.example.com"))
+            .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+            .body(kube::client::Body::from(patch.to_string().into_bytes()))
+            .unwrap();
+        (code, body) = send(req).await;
+    }
+    assert!(code == 200 || code == 201, "CRD gizmos: {code} {}", String::from_utf8_lossy(&body));
+    for _ in 0..600 {
+        let (_, body) = direct_get(direct, &format!("{base}/gizmos.crd.example.com"), "application/json").await;
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        if v["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Established" && c["status"] == "True") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("CRD gizmos not established");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_a_crds_changed_printer_columns_are_printed_from_cache_once_its_watch_ends() {
+    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
+        eprintln!("real_crd_columns_change: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
+        return;
+    }
+    let direct = direct_client().await;
+    gizmos_crd(&direct, json!([])).await;
+    let Some(k) = real("real_crd_columns_change", "gizmos.crd.example.com").await else { return };
+    let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let name = format!("kache-crd-gizmo-{suffix}");
+    let g = json!({"apiVersion": "crd.example.com/v1", "kind": "Gizmo", "metadata": {"name": name}, "spec": {"size": 7, "color": "red"}});
+    assert_eq!(k.api.post("/apis/crd.example.com/v1/gizmos", &g).await.status, 201);
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let path = "/apis/crd.example.com/v1/gizmos";
+    let names =
+        |v: &Value| v["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let before = k.serving.serve.cache_hits();
+    let got = k.api.request(http::Method::GET, path, Some(table), None, Vec::new()).await;
+    assert_eq!(k.serving.serve.cache_hits() - before, 1, "the default table from cache");
+    assert_eq!(names(&got.json()), ["Name", "Age"]);
+    // New columns: the apiserver ends the gizmos' watches, kache reads the CRD again and
+    // relists; until then its Tables keep the old columns (or pass through while it lists).
+    gizmos_crd(&direct, json!([{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}, {"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1}])).await;
+    let mut seen = false;
+    for _ in 0..600 {
+        let before = k.serving.serve.cache_hits();
+        let got = k.api.request(http::Method::GET, path, Some(table), None, Vec::new()).await;
+        if k.serving.serve.cache_hits() - before == 1 && names(&got.json()) == ["Name", "Size", "Color"] {
+            let (_, want) = direct_get(&direct, path, table).await;
+            let cells =
+                |v: &Value| v["rows"].as_array().unwrap().iter().map(|r| r["cells"].as_array().unwrap().clone()).collect::<Vec<_>>();
+            let (got, want): (Value, Value) = (got.json(), serde_json::from_slice(&want).unwrap());
+            assert_eq!(got["columnDefinitions"], want["columnDefinitions"]);
+            let without_age = |rows: Vec<Vec<Value>>| {
+                rows.into_iter()
+                    .map(|mut r| {
+                        r.truncate(3);
+                        r
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(without_age(cells(&got)), without_age(cells(&want)));
+            assert!(cells(&got).iter().any(|r| r[0] == json!(name) && r[1] == json!(7) && r[2] == json!("red")), "{got}");
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(seen, "kache printed the CRD's new columns from cache within a minute");
+    eprintln!("a CRD's new printer columns printed from cache, as the apiserver prints them");
+    gizmos_crd(&direct, json!([])).await;
+    k.api.delete(&format!("{path}/{name}")).await;
+}

@@ -6,13 +6,49 @@
 //! a real kube-apiserver v1.36.2 by `tools/gen_table_columns.py`).
 //!
 //! The apiserver's printers always print the wide columns (priority 1): `-o wide` is the
-//! same Table. Kinds without a printer here are passed through to the upstream.
+//! same Table. Custom resources are printed by their CRD's columns ([`CustomColumns`]).
+//! Kinds without a printer here are passed through to the upstream.
 
+mod custom;
 mod print;
+
+pub use custom::CustomColumns;
 
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+/// What prints a kind's Table: a built-in kind's printer, or a CRD's columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TablePrinter {
+    /// A built-in kind.
+    Builtin(Printer),
+    /// A custom resource, by its CRD's columns for the served version.
+    Custom(Arc<CustomColumns>),
+}
+
+impl TablePrinter {
+    /// The printer of a resource: its built-in printer, else the CRD's columns `custom`.
+    pub fn of(group: &str, plural: &str, custom: Option<&Arc<CustomColumns>>) -> Option<TablePrinter> {
+        Printer::of(group, plural).map(TablePrinter::Builtin).or_else(|| custom.cloned().map(TablePrinter::Custom))
+    }
+
+    /// The `columnDefinitions` (compact JSON array).
+    pub fn columns(&self) -> &[u8] {
+        match self {
+            TablePrinter::Builtin(p) => p.columns(),
+            TablePrinter::Custom(c) => c.definitions(),
+        }
+    }
+
+    /// The row template of an object (its decoded JSON).
+    pub fn cells(&self, v: &Value) -> Cells {
+        match self {
+            TablePrinter::Builtin(p) => p.cells(v),
+            TablePrinter::Custom(c) => c.cells(v),
+        }
+    }
+}
 
 /// A kind kache prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -300,6 +336,18 @@ impl Writer {
     pub(crate) fn int(&mut self, n: i64) {
         self.sep();
         self.json.extend_from_slice(n.to_string().as_bytes());
+    }
+
+    /// A `null` cell.
+    pub(crate) fn null(&mut self) {
+        self.sep();
+        self.json.extend_from_slice(b"null");
+    }
+
+    /// A cell of raw JSON (a number).
+    pub(crate) fn raw(&mut self, json: &[u8]) {
+        self.sep();
+        self.json.extend_from_slice(json);
     }
 
     /// A boolean cell.

@@ -2,7 +2,6 @@
 
 use super::table::{self, Include};
 use crate::api::status::Status;
-use crate::api::table::Printer;
 use crate::api::wire;
 use crate::cache::object::{self, Object};
 use crate::cache::KindCache;
@@ -26,12 +25,12 @@ pub fn get(
     let o = snap.get(&key).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
     let missing = || Status::internal(format!("{} are not held in this encoding", r.plural));
     if let View::Table { beta } = view {
-        let printer = Printer::of(&r.group, &r.plural).ok_or_else(missing)?;
+        let printer = snap.printer(&r.group, &r.plural).ok_or_else(missing)?;
         let body = try_stitched(o.clone(), |o| {
             let mut items = Vec::with_capacity(8);
             table::row(o, 0, beta, include, table::now(), &mut items).ok_or_else(missing)?;
             Ok(Stitch {
-                head: table::head(printer, beta, &format!("\"resourceVersion\":\"{}\"", o.rv)),
+                head: table::head(&printer, beta, &format!("\"resourceVersion\":\"{}\"", o.rv)),
                 items,
                 tail: b"]}\n".as_slice().into(),
             })

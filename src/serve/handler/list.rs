@@ -5,7 +5,6 @@
 use super::table::{self, Include};
 use super::{candidates, get::content_type, get::metadata, RV_WAIT};
 use crate::api::status::Status;
-use crate::api::table::Printer;
 use crate::api::wire;
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
@@ -52,7 +51,7 @@ pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fm
         let page = collect(snap, rv, namespace, opts, index);
         match view {
             View::Metadata { beta, .. } => stitch_metadata(cache, &page, fmt, beta),
-            View::Table { beta } => stitch_table(cache, &page, beta, opts),
+            View::Table { beta } => stitch_table(cache, snap, &page, beta, opts),
             View::Object => stitch(cache, &page, fmt),
         }
     })?;
@@ -215,17 +214,17 @@ fn stitch_metadata<'s>(cache: &KindCache, page: &Selected<'s>, fmt: Format, beta
 
 /// A page as a Table: the kind's columns, then a row per item from its stored cells and
 /// metadata.
-fn stitch_table<'s>(cache: &KindCache, page: &Selected<'s>, beta: bool, opts: &Options) -> Result<Stitch<'s>, Status> {
+fn stitch_table<'s>(cache: &KindCache, snap: &Snapshot, page: &Selected<'s>, beta: bool, opts: &Options) -> Result<Stitch<'s>, Status> {
     let r = &cache.resource;
     let missing = || Status::internal(format!("{} are not printed", r.plural));
-    let printer = Printer::of(&r.group, &r.plural).ok_or_else(missing)?;
+    let printer = snap.printer(&r.group, &r.plural).ok_or_else(missing)?;
     let include = Include::parse(opts.include_object.as_deref()).ok_or_else(missing)?;
     let now = table::now();
     let mut items = Vec::with_capacity(page.items.len() * 8);
     for (i, o) in page.items.iter().enumerate() {
         table::row(o, i, beta, include, now, &mut items).ok_or_else(missing)?;
     }
-    Ok(Stitch { head: table::head(printer, beta, &json_list_meta(page)), items, tail: b"]}\n".as_slice().into() })
+    Ok(Stitch { head: table::head(&printer, beta, &json_list_meta(page)), items, tail: b"]}\n".as_slice().into() })
 }
 
 /// The members of a JSON list's (or Table's) `metadata`: resourceVersion, then continue

@@ -2,7 +2,7 @@
 //! row per object stitched from its stored cells template (relative times filled in now)
 //! and its stored metadata as the row's PartialObjectMetadata.
 
-use crate::api::table::{since, Printer, Segment};
+use crate::api::table::{since, Segment, TablePrinter};
 use crate::cache::object::Object;
 use crate::serve::body::Piece;
 use crate::serve::query::View;
@@ -35,7 +35,7 @@ pub(crate) fn now() -> f64 {
 
 /// A Table's head up to its rows' `[`: metadata (`list_meta`, the members inside
 /// `"metadata":{...}`) and the kind's column definitions.
-pub(crate) fn head(printer: Printer, beta: bool, list_meta: &str) -> Vec<u8> {
+pub(crate) fn head(printer: &TablePrinter, beta: bool, list_meta: &str) -> Vec<u8> {
     let mut head = format!(
         "{{\"kind\":\"Table\",\"apiVersion\":\"{}\",\"metadata\":{{{list_meta}}},\"columnDefinitions\":",
         View::meta_api_version(beta)

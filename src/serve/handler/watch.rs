@@ -7,7 +7,7 @@ use super::table::{self as rows, Include};
 use super::{candidates, list::reach, selected};
 use crate::api::resource::Resource;
 use crate::api::status::Status;
-use crate::api::table::Printer;
+use crate::api::table::TablePrinter;
 use crate::api::wire;
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
@@ -74,9 +74,6 @@ pub async fn watch(
         reach(&cache, n).await?;
     }
     let include = Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata);
-    let enc = Encoder::new(cache.resource.clone(), fmt, view, include);
-    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
     // Subscribe before reading the snapshot: every event after it is then received (events
     // the snapshot already holds are skipped by RV).
     let rx_events = match cache.resource.index.as_deref().and_then(|f| opts.fields.exact(f)) {
@@ -84,6 +81,12 @@ pub async fn watch(
         None => cache.subscribe(),
     };
     let (start_rv, snap) = cache.current();
+    // The Table's columns are those the snapshot's cells were computed with; a change of
+    // them comes with a relist, which ends this watch.
+    let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
+    let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
     // The apiserver (with WatchList on, as it is by default) takes a watch from no
     // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
     // `sendInitialEvents=true`: its initial events then end with the initial-events-end
@@ -344,18 +347,13 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn new(res: Arc<Resource>, fmt: Format, view: View, include: Include) -> Encoder {
+    fn new(res: Arc<Resource>, fmt: Format, view: View, include: Include, printer: Option<TablePrinter>) -> Encoder {
         let (api_version, kind, metadata) = match view {
             View::Metadata { beta, .. } => (View::meta_api_version(beta).to_string(), "PartialObjectMetadata".to_string(), true),
             _ => (res.api_version(), res.kind.clone(), false),
         };
         let table = match view {
-            View::Table { beta } => Printer::of(&res.group, &res.plural).map(|printer| TableEvents {
-                printer,
-                beta,
-                include,
-                columns_sent: AtomicBool::new(false),
-            }),
+            View::Table { beta } => printer.map(|printer| TableEvents { printer, beta, include, columns_sent: AtomicBool::new(false) }),
             _ => None,
         };
         let head = |t: EventType| {
@@ -445,7 +443,7 @@ impl Encoder {
 /// is the printer's row for an empty object, its metadata only the RV (and the
 /// initial-events-end annotation).
 struct TableEvents {
-    printer: Printer,
+    printer: TablePrinter,
     beta: bool,
     include: Include,
     /// Whether an event has carried the column definitions yet.
@@ -548,7 +546,7 @@ mod tests {
 
     fn watcher(tx: mpsc::Sender<Bytes>) -> Watcher {
         Watcher {
-            enc: Encoder::new(configmaps(), Format::Json, View::Object, Include::Metadata),
+            enc: Encoder::new(configmaps(), Format::Json, View::Object, Include::Metadata, None),
             opts: Options::default(),
             namespace: None,
             settings: WatchSettings::default(),
