@@ -22,6 +22,10 @@ use std::sync::Arc;
 
 const NS: &str = "kache-real-tier";
 
+/// One pod of the populated cluster (`populate.py` labels its pods `app=...`), not of a
+/// namespace some test or engineer made.
+const POPULATED_POD: &str = "/api/v1/pods?limit=1&labelSelector=app%3Danalytics";
+
 /// kache over the real apiserver, or `None` (after saying why) when the tier is off.
 async fn real(test: &str, preload: &str) -> Option<TestKache> {
     let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
@@ -70,7 +74,7 @@ impl Drop for Writer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_consistent_pod_lists_are_served_from_cache_while_the_global_rv_moves() {
     let Some(k) = real("real_consistent_pod_lists", "pods,configmaps").await else { return };
-    let one = k.api.get_ok("/api/v1/pods?limit=1").await;
+    let one = k.api.get_ok(POPULATED_POD).await;
     let ns = one["items"][0]["metadata"]["namespace"].as_str().expect("the apiserver holds pods").to_string();
     let _w = Writer::start(&k, "rv-mover");
     let (n, before) = (40, k.serving.serve.cache_hits());
@@ -352,7 +356,7 @@ fn watch_events(body: &[u8]) -> Vec<Vec<u8>> {
 async fn real_metadata_lists_gets_and_watches_equal_the_apiservers_and_come_from_cache() {
     let Some(k) = real("real_metadata_reads", "pods,nodes").await else { return };
     let direct = direct_client().await;
-    let one = k.api.get_ok("/api/v1/pods?limit=1").await;
+    let one = k.api.get_ok(POPULATED_POD).await;
     let ns = one["items"][0]["metadata"]["namespace"].as_str().expect("the apiserver holds pods").to_string();
     let name = one["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
     let label = one["items"][0]["metadata"]["labels"]
@@ -406,7 +410,7 @@ async fn real_a_kube_rs_metadata_watcher_syncs_from_cache_and_follows_changes() 
     use kube::core::PartialObjectMeta;
     use kube::runtime::watcher;
     let Some(k) = real("real_metadata_watcher", "pods").await else { return };
-    let one = k.api.get_ok("/api/v1/pods?limit=1").await;
+    let one = k.api.get_ok(POPULATED_POD).await;
     let ns = one["items"][0]["metadata"]["namespace"].as_str().expect("the apiserver holds pods").to_string();
     let name = one["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
     let client = kube::Client::try_from(kube::Config::new(format!("http://{}", k.serving.addr).parse().unwrap())).unwrap();
@@ -611,7 +615,7 @@ async fn printed_objects(k: &TestKache) {
 async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
     let preload = "pods,nodes,namespaces,configmaps,secrets,serviceaccounts,services,deployments,replicasets,statefulsets,daemonsets,jobs,events,events.events.k8s.io,endpointslices,persistentvolumeclaims,roles,clusterroles";
     let Some(k) = real("real_kubectl_get", preload).await else { return };
-    let one = k.api.get_ok("/api/v1/pods?limit=1").await;
+    let one = k.api.get_ok(POPULATED_POD).await;
     let ns = one["items"][0]["metadata"]["namespace"].as_str().expect("the apiserver holds pods").to_string();
     let name = one["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
     let node = one["items"][0]["spec"]["nodeName"].as_str().unwrap_or("node-0000").to_string();
