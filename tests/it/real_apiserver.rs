@@ -221,11 +221,11 @@ fn key(o: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_thousand_pass_through_watches_all_get_their_headers() {
     let Some(k) = real("real_thousand_pass_through_watches", "configmaps").await else { return };
-    // Table watches are passed through (kache answers JSON and protobuf objects from memory),
-    // so these thousand streams are the upstream's: past 100 on one HTTP/2 connection (the
-    // apiserver's default limit) kache must open more connections.
+    // Table watches whose rows carry the whole object (`includeObject=Object`) are passed
+    // through, so these thousand streams are the upstream's: past 100 on one HTTP/2
+    // connection (the apiserver's default limit) kache must open more connections.
     let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
-    let path = format!("/api/v1/namespaces/{NS}/configmaps?watch=1&timeoutSeconds=60");
+    let path = format!("/api/v1/namespaces/{NS}/configmaps?watch=1&timeoutSeconds=60&includeObject=Object");
     let before = k.serving.serve.cache_hits();
     let mut watches = Vec::new();
     for _ in 0..1000 {
