@@ -3,7 +3,8 @@
 //! answers compared byte for byte (status, Content-Type, Content-Encoding, body) after
 //! normalising only what must differ: a list's resourceVersion and the RV inside its continue
 //! token (the two answers are taken a moment apart while the cluster's global RV moves).
-//! Prints the count of cases, equal and different, and every difference; fails if any.
+//! Prints the count of cases, equal and different, and every difference; fails if any. Also
+//! normalised: the upstream's current RV in a too-large-RV 504 (it moves between the two).
 //!
 //! ```sh
 //! KACHE_REAL_KUBECONFIG=~/real-apiserver/kubeconfig KACHE_REAL_CONTEXT=admin \
@@ -271,8 +272,21 @@ fn norm_pb(body: &[u8]) -> Vec<u8> {
 fn normalise(mut a: Answer) -> Answer {
     if a.encoding.is_empty() {
         a.body = if a.content_type.starts_with(PB) { norm_pb(&a.body) } else { norm_json(&a.body) };
+        // A 504 for a resourceVersion not reached names the upstream's RV at that moment.
+        if a.status == 504 {
+            a.body = norm_current(&a.body);
+        }
     }
     a
+}
+
+/// `current: N` (the RV a too-large-RV 504 reports) as `current: RV`.
+fn norm_current(body: &[u8]) -> Vec<u8> {
+    let needle = b"current: ";
+    let Some(at) = body.windows(needle.len()).position(|w| w == needle) else { return body.to_vec() };
+    let start = at + needle.len();
+    let end = start + body[start..].iter().take_while(|b| b.is_ascii_digit()).count();
+    [&body[..start], b"RV".as_slice(), &body[end..]].concat()
 }
 
 /// Where two bodies first differ, with some context from each.
