@@ -83,7 +83,7 @@ fn short(accept: &str) -> &'static str {
 }
 
 /// An answer: status, Content-Type, Content-Encoding, body.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Answer {
     status: u16,
     content_type: String,
@@ -125,6 +125,20 @@ fn b64(s: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).ok()
 }
 
+thread_local! {
+    /// Whether [`norm_token`] drops the start key's leading `/` (off to count the answers
+    /// whose tokens differ only in that).
+    static STRIP_SLASH: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Normalised with the start key's `/` kept.
+fn normalise_keeping_slash(a: &Answer) -> Answer {
+    STRIP_SLASH.with(|f| f.set(false));
+    let n = normalise(a.clone());
+    STRIP_SLASH.with(|f| f.set(true));
+    n
+}
+
 /// A continue token with its RV replaced by 1 and its start key without a leading `/` (the
 /// apiserver writes `/key` when its watch cache serves the list and `key` when etcd does,
 /// which depends on its compactions; both sides accept both). The start key itself is kept.
@@ -133,7 +147,7 @@ fn norm_token(t: &str) -> String {
     let Some(raw) = b64(t) else { return t.to_string() };
     let Ok(mut v) = serde_json::from_slice::<Value>(&raw) else { return t.to_string() };
     v["rv"] = json!(1);
-    if let Some(s) = v["start"].as_str().and_then(|s| s.strip_prefix('/')) {
+    if let Some(s) = v["start"].as_str().and_then(|s| s.strip_prefix('/')).filter(|_| STRIP_SLASH.with(|f| f.get())) {
         v["start"] = json!(s);
     }
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
@@ -574,10 +588,14 @@ async fn real_differential_kache_answers_as_the_apiserver() {
     let mut all = cases(&up).await;
     all.extend(paging_cases(&up, &k.api).await);
     let hits_before = k.serving.serve.cache_hits();
-    let (mut equal, mut different) = (0, Vec::new());
+    let (mut equal, mut different, mut token_form) = (0, Vec::new(), Vec::new());
     for c in &all {
-        let a = normalise(ask_upstream(&up, c).await);
-        let mut kk = normalise(ask_kache(&k.api, c).await);
+        let (ra, rk) = (ask_upstream(&up, c).await, ask_kache(&k.api, c).await);
+        if normalise(ra.clone()) == normalise(rk.clone()) && normalise_keeping_slash(&ra) != normalise_keeping_slash(&rk) {
+            token_form.push(c.describe());
+        }
+        let a = normalise(ra);
+        let mut kk = normalise(rk);
         // A consistent read taken a moment later may be at a newer RV only; retry once if
         // the cluster moved between the two answers in a way normalisation cannot see.
         if a != kk {
@@ -613,6 +631,13 @@ async fn real_differential_kache_answers_as_the_apiserver() {
         all.len(),
         different.len()
     );
+    eprintln!(
+        "  of the equal, {} differ only in the continue token's start key form (/key from a cache, key from etcd):",
+        token_form.len()
+    );
+    for case in &token_form {
+        eprintln!("    {case}");
+    }
     let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
     for (case, why) in &different {
         eprintln!("  DIFFERENT {case}\n      {why}");
