@@ -575,6 +575,67 @@ async fn paging_cases(up: &Upstream, api: &crate::support::Api) -> Vec<Case> {
     out
 }
 
+/// Watches open on both sides from the same RV while objects are created, changed and
+/// deleted: the same events, byte for byte. Returns (case, apiserver's answer, kache's).
+async fn live_watches(up: &Upstream, api: &crate::support::Api) -> Vec<(Case, Answer, Answer)> {
+    let ns = "kache-fid-a";
+    let rv = {
+        let r = up.get(&format!("/api/v1/namespaces/{ns}/configmaps?limit=1"), JSON).await.unwrap();
+        let v: Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
+        v["metadata"]["resourceVersion"].as_str().unwrap().to_string()
+    };
+    let cm = format!("/api/v1/namespaces/{ns}/configmaps");
+    let widgets = format!("/apis/fid.example.com/v1/namespaces/{ns}/widgets");
+    let cases = [
+        Case::new(format!("{cm}?watch=1&resourceVersion={rv}&timeoutSeconds=4"), JSON),
+        Case::new(format!("{cm}?watch=1&resourceVersion={rv}&timeoutSeconds=4"), "application/vnd.kubernetes.protobuf;stream=watch"),
+        Case::new(format!("{cm}?watch=1&resourceVersion={rv}&timeoutSeconds=4&labelSelector=live%3Dyes"), JSON),
+        Case::new(format!("{cm}?watch=1&resourceVersion={rv}&timeoutSeconds=4"), META),
+        Case::new(format!("{widgets}?watch=1&resourceVersion={rv}&timeoutSeconds=4"), JSON),
+    ];
+    // Open every watch on both sides (their headers mean they have started), then write.
+    let mut streams = Vec::new();
+    for c in &cases {
+        let headers: Vec<(&str, &str)> = c.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let a = up.request(Method::GET, &c.path, &headers, Vec::new()).await.unwrap();
+        let mut b = Request::builder().method(Method::GET).uri(format!("{}{}", api.base, c.path));
+        for (k, v) in &c.headers {
+            b = b.header(*k, v);
+        }
+        let k = api.client.request(b.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+        let (ap, ab) = a.into_parts();
+        let (kp, kb) = k.into_parts();
+        streams.push((
+            ap,
+            tokio::spawn(async move { ab.collect().await.map(|b| b.to_bytes()).unwrap_or_default() }),
+            kp,
+            tokio::spawn(async move { kb.collect().await.map(|b| b.to_bytes()).unwrap_or_default() }),
+        ));
+    }
+    let name = format!("live-{}", std::process::id());
+    let body = |i: u32, live: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"live": live}}, "data": {"i": i.to_string()}});
+    let (s, v) = send_json(up, Method::POST, &cm, &body(0, "yes")).await;
+    assert_eq!(s, 201, "{v}");
+    send_json(up, Method::PUT, &format!("{cm}/{name}"), &body(1, "yes")).await;
+    send_json(up, Method::PUT, &format!("{cm}/{name}"), &body(2, "no")).await;
+    send_json(up, Method::PUT, &format!("{cm}/{name}"), &body(3, "yes")).await;
+    send_json(up, Method::DELETE, &format!("{cm}/{name}"), &json!({})).await;
+    let w = json!({"apiVersion": "fid.example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": 9}});
+    let (s, mut v) = send_json(up, Method::POST, &widgets, &w).await;
+    assert_eq!(s, 201, "{v}");
+    v["spec"]["size"] = json!(10);
+    let (s, v) = send_json(up, Method::PUT, &format!("{widgets}/{name}"), &v).await;
+    assert_eq!(s, 200, "{v}");
+    send_json(up, Method::DELETE, &format!("{widgets}/{name}"), &json!({})).await;
+    let mut out = Vec::new();
+    for (c, (ap, ab, kp, kb)) in cases.into_iter().zip(streams) {
+        let a = answer(ap, ab.await.unwrap());
+        let k = answer(kp, kb.await.unwrap());
+        out.push((c, a, k));
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_differential_kache_answers_as_the_apiserver() {
     let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
@@ -588,6 +649,7 @@ async fn real_differential_kache_answers_as_the_apiserver() {
     let mut all = cases(&up).await;
     all.extend(paging_cases(&up, &k.api).await);
     let hits_before = k.serving.serve.cache_hits();
+    let live = live_watches(&up, &k.api).await;
     let (mut equal, mut different, mut token_form) = (0, Vec::new(), Vec::new());
     for c in &all {
         let (ra, rk) = (ask_upstream(&up, c).await, ask_kache(&k.api, c).await);
@@ -624,6 +686,17 @@ async fn real_differential_kache_answers_as_the_apiserver() {
             why.push(first_difference(&a.body, &kk.body));
         }
         different.push((c.describe(), why.join("; ")));
+    }
+    let events = |b: &[u8]| b.split(|c| *c == b'\n').filter(|l| !l.is_empty()).count();
+    assert!(events(&live[0].1.body) >= 5, "the live watch saw the writes: {}", String::from_utf8_lossy(&live[0].1.body));
+    for (c, a, kk) in live {
+        all.push(c.clone());
+        let (a, kk) = (normalise(a), normalise(kk));
+        if a == kk {
+            equal += 1;
+        } else {
+            different.push((c.describe(), first_difference(&a.body, &kk.body)));
+        }
     }
     let hits = k.serving.serve.cache_hits() - hits_before;
     eprintln!(
