@@ -99,7 +99,9 @@ pub struct CacheArgs {
     /// read, or a resourceVersion ahead of it) waits for a freshness probe before it is
     /// passed through. Probes roll while a kind is read (a bookmark per tick of the
     /// apiserver's bookmark timer): a read waits 0.5-1.2 s against a kube-apiserver, the
-    /// first of a quiet kind up to 2.3 s; 0 passes every such read through.
+    /// first of a quiet kind up to 2.3 s; 0 passes every such read through. It is also the
+    /// longest a watch waits for the cache it starts (a kind's first request) to sync before
+    /// it is passed through.
     #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
     pub consistent_wait_ms: u64,
     /// Seconds between periodic bookmarks on watches kache serves.

@@ -1,5 +1,6 @@
 //! Metric names, the Prometheus recorder, and the periodic sampler of cache gauges. Labels
-//! are bounded: resource, encoding, verb, source, code; never namespace, name or raw path.
+//! are bounded: resource, encoding, verb, source, code, view; never namespace, name or raw
+//! path.
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
@@ -14,6 +15,9 @@ pub const FRESHNESS_PROBES: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_PROBE_SECONDS: &str = "kache_freshness_probe_seconds";
 /// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
 pub const REQUESTS: &str = "kache_requests_total";
+/// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
+/// objects, by view (`metadata`, `table`) and verb.
+pub const CACHED_VIEWS: &str = "kache_cached_views_total";
 /// Time to response headers, by verb and source.
 pub const REQUEST_SECONDS: &str = "kache_request_duration_seconds";
 /// Bytes of cached (non-watch) responses, by verb.

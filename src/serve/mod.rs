@@ -8,6 +8,7 @@
 //! `proxy::forward` carrying the client's identity.
 
 pub(crate) mod body;
+pub(crate) mod compress;
 pub(crate) mod discovery;
 pub mod handler;
 pub(crate) mod limit;
@@ -102,6 +103,8 @@ pub struct Serve {
     feeds: DashMap<FeedKey, Arc<Feed>>,
     pub(crate) settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
+    /// Reads answered from cache as PartialObjectMetadata.
+    pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
     pub(crate) inflight: Inflight,
 }
@@ -118,6 +121,7 @@ impl Serve {
             feeds: DashMap::new(),
             settings,
             hits: Default::default(),
+            metadata_hits: Default::default(),
             metrics: Default::default(),
             inflight,
         });
@@ -192,6 +196,11 @@ impl Serve {
     /// Requests answered from cache so far.
     pub fn cache_hits(&self) -> u64 {
         self.hits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests answered from cache as PartialObjectMetadata(List) so far.
+    pub fn metadata_hits(&self) -> u64 {
+        self.metadata_hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The cache of a resource in an encoding, if it is running.
@@ -273,6 +282,7 @@ impl Handler for Serve {
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
+        let gzip = compress::accepts_gzip(req.headers());
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
@@ -286,10 +296,12 @@ impl Handler for Serve {
                 },
             },
         };
-        // The upstream indents its own answers; kache's are indented here (only for the
-        // humans who ask, so the stitched body is collected once).
+        // The upstream indents and compresses its own answers; kache's are indented here
+        // (only for the humans who ask, so the stitched body is collected once), and large
+        // cached ones compressed for clients that ask.
         let resp = if pretty && source != Source::Upstream { indented(resp).await } else { resp };
         let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| source == Source::Cache);
+        let resp = if gzip && source == Source::Cache { compress::gzip(resp) } else { resp };
         self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }

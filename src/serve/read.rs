@@ -55,7 +55,12 @@ impl Serve {
             return None;
         }
         let feed = self.feed(&plan.resource, plan.format);
-        if !feed.synced() {
+        // A cache the request has just started is not synced yet. A watch stays open for
+        // minutes (an informer's first watch of a kind holds its stream until its timeout),
+        // so a watch waits a little for a kind that lists quickly rather than taking an
+        // upstream stream for its whole life; anything else passes through meanwhile.
+        let synced = feed.synced() || opts.watch && feed.wait_synced(self.settings.consistent_wait).await;
+        if !synced {
             return None;
         }
         let permit = match self.permit(opts, caller) {
@@ -64,6 +69,18 @@ impl Serve {
         };
         if !self.current(&feed, plan.path, opts).await {
             return None;
+        }
+        let view = match plan.view {
+            View::Object => None,
+            View::Metadata { .. } => Some("metadata"),
+            View::Table { .. } => Some("table"),
+        };
+        if let Some(view) = view {
+            if view == "metadata" {
+                self.metadata_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            let verb = crate::telemetry::verb(req.method(), plan.path.name.is_some(), opts.watch);
+            metrics::counter!(crate::telemetry::CACHED_VIEWS, "view" => view, "verb" => verb).increment(1);
         }
         let resp = self.answer(&feed, plan.path, opts, plan.format, plan.view).await.unwrap_or_else(|status| status.into_response(pb));
         Some(match permit {
@@ -100,11 +117,10 @@ impl Serve {
             // Custom resources' stored metadata is in the unstructured key order, not
             // ObjectMeta's: their metadata view is the upstream's.
             View::Metadata { list, .. } => resource.protobuf && list == (p.name.is_none() && !watch),
-            // Tables of the kinds kache prints, GET and LIST (a watch of Tables is the
-            // upstream's), with metadata or nothing in their rows.
+            // Tables of the kinds kache prints (GET, LIST and WATCH), with metadata or
+            // nothing in their rows.
             View::Table { .. } => {
                 Printer::of(&resource.group, &resource.plural).is_some()
-                    && !watch
                     && options.as_ref().is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some())
             }
         };

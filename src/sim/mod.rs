@@ -219,11 +219,10 @@ impl Sim {
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
         let (fmt, view) = match negotiate(accept.as_deref(), r.protobuf) {
-            // Kinds kache prints answer GET and LIST through the read path; the rest (and
-            // watches) through the simulator's own tables.
+            // Kinds kache prints answer GET, LIST and WATCH through the read path; the
+            // rest (and `includeObject=Object`) through the simulator's own tables.
             Negotiated::Serve(f, v @ View::Table { .. })
                 if crate::api::table::Printer::of(&r.group, &r.plural).is_some()
-                    && !crate::serve::query::watch_requested(req.uri().query())
                     && req.method() == Method::GET
                     && Options::parse(req.uri().query()).is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some()) =>
             {
@@ -319,7 +318,20 @@ async fn read_body<B: RequestBody>(req: Request<B>, limit: usize) -> Result<byte
 }
 
 impl Handler for Sim {
-    async fn handle<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
+    async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
+        // Large answers gzipped for clients that ask, as the apiserver's APIResponseCompression.
+        let gzip = crate::serve::compress::accepts_gzip(req.headers());
+        let resp = self.answer(req).await;
+        if gzip {
+            crate::serve::compress::gzip(resp)
+        } else {
+            resp
+        }
+    }
+}
+
+impl Sim {
+    async fn answer<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let Some(auth) = self.auth.clone() else {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));

@@ -1,7 +1,7 @@
-//! `as=Table` responses the read path does not give: watches (`kubectl get -w`, each
-//! event's object as a one-row Table with the column definitions only in the first event, as
-//! the apiserver does), `includeObject=Object`, and kinds kache has no printer for (a Name
-//! and Age column). Printed kinds use the same printers and column definitions as the read
+//! `as=Table` responses the read path does not give: `includeObject=Object`, and kinds kache
+//! has no printer for (a Name and Age column), for GET, LIST and WATCH (each watch event's
+//! object a one-row Table with the column definitions only in the first event, as the
+//! apiserver does). Printed kinds use the same printers and column definitions as the read
 //! path (`api::table`). Rows carry the object's metadata as PartialObjectMetadata, as the
 //! apiserver's do. A LIST takes the same resourceVersion, selector and `limit`/`continue`
 //! path as any other LIST.
@@ -58,7 +58,8 @@ fn row(v: &Value, cols: Columns) -> Value {
             r
         }
         Columns::Plain => {
-            let age = crate::api::table::time(&meta["creationTimestamp"]).map_or("<unknown>".into(), |t| human_duration(now() - t as f64));
+            let age =
+                crate::api::table::time(&meta["creationTimestamp"]).map_or("<unknown>".into(), |t| human_duration(now() - t as f64 / 1e6));
             json!({"cells": [meta["name"].clone(), age], "object": object})
         }
     }

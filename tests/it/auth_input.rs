@@ -7,9 +7,9 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Query strings that are malformed for any list or watch. (Not here, because the apiserver
-/// accepts them: `limit=-1`, a negative `timeoutSeconds`, and booleans other than `0` and
-/// `false`, which are true.)
+/// Query strings that are malformed for any list or watch (a real kube-apiserver v1.36.2
+/// answers each with a 4xx; `watch=maybe`, `allowWatchBookmarks=2`, `timeoutSeconds=-5` and
+/// `limit=-1` it accepts, and so does kache).
 fn bad_queries(rng: &mut rand::rngs::SmallRng) -> Vec<String> {
     let mut out: Vec<String> = [
         "resourceVersion=abc",

@@ -33,5 +33,6 @@ mod ops_shutdown;
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;
 mod real_differential;
+mod real_kcm;
 
 mod support;

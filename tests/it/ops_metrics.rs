@@ -49,7 +49,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 }
 
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
-const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "le", "quantile"];
+const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "view", "le", "quantile"];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
 fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {
@@ -97,6 +97,11 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     api.get_ok(&format!("/api/v1/pods?limit=50&continue={cont}")).await;
     assert_eq!(api.get_pb("/api/v1/nodes?resourceVersion=0").await.status, 200);
     api.get_ok("/api/v1/nodes/node-0001?resourceVersion=0").await;
+    // A Table (kubectl get) and a metadata LIST (a metadata informer).
+    for accept in ["application/json;as=Table;v=v1;g=meta.k8s.io", "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"] {
+        let r = api.request(http::Method::GET, "/api/v1/nodes?resourceVersion=0", Some(accept), None, Vec::new()).await;
+        assert_eq!(r.status, 200, "{accept}: {}", r.text());
+    }
     assert_eq!(api.get("/api/v1/namespaces/default/pods/no-such-pod?resourceVersion=0").await.status, 404);
     api.create_cm("default", "ops-metrics", serde_json::json!({"a": "b"})).await;
     let mut w = api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"), "application/json").await;
@@ -169,6 +174,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 "source" => assert!(value == "cache" || value == "upstream", "{}: source {value}", s.name),
                 "code" => assert!(value.len() == 3 && value.chars().all(|c| c.is_ascii_digit()), "{}: code {value}", s.name),
                 "encoding" => assert!(value == "json" || value == "protobuf", "{}: encoding {value}", s.name),
+                "view" => assert!(value == "metadata" || value == "table", "{}: view {value}", s.name),
                 _ => {}
             }
         }

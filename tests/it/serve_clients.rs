@@ -429,6 +429,35 @@ async fn an_unreachable_upstream_is_a_503_status() {
     assert_eq!((s["kind"].as_str(), s["reason"].as_str(), s["code"].as_u64()), (Some("Status"), Some("ServiceUnavailable"), Some(503)));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_cached_answers_are_gzipped_for_clients_that_ask_as_the_apiserver_does() {
+    use http_body_util::BodyExt as _;
+    use std::io::Read as _;
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "pods"]).await;
+    let path = "/api/v1/pods?resourceVersion=0";
+    let plain = k.api.get(path).await;
+    assert_eq!(plain.status, 200);
+    assert!(plain.header("content-encoding").is_none(), "no gzip unasked");
+    assert!(plain.body.len() > 128 * 1024, "the list is over the 128 KiB threshold: {} bytes", plain.body.len());
+    let before = k.serving.serve.cache_hits();
+    let req = http::Request::get(format!("{}{path}", k.api.base))
+        .header("accept", "application/json")
+        .header("accept-encoding", "gzip")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = k.api.client.request(req).await.expect("response");
+    assert_eq!(resp.headers()["content-encoding"], "gzip");
+    assert_eq!(resp.headers()["vary"], "Accept-Encoding");
+    let zipped = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(k.serving.serve.cache_hits() - before, 1, "answered from cache");
+    let mut body = Vec::new();
+    flate2::read::GzDecoder::new(&zipped[..]).read_to_end(&mut body).expect("a gzip stream");
+    assert!(zipped.len() * 4 < body.len(), "{} bytes for {}", zipped.len(), body.len());
+    let (a, b): (Value, Value) = (serde_json::from_slice(&body).unwrap(), plain.json());
+    assert_eq!(a["items"], b["items"], "the same list, compressed");
+}
+
 /// A feed whose encoding the upstream refuses (406: a custom resource taken for built-in
 /// and asked for in protobuf) stops at once, says why, and never retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,31 +23,92 @@ pub enum Printer {
     ConfigMap,
     Secret,
     ServiceAccount,
+    Service,
+    Endpoints,
+    Event,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    ReplicationController,
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+    DaemonSet,
+    ControllerRevision,
+    Job,
+    CronJob,
+    EndpointSlice,
+    /// events.k8s.io/v1 Events, printed as the core Event they convert to.
+    EventsV1,
+    Lease,
+    Ingress,
+    IngressClass,
+    NetworkPolicy,
+    StorageClass,
+    PriorityClass,
+    RoleBinding,
+    ClusterRoleBinding,
+    PodDisruptionBudget,
+    /// The apiserver's default table of built-in kinds without a printer: Name and
+    /// Created At (the creation time as RFC 3339, not a relative time).
+    Default,
 }
+
+/// Every printer with its resource (API group, plural).
+const PRINTERS: &[(&str, &str, Printer)] = &[
+    ("", "pods", Printer::Pod),
+    ("", "nodes", Printer::Node),
+    ("", "namespaces", Printer::Namespace),
+    ("", "configmaps", Printer::ConfigMap),
+    ("", "secrets", Printer::Secret),
+    ("", "serviceaccounts", Printer::ServiceAccount),
+    ("", "services", Printer::Service),
+    ("", "endpoints", Printer::Endpoints),
+    ("", "events", Printer::Event),
+    ("", "persistentvolumeclaims", Printer::PersistentVolumeClaim),
+    ("", "persistentvolumes", Printer::PersistentVolume),
+    ("", "replicationcontrollers", Printer::ReplicationController),
+    ("apps", "deployments", Printer::Deployment),
+    ("apps", "replicasets", Printer::ReplicaSet),
+    ("apps", "statefulsets", Printer::StatefulSet),
+    ("apps", "daemonsets", Printer::DaemonSet),
+    ("apps", "controllerrevisions", Printer::ControllerRevision),
+    ("batch", "jobs", Printer::Job),
+    ("batch", "cronjobs", Printer::CronJob),
+    ("discovery.k8s.io", "endpointslices", Printer::EndpointSlice),
+    ("events.k8s.io", "events", Printer::EventsV1),
+    ("coordination.k8s.io", "leases", Printer::Lease),
+    ("networking.k8s.io", "ingresses", Printer::Ingress),
+    ("networking.k8s.io", "ingressclasses", Printer::IngressClass),
+    ("networking.k8s.io", "networkpolicies", Printer::NetworkPolicy),
+    ("storage.k8s.io", "storageclasses", Printer::StorageClass),
+    ("scheduling.k8s.io", "priorityclasses", Printer::PriorityClass),
+    ("rbac.authorization.k8s.io", "rolebindings", Printer::RoleBinding),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", Printer::ClusterRoleBinding),
+    ("policy", "poddisruptionbudgets", Printer::PodDisruptionBudget),
+    // Built-in kinds the apiserver v1.36 prints with its default table (found by asking it
+    // for every built-in resource's Table).
+    ("", "limitranges", Printer::Default),
+    ("rbac.authorization.k8s.io", "roles", Printer::Default),
+    ("rbac.authorization.k8s.io", "clusterroles", Printer::Default),
+    ("apiextensions.k8s.io", "customresourcedefinitions", Printer::Default),
+    ("storage.k8s.io", "csistoragecapacities", Printer::Default),
+];
 
 impl Printer {
     /// The printer of a resource (API group and plural), if kache has one.
     pub fn of(group: &str, plural: &str) -> Option<Printer> {
-        Some(match (group, plural) {
-            ("", "pods") => Printer::Pod,
-            ("", "nodes") => Printer::Node,
-            ("", "namespaces") => Printer::Namespace,
-            ("", "configmaps") => Printer::ConfigMap,
-            ("", "secrets") => Printer::Secret,
-            ("", "serviceaccounts") => Printer::ServiceAccount,
-            _ => return None,
-        })
+        PRINTERS.iter().find(|(g, p, _)| *g == group && *p == plural).map(|&(_, _, printer)| printer)
     }
 
-    fn key(self) -> &'static str {
-        match self {
-            Printer::Pod => "/pods",
-            Printer::Node => "/nodes",
-            Printer::Namespace => "/namespaces",
-            Printer::ConfigMap => "/configmaps",
-            Printer::Secret => "/secrets",
-            Printer::ServiceAccount => "/serviceaccounts",
-        }
+    /// Every resource (API group, plural) kache prints.
+    #[cfg(test)]
+    pub(crate) fn all() -> impl Iterator<Item = (&'static str, &'static str)> {
+        PRINTERS.iter().map(|&(g, p, _)| (g, p))
+    }
+
+    /// The key of the kind's columns in `columns.json`: `group/plural`.
+    fn key(self) -> String {
+        PRINTERS.iter().find(|(_, _, p)| *p == self).map_or_else(String::new, |(g, p, _)| format!("{g}/{p}"))
     }
 
     /// The kind's `columnDefinitions` as compact JSON (an array), as the apiserver writes it.
@@ -57,7 +118,7 @@ impl Printer {
             let v: serde_json::Map<String, Value> = serde_json::from_str(include_str!("columns.json")).unwrap_or_default();
             v.into_iter().map(|(k, cols)| (k, crate::api::json::to_vec(&cols))).collect()
         });
-        all.get(self.key()).map_or(b"[]", Vec::as_slice)
+        all.get(&self.key()).map_or(b"[]", Vec::as_slice)
     }
 
     /// The row template of an object (its decoded JSON).
@@ -70,6 +131,30 @@ impl Printer {
             Printer::ConfigMap => print::config_map(&mut w, v),
             Printer::Secret => print::secret(&mut w, v),
             Printer::ServiceAccount => print::service_account(&mut w, v),
+            Printer::Service => print::service(&mut w, v),
+            Printer::Endpoints => print::endpoints(&mut w, v),
+            Printer::Event => print::event(&mut w, &print::CoreEvent::of(v)),
+            Printer::EventsV1 => print::event(&mut w, &print::CoreEvent::of_events_v1(v)),
+            Printer::PersistentVolumeClaim => print::persistent_volume_claim(&mut w, v),
+            Printer::PersistentVolume => print::persistent_volume(&mut w, v),
+            Printer::ReplicationController => print::replication_controller(&mut w, v),
+            Printer::Deployment => print::deployment(&mut w, v),
+            Printer::ReplicaSet => print::replica_set(&mut w, v),
+            Printer::StatefulSet => print::stateful_set(&mut w, v),
+            Printer::DaemonSet => print::daemon_set(&mut w, v),
+            Printer::ControllerRevision => print::controller_revision(&mut w, v),
+            Printer::Job => print::job(&mut w, v),
+            Printer::CronJob => print::cron_job(&mut w, v),
+            Printer::EndpointSlice => print::endpoint_slice(&mut w, v),
+            Printer::Lease => print::lease(&mut w, v),
+            Printer::Ingress => print::ingress(&mut w, v),
+            Printer::IngressClass => print::ingress_class(&mut w, v),
+            Printer::NetworkPolicy => print::network_policy(&mut w, v),
+            Printer::StorageClass => print::storage_class(&mut w, v),
+            Printer::PriorityClass => print::priority_class(&mut w, v),
+            Printer::RoleBinding | Printer::ClusterRoleBinding => print::role_binding(&mut w, v),
+            Printer::PodDisruptionBudget => print::pod_disruption_budget(&mut w, v),
+            Printer::Default => print::default(&mut w, v),
         }
         w.finish()
     }
@@ -82,7 +167,7 @@ pub struct Cells {
     /// in a row, up to its `"object"`; relative times left out.
     json: Box<[u8]>,
     /// Where each relative time goes in `json`, and the instant it counts from (unix
-    /// seconds; `None` prints `<unknown>`).
+    /// microseconds, as MicroTime keeps them; `None` prints `<unknown>`).
     times: Box<[(u32, Option<i64>)]>,
 }
 
@@ -91,7 +176,7 @@ pub struct Cells {
 pub enum Segment<'a> {
     /// Template bytes.
     Bytes(&'a [u8]),
-    /// The time since this instant, as the apiserver's printers write it.
+    /// The time since this instant (unix microseconds), as the apiserver's printers write it.
     Since(Option<i64>),
 }
 
@@ -136,11 +221,11 @@ impl Cells {
     }
 }
 
-/// The time since `t` at `now` as it goes inside a JSON string (`<` and `>` escaped as
-/// Go escapes them), or `<unknown>` without a time.
+/// The time since `t` (unix microseconds) at `now` (unix seconds) as it goes inside a JSON
+/// string (`<` and `>` escaped as Go escapes them), or `<unknown>` without a time.
 pub fn since(t: Option<i64>, now: f64) -> String {
     let text = match t {
-        Some(t) => human_duration(now - t as f64),
+        Some(t) => human_duration(now - t as f64 / 1e6),
         None => "<unknown>".to_string(),
     };
     text.replace('<', "\\u003c").replace('>', "\\u003e")
@@ -217,7 +302,13 @@ impl Writer {
         self.json.extend_from_slice(n.to_string().as_bytes());
     }
 
-    /// A string cell of `before`, the time since `t`, then `after`.
+    /// A boolean cell.
+    pub(crate) fn bool(&mut self, b: bool) {
+        self.sep();
+        self.json.extend_from_slice(if b { b"true" } else { b"false" });
+    }
+
+    /// A string cell of `before`, the time since `t` (unix microseconds), then `after`.
     pub(crate) fn since(&mut self, before: &str, t: Option<i64>, after: &str) {
         self.sep();
         self.json.push(b'"');
@@ -245,9 +336,11 @@ impl Writer {
     }
 }
 
-/// Parse an RFC 3339 time as the printers read it (`None` when missing or zero).
+/// Parse an RFC 3339 time (Time or MicroTime) as the printers read it, in unix
+/// microseconds (`None` when missing or zero).
 pub(crate) fn time(v: &Value) -> Option<i64> {
-    v.as_str().and_then(crate::api::time::parse_rfc3339)
+    let (secs, nanos) = v.as_str().and_then(crate::api::time::parse_timestamp)?;
+    (secs != crate::api::time::GO_ZERO_TIME_UNIX || nanos != 0).then(|| secs * 1_000_000 + i64::from(nanos) / 1000)
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! follow the cache's broadcast, turning selector transitions into ADDED/DELETED. A watcher
 //! that falls behind the broadcast ring is ended, never waited for.
 
+use super::table::{self as rows, Include};
 use super::{candidates, list::reach, selected};
 use crate::api::resource::Resource;
 use crate::api::status::Status;
+use crate::api::table::Printer;
 use crate::api::wire;
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
@@ -16,6 +18,7 @@ use crate::serve::query::{Format, Options, View};
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -70,7 +73,8 @@ pub async fn watch(
     if let Some(n) = opts.rv.filter(|n| *n > 0) {
         reach(&cache, n).await?;
     }
-    let enc = Encoder::new(cache.resource.clone(), fmt, view);
+    let include = Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata);
+    let enc = Encoder::new(cache.resource.clone(), fmt, view, include);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
     // Subscribe before reading the snapshot: every event after it is then received (events
@@ -80,9 +84,15 @@ pub async fn watch(
         None => cache.subscribe(),
     };
     let (start_rv, snap) = cache.current();
-    let backlog = match (opts.rv, opts.send_initial_events) {
+    // The apiserver (with WatchList on, as it is by default) takes a watch from no
+    // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
+    // `sendInitialEvents=true`: its initial events then end with the initial-events-end
+    // bookmark when bookmarks are allowed.
+    let legacy = opts.rv_match.is_none() && matches!(opts.rv, None | Some(0));
+    let initial_events = opts.send_initial_events.or(legacy.then_some(true));
+    let backlog = match (opts.rv, initial_events) {
         (_, Some(true)) | (None | Some(0), None) => {
-            Backlog::State { end_bookmark: opts.send_initial_events == Some(true) && opts.bookmarks, rv: start_rv }
+            Backlog::State { end_bookmark: initial_events == Some(true) && opts.bookmarks, rv: start_rv }
         }
         (Some(from), _) => Backlog::Since(from),
         (None, Some(false)) => Backlog::Nothing,
@@ -315,13 +325,15 @@ impl Frame<'_> {
     }
 }
 
-/// Writes watch events of one resource in one encoding and view (the objects, or their
-/// PartialObjectMetadata).
+/// Writes watch events of one resource in one encoding and view (the objects, their
+/// PartialObjectMetadata, or one-row Tables).
 struct Encoder {
     res: Arc<Resource>,
     fmt: Format,
     /// Whether events carry PartialObjectMetadata instead of the objects.
     metadata: bool,
+    /// For a Table watch (`kubectl get -w`): each event's object is a Table of one row.
+    table: Option<TableEvents>,
     /// `{"type":"<T>","object":{"kind":...,"apiVersion":...,` (and `"metadata":` for the
     /// metadata view) for ADDED, MODIFIED, DELETED, built once per watch instead of once per
     /// event.
@@ -332,10 +344,19 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn new(res: Arc<Resource>, fmt: Format, view: View) -> Encoder {
+    fn new(res: Arc<Resource>, fmt: Format, view: View, include: Include) -> Encoder {
         let (api_version, kind, metadata) = match view {
             View::Metadata { beta, .. } => (View::meta_api_version(beta).to_string(), "PartialObjectMetadata".to_string(), true),
             _ => (res.api_version(), res.kind.clone(), false),
+        };
+        let table = match view {
+            View::Table { beta } => Printer::of(&res.group, &res.plural).map(|printer| TableEvents {
+                printer,
+                beta,
+                include,
+                columns_sent: AtomicBool::new(false),
+            }),
+            _ => None,
         };
         let head = |t: EventType| {
             let meta = if metadata { "\"metadata\":" } else { "" };
@@ -346,7 +367,7 @@ impl Encoder {
             format!("{{\"type\":\"{}\",\"object\":{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",{meta}", t.as_str()).into_bytes()
         };
         let json_heads = [head(EventType::Added), head(EventType::Modified), head(EventType::Deleted)];
-        Encoder { res, fmt, metadata, json_heads, api_version, kind }
+        Encoder { res, fmt, metadata, table, json_heads, api_version, kind }
     }
 
     fn content_type(&self) -> &'static str {
@@ -358,6 +379,9 @@ impl Encoder {
 
     /// The frame of a `kind` event carrying `o` (None if `o` is not held in this encoding).
     fn event<'a>(&'a self, kind: EventType, o: &'a Object) -> Option<Frame<'a>> {
+        if let Some(t) = &self.table {
+            return t.event(kind.as_str(), o).map(Frame::owned);
+        }
         match self.fmt {
             Format::Json => {
                 // Stored JSON is `,{...}`: the object's members follow the shared head (for
@@ -378,6 +402,9 @@ impl Encoder {
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Frame<'static> {
+        if let Some(t) = &self.table {
+            return Frame::owned(t.bookmark(rv, initial_end));
+        }
         // A bookmark is an empty object with only its RV; the apiserver's empty pod still
         // writes its spec and status, a PartialObjectMetadata has nothing else.
         let pod = !self.metadata && self.res.group.is_empty() && self.res.kind == "Pod";
@@ -409,6 +436,70 @@ impl Encoder {
             }
             Format::Protobuf => Frame::owned(wire::watch_frame("ERROR", "v1", "Status", &status.to_pb())),
         }
+    }
+}
+
+/// The events of a Table watch, as the apiserver writes them: each event's object is a
+/// Table whose `metadata` holds the object's RV and whose one row is the object's, the
+/// column definitions in the first event of the watch only (`null` after). A bookmark's row
+/// is the printer's row for an empty object, its metadata only the RV (and the
+/// initial-events-end annotation).
+struct TableEvents {
+    printer: Printer,
+    beta: bool,
+    include: Include,
+    /// Whether an event has carried the column definitions yet.
+    columns_sent: AtomicBool,
+}
+
+impl TableEvents {
+    /// `{"type":..,"object":{"kind":"Table",..,"columnDefinitions":..,"rows":[` for an
+    /// object at `rv`.
+    fn head(&self, event: &str, rv: u64) -> Vec<u8> {
+        let mut out = format!(
+            "{{\"type\":\"{event}\",\"object\":{{\"kind\":\"Table\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"}},\"columnDefinitions\":",
+            View::meta_api_version(self.beta)
+        )
+        .into_bytes();
+        if self.columns_sent.swap(true, Ordering::Relaxed) {
+            out.extend_from_slice(b"null");
+        } else {
+            out.extend_from_slice(self.printer.columns());
+        }
+        out.extend_from_slice(b",\"rows\":[");
+        out
+    }
+
+    fn event(&self, event: &str, o: &Object) -> Option<Vec<u8>> {
+        let mut pieces = Vec::new();
+        rows::row(o, 0, self.beta, self.include, rows::now(), &mut pieces)?;
+        let mut out = self.head(event, o.rv);
+        for p in &pieces {
+            out.extend_from_slice(p.bytes());
+        }
+        out.extend_from_slice(b"]}}\n");
+        Some(out)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Vec<u8> {
+        let mut out = self.head("BOOKMARK", rv);
+        out.extend_from_slice(b"{\"cells\":");
+        out.extend_from_slice(&self.printer.cells(&serde_json::json!({})).render(rows::now()));
+        match self.include {
+            Include::Metadata => {
+                let ann = if initial_end { ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" } else { "" };
+                out.extend_from_slice(
+                    format!(
+                        ",\"object\":{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{ann}}}}}}}",
+                        View::meta_api_version(self.beta)
+                    )
+                    .as_bytes(),
+                );
+            }
+            Include::None => out.extend_from_slice(b",\"object\":null}"),
+        }
+        out.extend_from_slice(b"]}}\n");
+        out
     }
 }
 
@@ -457,7 +548,7 @@ mod tests {
 
     fn watcher(tx: mpsc::Sender<Bytes>) -> Watcher {
         Watcher {
-            enc: Encoder::new(configmaps(), Format::Json, View::Object),
+            enc: Encoder::new(configmaps(), Format::Json, View::Object, Include::Metadata),
             opts: Options::default(),
             namespace: None,
             settings: WatchSettings::default(),
@@ -607,6 +698,41 @@ mod tests {
         // next periodic bookmark comes 2 s before the 3 s deadline.
         assert_eq!(events, vec![ev("ADDED", "cm-0001", 0), ev("ADDED", "cm-0002", 0), ev("BOOKMARK", "15", 0), ev("BOOKMARK", "15", 1)]);
         assert_eq!(ended, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_from_no_rv_or_rv_0_ends_its_initial_events_with_the_initial_events_end_bookmark() {
+        // The apiserver defaults these watches to sendInitialEvents=true (a real
+        // kube-apiserver v1.36.2 sent `ADDED a` then a BOOKMARK annotated
+        // `k8s.io/initial-events-end: "true"` for `?watch=true&resourceVersion=&allowWatchBookmarks=true`).
+        use http_body_util::BodyExt as _;
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        cache.apply(EventType::Added, cm(1, 10));
+        cache.advance(15, false);
+        for (query, annotated) in [
+            ("watch=1&allowWatchBookmarks=true&timeoutSeconds=3", Some("15")),
+            ("watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=3", Some("15")),
+            // Not without bookmarks, nor from a given RV, nor with an explicit choice.
+            ("watch=1&timeoutSeconds=3", None),
+            ("watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=3", None),
+            ("watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3", None),
+        ] {
+            let opts = Options::parse(Some(query)).unwrap();
+            let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            let events: Vec<serde_json::Value> =
+                bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+            let ends: Vec<&str> = events
+                .iter()
+                .filter(|e| e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true")
+                .map(|e| e["object"]["metadata"]["resourceVersion"].as_str().unwrap())
+                .collect();
+            assert_eq!(ends, annotated.into_iter().collect::<Vec<_>>(), "{query}: {events:?}");
+            if annotated.is_some() {
+                assert_eq!(events[0]["type"], "ADDED", "{query}");
+                assert_eq!(events[1]["type"], "BOOKMARK", "{query}: the end bookmark follows the initial events");
+            }
+        }
     }
 
     #[test]
