@@ -496,3 +496,34 @@ async fn a_watch_older_than_kaches_window_gets_what_the_upstream_has() {
     let through = events(&k.api, &watch, 6).await;
     assert_eq!(through, direct, "the upstream's events, not kache's 410");
 }
+
+/// kache's own answers are indented for the clients the apiserver indents for (the format is
+/// checked against the apiserver's captures in the unit tests); watch streams never are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_gets_indented_json_from_cache_and_compact_watch_events() {
+    use http_body_util::BodyExt;
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
+    let get = |path: &str, agent: &str| {
+        let req = http::Request::builder()
+            .uri(format!("{}{path}", k.api.base))
+            .header("user-agent", agent)
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let client = k.api.client.clone();
+        async move { client.request(req).await.unwrap().into_body().collect().await.unwrap().to_bytes() }
+    };
+    let hits = k.serving.serve.cache_hits();
+    let path = "/api/v1/namespaces/default/configmaps?resourceVersion=0";
+    let compact = get(path, "kubectl/v1.36").await;
+    let pretty = get(path, "curl/8.5.0").await;
+    assert_eq!(compact.iter().filter(|b| **b == b'\n').count(), 1, "compact, with one final newline");
+    assert!(pretty.starts_with(b"{\n  \"kind\": \"ConfigMapList\",\n"), "{}", String::from_utf8_lossy(&pretty));
+    let v: Value = serde_json::from_slice(&pretty).unwrap();
+    assert_eq!(v, serde_json::from_slice::<Value>(&compact).unwrap());
+    let status = get("/api/v1/namespaces/default/configmaps?limit=abc", "Wget/1.21").await;
+    assert!(status.starts_with(b"{\n  \"kind\": \"Status\",\n"), "{}", String::from_utf8_lossy(&status));
+    let watch = get("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0&timeoutSeconds=1", "curl/8.5.0").await;
+    assert!(watch.starts_with(b"{\"type\":\"ADDED\",\"object\":{"), "{}", String::from_utf8_lossy(&watch));
+    assert!(k.serving.serve.cache_hits() >= hits + 4, "answered from cache");
+}

@@ -373,9 +373,9 @@ impl Drop for Proxy {
 }
 
 /// Whether a path is API discovery (`/api`, `/apis`, `/api/v1`, `/apis/G/V`, `/version`,
-/// `/openapi/...`) rather than a request on a resource.
+/// `/openapi/...`, and the CRD list kache reads to tell custom resources from built-in kinds)
+/// rather than a request on a resource.
 pub fn is_discovery(path: &str) -> bool {
-    // kache's discovery also lists the CRDs (which kinds are custom resources).
     if path == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions" {
         return true;
     }
