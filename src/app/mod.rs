@@ -91,6 +91,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         preload_formats: c.preload_encodings.clone(),
         security: None,
         inflight: InflightLimits { global: 4000, per_user: 400 },
+        passthrough_per_client: c.max_passthrough_per_client,
         max_uri_bytes: 64 * 1024,
     }
 }
@@ -124,6 +125,7 @@ pub async fn start_serve(
 ) -> Result<Serving, StartError> {
     c.validate()?;
     crate::config::require_loopback(listen)?;
+    let upstream = upstream.with_timeouts(c.timeouts());
     launch(upstream, listen, addr_file, serve_settings(c), None, ConnLimits::default(), shutdown, grace).await
 }
 
@@ -156,6 +158,7 @@ pub async fn start_serve_args(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Serving, StartError> {
     args.cache.validate()?;
+    let upstream = upstream.with_timeouts(args.cache.timeouts());
     let s = &args.security;
     s.validate()?;
     if args.insecure_http {

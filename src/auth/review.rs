@@ -54,12 +54,17 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     *req.uri_mut() = http::Uri::from_static(path);
     req.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+    // Headers within the `own` deadline (see `Upstream::send`), the body within as long again.
     let resp = upstream.send(req, crate::serve::upstream::Class::Own).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
     let code = resp.status().as_u16();
-    let bytes =
-        Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect().await.map_err(|e| ReviewError::Transport(e.to_string()))?.to_bytes();
+    let deadline = upstream.timeouts().own;
+    let bytes = tokio::time::timeout(deadline, Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect())
+        .await
+        .map_err(|_| ReviewError::Transport(format!("the {kind} answer did not arrive within {deadline:?}")))?
+        .map_err(|e| ReviewError::Transport(e.to_string()))?
+        .to_bytes();
     if !(200..300).contains(&code) {
-        return Err(ReviewError::Refused { kind, code, body: String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned() });
+        return Err(ReviewError::Refused { kind, code, body: crate::api::status::describe_body(&bytes) });
     }
     let mut v: Value = serde_json::from_slice(&bytes).map_err(|e| ReviewError::Decode { kind, message: e.to_string() })?;
     match v.get_mut("status").map(Value::take) {

@@ -11,7 +11,7 @@ use crate::cache::window::EventType;
 use crate::cache::KindCache;
 use crate::serve::body::BoxError;
 use crate::serve::query::Format;
-use crate::serve::upstream::Upstream;
+use crate::serve::upstream::{Counted, Upstream};
 use crate::telemetry;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
@@ -40,6 +40,12 @@ const PROBE_STAGGER: Duration = Duration::from_millis(1000);
 /// consistent read of a kind in use finds a bookmark already on its way.
 const PROBE_LINGER: Duration = Duration::from_secs(10);
 
+/// The longest `Retry-After` of a 429 an informer honours as given; a longer one is cut to
+/// this. The apiserver's "storage is (re)initializing" asks 1 s after a short downtime
+/// (growing with it, up to 30 s), and its cache is usually ready well before a long hint
+/// has passed.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(5);
+
 /// Why an informer step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InformerError {
@@ -51,9 +57,15 @@ pub enum InformerError {
     Status {
         /// HTTP status.
         code: u16,
-        /// Start of the body.
+        /// The body as text (a Status's reason and message).
         body: String,
+        /// Its `Retry-After`, in seconds.
+        retry_after: Option<u64>,
     },
+    /// A response body stopped coming: no bytes (for a watch, no event and no bookmark)
+    /// within the bound.
+    #[error("the upstream sent nothing for {0:?}")]
+    Stalled(Duration),
     /// The upstream sent something that does not parse.
     #[error("cannot decode upstream data: {0}")]
     Decode(String),
@@ -245,8 +257,8 @@ impl Feed {
                     tracing::info!(resource = %r.plural, "relisting after 410");
                 }
                 Err(e) => {
-                    tracing::warn!(resource = %r.plural, error = %e, "list failed");
-                    tokio::time::sleep(backoff.next()).await;
+                    self.log_failure("list failed", None, &e);
+                    self.pause(&e, &mut backoff).await;
                 }
             }
         }
@@ -256,16 +268,57 @@ impl Feed {
     async fn follow(&self, mut rv: u64, backoff: &mut Backoff) {
         loop {
             let watched = self.watch(&mut rv).await;
-            self.healthy.store(!matches!(watched, Err(InformerError::Transport(_)) | Err(InformerError::Status { .. })), Ordering::Relaxed);
+            self.healthy.store(
+                !matches!(watched, Err(InformerError::Transport(_) | InformerError::Status { .. } | InformerError::Stalled(_))),
+                Ordering::Relaxed,
+            );
             metrics::counter!(telemetry::WATCH_RESTARTS, &self.labels()).increment(1);
             match watched {
                 Ok(()) => *backoff = Backoff::default(),
                 Err(InformerError::Expired) => return,
                 Err(e) => {
-                    tracing::warn!(resource = %self.cache.resource.plural, rv, error = %e, "watch failed; resuming");
-                    tokio::time::sleep(backoff.next()).await;
+                    self.log_failure("watch failed; resuming", Some(rv), &e);
+                    self.pause(&e, backoff).await;
                 }
             }
+        }
+    }
+
+    /// Log a failed LIST or WATCH: a warning, unless the health monitor already reported
+    /// the upstream down (then one line says so for every request, not one per retry).
+    fn log_failure(&self, what: &str, rv: Option<u64>, e: &InformerError) {
+        let r = &self.cache.resource.plural;
+        if self.upstream.is_down() {
+            tracing::debug!(resource = %r, rv, error = %e, "{what}");
+        } else {
+            tracing::warn!(resource = %r, rv, error = %e, "{what}");
+        }
+    }
+
+    /// Wait before the next attempt after `e`: a 429's `Retry-After` (at most
+    /// [`MAX_RETRY_AFTER`]; the backoff does not grow), else the backoff. While the upstream
+    /// is down the wait ends as soon as the health monitor finds it back, so every cache
+    /// (JSON and protobuf alike) resumes or relists together within a probe interval of the
+    /// upstream's recovery rather than at the end of a long backoff.
+    async fn pause(&self, e: &InformerError, backoff: &mut Backoff) {
+        let wait = match e {
+            InformerError::Status { code: 429, retry_after, .. } => {
+                Duration::from_secs(retry_after.unwrap_or(1).max(1)).min(MAX_RETRY_AFTER)
+            }
+            _ => backoff.next(),
+        };
+        let mut health = self.upstream.health();
+        let was_down = health.borrow_and_update().is_down();
+        let recovered = async {
+            if was_down {
+                let _ = health.wait_for(|h| !h.is_down()).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = recovered => *backoff = Backoff::default(),
         }
     }
 
@@ -336,20 +389,14 @@ impl Feed {
         };
         let resp = self.upstream.get(&path, accept).await?;
         if !resp.status().is_success() {
-            let code = resp.status().as_u16();
-            let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            if code == 410 {
-                return Err(InformerError::Expired);
-            }
-            return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(300)]).into() });
+            return Err(error_response(resp, self.upstream.timeouts().own).await);
         }
         // The upstream answers again: readiness need not wait for this watch to end.
         self.healthy.store(true, Ordering::Relaxed);
         let mut body = resp.into_body();
         let mut buf = BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| InformerError::Transport(e.into()))?;
-            let Ok(data) = frame.into_data() else { continue };
+        let idle = self.upstream.timeouts().watch_idle;
+        while let Some(data) = next_data(&mut body, idle).await? {
             buf.extend_from_slice(&data);
             while let Some(ev) = self.next_event(&mut buf)? {
                 self.ingest(ev, rv)?;
@@ -450,17 +497,56 @@ fn parse_rv(s: &str) -> Result<u64, InformerError> {
     s.parse().map_err(|_| InformerError::Decode(format!("bad resourceVersion {s:?}")))
 }
 
+/// A GET of one of kache's own calls, read whole: its headers within the `own` deadline
+/// (see [`Upstream::get`]) and its body as long as bytes keep coming (no gap longer than
+/// the same deadline), so a large LIST may take as long as it needs, a stalled one not.
 pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
     let resp = upstream.get(path, accept).await?;
-    let code = resp.status().as_u16();
-    let body = resp.into_body().collect().await.map_err(|e| InformerError::Transport(e.into()))?.to_bytes();
-    if code != 200 {
-        if code == 410 {
-            return Err(InformerError::Expired);
-        }
-        return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(300)]).into() });
+    let idle = upstream.timeouts().own;
+    if resp.status().as_u16() != 200 {
+        return Err(error_response(resp, idle).await);
     }
-    Ok(body)
+    let mut body = resp.into_body();
+    let mut out = BytesMut::new();
+    while let Some(data) = next_data(&mut body, idle).await? {
+        out.extend_from_slice(&data);
+    }
+    Ok(out.freeze())
+}
+
+/// The next data of an upstream body (`None` at its end), or [`InformerError::Stalled`]
+/// when nothing comes within `idle`.
+pub(crate) async fn next_data(body: &mut Counted, idle: Duration) -> Result<Option<Bytes>, InformerError> {
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(InformerError::Stalled(idle)),
+            Ok(None) => return Ok(None),
+            Ok(Some(frame)) => {
+                if let Ok(data) = frame.map_err(|e| InformerError::Transport(e.into()))?.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// The error an unsuccessful upstream answer means: 410 is [`InformerError::Expired`], the
+/// rest a [`InformerError::Status`] with the body as text (a protobuf Status decoded, never
+/// raw bytes in a log line) and its `Retry-After`.
+async fn error_response(resp: http::Response<Counted>, idle: Duration) -> InformerError {
+    let code = resp.status().as_u16();
+    if code == 410 {
+        return InformerError::Expired;
+    }
+    let retry_after = resp.headers().get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let mut body = resp.into_body();
+    let mut bytes = BytesMut::new();
+    while let Ok(Some(data)) = next_data(&mut body, idle).await {
+        if bytes.len() < 64 * 1024 {
+            bytes.extend_from_slice(&data);
+        }
+    }
+    InformerError::Status { code, body: crate::api::status::describe_body(&bytes), retry_after }
 }
 
 /// A JSON watch event's object without its leading `kind` and `apiVersion` (as a list item).
@@ -549,7 +635,7 @@ fn watch_error(obj: &[u8], fmt: Format) -> InformerError {
     };
     match code {
         Some(410) => InformerError::Expired,
-        _ => InformerError::Status { code: code.unwrap_or(0) as u16, body: String::from_utf8_lossy(&obj[..obj.len().min(300)]).into() },
+        _ => InformerError::Status { code: code.unwrap_or(0) as u16, body: crate::api::status::describe_body(obj), retry_after: None },
     }
 }
 

@@ -10,6 +10,7 @@
 pub(crate) mod body;
 pub(crate) mod discovery;
 pub mod handler;
+pub mod health;
 pub(crate) mod limit;
 pub(crate) mod proxy;
 pub mod query;
@@ -62,6 +63,8 @@ pub struct ServeSettings {
     pub inflight: InflightLimits,
     /// Longest request URI (path and query) accepted.
     pub max_uri_bytes: usize,
+    /// Requests one client may have passed through at once (0: no bound).
+    pub passthrough_per_client: usize,
 }
 
 /// Which cache a feed fills: one resource (group, version, plural) in one encoding.
@@ -104,6 +107,8 @@ pub struct Serve {
     hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
     pub(crate) inflight: Inflight,
+    /// Pass-through requests in flight, per client.
+    passthrough: Inflight,
 }
 
 impl Serve {
@@ -112,6 +117,7 @@ impl Serve {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
+        let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -120,6 +126,7 @@ impl Serve {
             hits: Default::default(),
             metrics: Default::default(),
             inflight,
+            passthrough,
         });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
@@ -135,6 +142,7 @@ impl Serve {
             }
         }
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
+        tokio::spawn(health::monitor(Arc::downgrade(&serve)));
         Ok(serve)
     }
 
@@ -149,9 +157,9 @@ impl Serve {
         true
     }
 
-    /// Readiness checks: (name, passing, detail) for every preloaded cache.
+    /// Readiness checks: (name, passing, detail) for the upstream and every preloaded cache.
     pub fn readiness(&self) -> Vec<(String, bool, String)> {
-        let mut out = Vec::new();
+        let mut out = vec![self.upstream_check()];
         for e in self.feeds.iter().filter(|e| e.value().is_preloaded()) {
             let (k, f) = (e.key(), e.value());
             let name = format!("cache {}{}{} {:?}", k.plural, if k.group.is_empty() { "" } else { "." }, k.group, k.format).to_lowercase();
@@ -162,8 +170,18 @@ impl Serve {
             };
             out.push((name, pass, why.to_string()));
         }
-        out.sort();
+        out[1..].sort();
         out
+    }
+
+    /// The upstream's health as a readiness check.
+    fn upstream_check(&self) -> (String, bool, String) {
+        let name = "upstream".to_string();
+        match &*self.upstream.health().borrow() {
+            upstream::Health::Down { since, why, reason } => (name, false, format!("{reason} for {}s: {why}", since.elapsed().as_secs())),
+            upstream::Health::Up => (name, true, "ok".into()),
+            upstream::Health::Unknown => (name, true, "not probed yet".into()),
+        }
     }
 
     /// Set the cache gauges (objects, bytes, window) from every running cache.
@@ -240,6 +258,17 @@ impl Serve {
         security.caller(cert.as_deref(), req.headers()).await.map(Some)
     }
 
+    /// A pass-through slot for the client (its user name, else its address) and the
+    /// credentials to send with, or the Status to answer instead.
+    fn pass<B: RequestBody>(&self, req: &mut Request<B>, caller: Option<&Caller>) -> Result<(Credentials, limit::Permit), Status> {
+        let client = match caller {
+            Some(c) => c.identity.username.clone(),
+            None => req.extensions().get::<Peer>().map(|p| p.addr.ip().to_string()).unwrap_or_default(),
+        };
+        let permit = self.passthrough.acquire(Some(&client))?;
+        Ok((self.outbound(req, caller)?, permit))
+    }
+
     /// Make a pass-through request carry the caller's identity; which credentials to send.
     fn outbound<B: RequestBody>(&self, req: &mut Request<B>, caller: Option<&Caller>) -> Result<Credentials, Status> {
         match (&self.settings.security, caller) {
@@ -271,8 +300,11 @@ impl Handler for Serve {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (resp, Source::Cache)
                 }
-                None => match self.outbound(&mut req, caller.as_ref()) {
-                    Ok(creds) => (proxy::forward(&self.upstream, req, creds).await, Source::Upstream),
+                None => match self.pass(&mut req, caller.as_ref()) {
+                    Ok((creds, permit)) => {
+                        let resp = proxy::forward(&self.upstream, req, creds).await;
+                        (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
+                    }
                     Err(status) => (status.into_response(protobuf), Source::Kache),
                 },
             },
