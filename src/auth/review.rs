@@ -41,7 +41,7 @@ impl ReviewError {
     /// The Status a client gets when its request cannot be judged.
     pub fn status(&self) -> crate::api::status::Status {
         match self {
-            ReviewError::Transport(_) => crate::api::status::Status::unavailable(self.to_string()),
+            ReviewError::Transport(_) => crate::api::status::Status::unavailable_retry(self.to_string(), 1),
             _ => crate::api::status::Status::internal(self.to_string()),
         }
     }

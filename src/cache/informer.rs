@@ -301,12 +301,7 @@ impl Feed {
     /// (JSON and protobuf alike) resumes or relists together within a probe interval of the
     /// upstream's recovery rather than at the end of a long backoff.
     async fn pause(&self, e: &InformerError, backoff: &mut Backoff) {
-        let wait = match e {
-            InformerError::Status { code: 429, retry_after, .. } => {
-                Duration::from_secs(retry_after.unwrap_or(1).max(1)).min(MAX_RETRY_AFTER)
-            }
-            _ => backoff.next(),
-        };
+        let wait = wait_after(e, backoff);
         let mut health = self.upstream.health();
         let was_down = health.borrow_and_update().is_down();
         let recovered = async {
@@ -651,6 +646,15 @@ fn status_code_pb(obj: &[u8]) -> Option<u64> {
     None
 }
 
+/// How long to wait after `e` before the next attempt: a 429's `Retry-After` (1 s when it
+/// has none, at most [`MAX_RETRY_AFTER`]) without growing the backoff, else the backoff.
+fn wait_after(e: &InformerError, backoff: &mut Backoff) -> Duration {
+    match e {
+        InformerError::Status { code: 429, retry_after, .. } => Duration::from_secs(retry_after.unwrap_or(1).max(1)).min(MAX_RETRY_AFTER),
+        _ => backoff.next(),
+    }
+}
+
 /// Exponential backoff with full jitter, 200 ms to 30 s.
 #[derive(Debug, Default)]
 struct Backoff {
@@ -662,5 +666,48 @@ impl Backoff {
         let cap = (200u64 << self.attempt.min(8)).min(30_000);
         self.attempt += 1;
         Duration::from_millis(cap / 2 + rand::random::<u64>() % (cap / 2 + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_429_is_retried_after_its_retry_after_and_the_backoff_does_not_grow() {
+        let mut backoff = Backoff::default();
+        let initializing = |retry_after| InformerError::Status { code: 429, body: "storage is (re)initializing".into(), retry_after };
+        for _ in 0..10 {
+            assert_eq!(wait_after(&initializing(Some(1)), &mut backoff), Duration::from_secs(1));
+        }
+        assert_eq!(backoff.attempt, 0, "429s leave the backoff where it was");
+        assert_eq!(wait_after(&initializing(None), &mut backoff), Duration::from_secs(1));
+        assert_eq!(wait_after(&initializing(Some(30)), &mut backoff), MAX_RETRY_AFTER, "a long hint is cut short");
+        let broken = InformerError::Status { code: 500, body: String::new(), retry_after: Some(1) };
+        wait_after(&broken, &mut backoff);
+        assert_eq!(backoff.attempt, 1, "other failures back off");
+    }
+
+    #[tokio::test]
+    async fn a_stalled_body_is_an_error_after_the_idle_bound_not_a_hang() {
+        // An upstream that sends headers and then nothing: a paused one, a watch lost in a
+        // partition.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let svc = hyper::service::service_fn(|_req| async {
+                let body =
+                    http_body_util::StreamBody::new(futures_util::stream::pending::<Result<http_body::Frame<Bytes>, std::io::Error>>());
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(body))
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(s), svc).await;
+        });
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        let resp = upstream.get("/api/v1/pods?watch=1", "application/json").await.unwrap();
+        let mut body = resp.into_body();
+        let idle = Duration::from_millis(200);
+        let r = next_data(&mut body, idle).await;
+        assert!(matches!(r, Err(InformerError::Stalled(d)) if d == idle), "{r:?}");
     }
 }

@@ -40,6 +40,10 @@ pub async fn probe(upstream: &Upstream) -> Health {
 
 /// Probe every [`INTERVAL`] while `serve` lives, recording each change.
 pub(crate) async fn monitor(serve: std::sync::Weak<crate::serve::Serve>) {
+    // Every series from the start, so a rate or an alert sees the first fault.
+    for reason in ["hung", "unreachable", "unready"] {
+        metrics::counter!(telemetry::UPSTREAM_FAULTS, "reason" => reason).increment(0);
+    }
     let mut every = tokio::time::interval(INTERVAL);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -236,6 +236,11 @@ impl Serve {
         self.resources.load().iter().find(|r| r.group == p.group && r.version == p.version && r.plural == p.plural).cloned()
     }
 
+    /// The upstream client (its health can be awaited: [`Upstream::health`]).
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
     /// The security the serving cache applies, if any.
     pub fn security(&self) -> Option<&Arc<Security>> {
         self.settings.security.as_ref()

@@ -367,7 +367,7 @@ impl Upstream {
             let connect = https.clone().oneshot(uri);
             Box::pin(async move {
                 match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
-                    Ok(conn) => conn.map_err(BoxError::from),
+                    Ok(conn) => conn,
                     Err(_) => Err(BoxError::from(format!("connecting to the upstream took longer than {CONNECT_TIMEOUT:?}"))),
                 }
             })

@@ -172,6 +172,20 @@ pub struct Control {
     pub proxy: Option<Arc<FaultProxy>>,
 }
 
+/// Serve [`Control`] for `sim` (and `proxy`) on `listen` (port 0 picks one) until the
+/// process ends; the bound address.
+pub async fn serve_control(
+    listen: &str,
+    addr_file: Option<&std::path::Path>,
+    sim: Arc<Sim>,
+    proxy: Option<Arc<FaultProxy>>,
+) -> std::io::Result<SocketAddr> {
+    let (listener, addr) = crate::serve::server::bind(listen, addr_file).await?;
+    let control = Arc::new(Control { sim, proxy });
+    tokio::spawn(crate::serve::server::serve(listener, control, std::future::pending::<()>(), Duration::ZERO));
+    Ok(addr)
+}
+
 /// A number query parameter.
 fn param(query: Option<&str>, name: &str) -> Option<u64> {
     query?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())

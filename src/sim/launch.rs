@@ -8,7 +8,7 @@ use crate::cache::Limits;
 use crate::config::{ClusterArgs, ConfigError, DemoArgs, SimArgs, SimAuthArgs};
 use crate::serve::handler::WatchSettings;
 use crate::serve::server::{self, ConnLimits};
-use crate::sim::fault::{Control, FaultProxy};
+use crate::sim::fault::{serve_control, FaultProxy};
 use crate::sim::synth::ClusterSpec;
 use crate::sim::{churn, leases, Sim, SimAuth, SimConfig};
 use std::future::Future;
@@ -131,9 +131,7 @@ pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
     if let Some(path) = &kubeconfig_out {
         std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref()))?;
     }
-    let control = Arc::new(Control { sim: running.sim.clone(), proxy: Some(proxy) });
-    let (listener, faults) = server::bind(fault_listen, args.fault_addr_file.as_deref()).await?;
-    tokio::spawn(server::serve(listener, control, ctrl_c(), Duration::ZERO));
+    let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy)).await?;
     println!("kache sim listening on {url}; fault switches on http://{faults}");
     ctrl_c().await;
     Ok(())

@@ -49,7 +49,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 }
 
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
-const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "le", "quantile"];
+const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "reason", "le", "quantile"];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
 fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {
@@ -169,6 +169,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 "source" => assert!(value == "cache" || value == "upstream", "{}: source {value}", s.name),
                 "code" => assert!(value.len() == 3 && value.chars().all(|c| c.is_ascii_digit()), "{}: code {value}", s.name),
                 "encoding" => assert!(value == "json" || value == "protobuf", "{}: encoding {value}", s.name),
+                "reason" => assert!(["hung", "unreachable", "unready"].contains(&value.as_str()), "{}: reason {value}", s.name),
                 _ => {}
             }
         }
@@ -282,7 +283,8 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
             "/readyz?verbose lacks a failing check for {e}:\n{verbose}"
         );
     }
-    assert_eq!(checks.len(), expect.len(), "one check per preloaded cache: {checks:?}");
+    assert_eq!(checks.len(), expect.len() + 1, "the upstream and one check per preloaded cache: {checks:?}");
+    assert_eq!(checks[0], "[+]upstream ok", "the upstream answers (only the LISTs are held): {checks:?}");
     assert!(proxy.seen().iter().any(|c| c.path.starts_with("/api/v1/pods?limit=")), "kache asked for the pod list (held at the gate)");
     // Still not ready while the lists are held: nothing but the gate decides.
     assert_eq!(k.admin_get("/readyz").await.0, 503);
@@ -301,6 +303,23 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
     proxy.set_down(true);
     let verbose = k.readyz_becomes(503, 60).await;
     assert!(verbose.contains("upstream unreachable"), "/readyz?verbose with the upstream down:\n{verbose}");
+    // The health monitor's own finding (its probe of the upstream's /readyz gets the test
+    // proxy's 503) follows within a probe or two.
+    let k = &k;
+    let verbose = crate::support::eventually(30, 100, || async move {
+        let (_, v) = k.admin_get("/readyz?verbose").await;
+        if check_lines(&v)[0].starts_with("[-]upstream unready for ") {
+            Ok(v)
+        } else {
+            Err(v)
+        }
+    })
+    .await;
+    assert!(check_lines(&verbose)[0].contains("/readyz answered 503: upstream down (test proxy)"), "{verbose}");
+    let scrape = k.scrape().await;
+    assert_eq!(scrape.sum("kache_upstream_up", &[]), 0.0, "kache_upstream_up with the upstream down");
+    assert_eq!(scrape.sum("kache_upstream_faults_total", &[("reason", "unready")]), 1.0, "found down once, counted once");
+    assert_eq!(scrape.sum("kache_upstream_faults_total", &[("reason", "hung")]), 0.0);
     for path in ["/livez", "/healthz"] {
         assert_eq!(k.admin_get(path).await.0, 200, "{path} with the upstream down (liveness must not restart kache for it)");
     }
