@@ -131,6 +131,13 @@ pub struct CacheArgs {
     /// own); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_PASSTHROUGH_PER_CLIENT", default_value_t = 500)]
     pub max_passthrough_per_client: usize,
+    /// Seconds kache keeps serving reads from memory, and judging clients by their last
+    /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
+    /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked
+    /// or a permission removed during an outage stays effective against cached reads this
+    /// long. 0: no stale reads at all.
+    #[arg(long, env = "KACHE_SERVE_STALE_SECONDS", default_value_t = 300)]
+    pub serve_stale_seconds: u64,
 }
 
 impl CacheArgs {

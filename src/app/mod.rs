@@ -92,6 +92,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         security: None,
         inflight: InflightLimits { global: 4000, per_user: 400 },
         passthrough_per_client: c.max_passthrough_per_client,
+        serve_stale: Duration::from_secs(c.serve_stale_seconds),
         max_uri_bytes: 64 * 1024,
     }
 }
@@ -130,18 +131,20 @@ pub async fn start_serve(
 }
 
 /// The security settings of `kache serve`'s flags.
-fn security_settings(s: &SecurityArgs) -> SecuritySettings {
+fn security_settings(s: &SecurityArgs, stale: Duration) -> SecuritySettings {
     SecuritySettings {
         authn: AuthnSettings {
             allow_anonymous: s.allow_anonymous,
             token_ttl: Duration::from_secs(s.token_cache_ttl_seconds),
             negative_ttl: Duration::from_secs(s.token_cache_negative_ttl_seconds),
             cache_entries: s.auth_cache_entries,
+            stale,
         },
         authz: AuthzSettings {
             allow_ttl: Duration::from_secs(s.authz_cache_allow_ttl_seconds),
             deny_ttl: Duration::from_secs(s.authz_cache_deny_ttl_seconds),
             cache_entries: s.auth_cache_entries,
+            stale,
         },
         passthrough: s.passthrough_auth,
     }
@@ -173,7 +176,8 @@ pub async fn start_serve_args(
         Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
     };
     let mut settings = serve_settings(&args.cache);
-    settings.security = Some(Arc::new(Security::new(upstream.clone(), security_settings(s))));
+    settings.security =
+        Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
     let limits = ConnLimits {

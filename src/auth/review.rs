@@ -49,6 +49,11 @@ impl ReviewError {
 
 /// POST `review` to `path` and return the response's `status` object.
 pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, review: &Value) -> Result<Value, ReviewError> {
+    // Fail fast while the upstream is known hung or unreachable: the caller then uses its
+    // last known decision (within `--serve-stale-seconds`) or answers 503 at once.
+    if let Some(why) = upstream.unavailable() {
+        return Err(ReviewError::Transport(why));
+    }
     let mut req = Request::new(body::full(serde_json::to_vec(review).unwrap_or_default()));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = http::Uri::from_static(path);

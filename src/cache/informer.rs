@@ -91,6 +91,9 @@ pub struct Feed {
     pub fmt: Format,
     synced: watch::Sender<bool>,
     healthy: AtomicBool,
+    /// Since when the informer has not reached the upstream (its first failure since the
+    /// last LIST or WATCH that did).
+    broken_since: std::sync::Mutex<Option<tokio::time::Instant>>,
     preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
     upstream: Upstream,
@@ -110,6 +113,7 @@ impl Feed {
             fmt,
             synced: watch::Sender::new(false),
             healthy: AtomicBool::new(false),
+            broken_since: std::sync::Mutex::new(None),
             preloaded: AtomicBool::new(false),
             probe: tokio::sync::Mutex::new(None),
             upstream,
@@ -122,6 +126,30 @@ impl Feed {
     /// Whether the last LIST or WATCH request reached the upstream.
     pub fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Record whether the last LIST or WATCH reached the upstream.
+    fn set_healthy(&self, ok: bool) {
+        self.healthy.store(ok, Ordering::Relaxed);
+        let mut since = self.broken_since.lock().unwrap_or_else(|e| e.into_inner());
+        match (ok, *since) {
+            (true, _) => *since = None,
+            (false, None) => *since = Some(tokio::time::Instant::now()),
+            (false, Some(_)) => {}
+        }
+    }
+
+    /// How long this cache may have missed upstream changes: zero while its informer is
+    /// connected to an upstream the health monitor finds up; else since the informer last
+    /// failed or since the upstream was found down, whichever is longer ago (a hung upstream
+    /// stalls an open watch before it fails).
+    pub fn staleness(&self) -> Duration {
+        let broken = self.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
+        let down = match &*self.upstream.health().borrow() {
+            crate::serve::upstream::Health::Down { since, .. } => Some(since.elapsed()),
+            _ => None,
+        };
+        broken.into_iter().chain(down).max().unwrap_or_default()
     }
 
     /// Count this feed in readiness.
@@ -159,6 +187,9 @@ impl Feed {
             if started >= arrived {
                 return Ok(rv);
             }
+        }
+        if let Some(why) = self.upstream.unavailable() {
+            return Err(InformerError::Transport(why.into()));
         }
         let started = Instant::now();
         let path = format!("{}?limit=1", collection_path(&self.cache.resource));
@@ -246,7 +277,7 @@ impl Feed {
         loop {
             metrics::counter!(telemetry::RELISTS, &self.labels()).increment(1);
             let listed = self.list().await;
-            self.healthy.store(listed.is_ok(), Ordering::Relaxed);
+            self.set_healthy(listed.is_ok());
             match listed {
                 Ok((objects, rv)) => {
                     tracing::info!(resource = %r.plural, objects = objects.len(), rv, fmt = ?self.fmt, "informer synced");
@@ -268,10 +299,10 @@ impl Feed {
     async fn follow(&self, mut rv: u64, backoff: &mut Backoff) {
         loop {
             let watched = self.watch(&mut rv).await;
-            self.healthy.store(
-                !matches!(watched, Err(InformerError::Transport(_) | InformerError::Status { .. } | InformerError::Stalled(_))),
-                Ordering::Relaxed,
-            );
+            self.set_healthy(!matches!(
+                watched,
+                Err(InformerError::Transport(_) | InformerError::Status { .. } | InformerError::Stalled(_))
+            ));
             metrics::counter!(telemetry::WATCH_RESTARTS, &self.labels()).increment(1);
             match watched {
                 Ok(()) => *backoff = Backoff::default(),
@@ -387,7 +418,7 @@ impl Feed {
             return Err(error_response(resp, self.upstream.timeouts().own).await);
         }
         // The upstream answers again: readiness need not wait for this watch to end.
-        self.healthy.store(true, Ordering::Relaxed);
+        self.set_healthy(true);
         let mut body = resp.into_body();
         let mut buf = BytesMut::new();
         let idle = self.upstream.timeouts().watch_idle;

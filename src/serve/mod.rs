@@ -65,6 +65,41 @@ pub struct ServeSettings {
     pub max_uri_bytes: usize,
     /// Requests one client may have passed through at once (0: no bound).
     pub passthrough_per_client: usize,
+    /// How long reads are served from a cache whose informer cannot reach the upstream.
+    pub serve_stale: Duration,
+}
+
+/// One readiness check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// What is checked (`upstream`, `cache pods json`).
+    pub name: String,
+    /// Whether it passes (`[+]`) or not (`[-]`).
+    pub pass: bool,
+    /// Whether a failure makes kache unready (not while it serves from memory within the
+    /// staleness bound).
+    pub counts: bool,
+    /// The detail after the name.
+    pub detail: String,
+}
+
+impl Check {
+    fn pass(name: String, detail: String) -> Check {
+        Check { name, pass: true, counts: false, detail }
+    }
+
+    fn fail(name: String, detail: String, counts: bool) -> Check {
+        Check { name, pass: false, counts, detail }
+    }
+}
+
+/// A failure's detail, saying whether kache still serves from memory.
+fn stale_detail(what: &str, stale: Duration, bound: Duration) -> String {
+    if stale < bound {
+        format!("{what}; serving from memory for up to {}s more", (bound - stale).as_secs())
+    } else {
+        format!("{what}; past --serve-stale-seconds ({}s)", bound.as_secs())
+    }
 }
 
 /// Which cache a feed fills: one resource (group, version, plural) in one encoding.
@@ -157,31 +192,59 @@ impl Serve {
         true
     }
 
-    /// Readiness checks: (name, passing, detail) for the upstream and every preloaded cache.
-    pub fn readiness(&self) -> Vec<(String, bool, String)> {
+    /// Readiness checks for the upstream and every preloaded cache. A failing check counts
+    /// (makes kache unready) unless kache still serves from memory within
+    /// `--serve-stale-seconds`: a Service must keep sending it clients then.
+    pub fn readiness(&self) -> Vec<Check> {
+        let bound = self.settings.serve_stale;
         let mut out = vec![self.upstream_check()];
+        let mut caches = Vec::new();
         for e in self.feeds.iter().filter(|e| e.value().is_preloaded()) {
             let (k, f) = (e.key(), e.value());
             let name = format!("cache {}{}{} {:?}", k.plural, if k.group.is_empty() { "" } else { "." }, k.group, k.format).to_lowercase();
-            let (pass, why) = match (f.synced(), f.healthy()) {
-                (true, true) => (true, "ok"),
-                (false, _) => (false, "not synced"),
-                (true, false) => (false, "upstream unreachable"),
+            let stale = f.staleness();
+            let check = match (f.synced(), f.healthy()) {
+                (true, true) => Check::pass(name, "ok".into()),
+                (false, _) => Check::fail(name, "not synced".into(), true),
+                (true, false) => Check::fail(name, stale_detail("upstream unreachable", stale, bound), stale >= bound),
             };
-            out.push((name, pass, why.to_string()));
+            caches.push(check);
         }
-        out[1..].sort();
+        caches.sort_by(|a, b| a.name.cmp(&b.name));
+        out.extend(caches);
         out
     }
 
     /// The upstream's health as a readiness check.
-    fn upstream_check(&self) -> (String, bool, String) {
+    fn upstream_check(&self) -> Check {
         let name = "upstream".to_string();
         match &*self.upstream.health().borrow() {
-            upstream::Health::Down { since, why, reason } => (name, false, format!("{reason} for {}s: {why}", since.elapsed().as_secs())),
-            upstream::Health::Up => (name, true, "ok".into()),
-            upstream::Health::Unknown => (name, true, "not probed yet".into()),
+            upstream::Health::Down { since, why, reason } => {
+                let down = since.elapsed();
+                let what = format!("{reason} for {}s: {why}", down.as_secs());
+                let counts = down >= self.settings.serve_stale;
+                Check::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
+            }
+            upstream::Health::Up => Check::pass(name, "ok".into()),
+            upstream::Health::Unknown => Check::pass(name, "not probed yet".into()),
         }
+    }
+
+    /// Whether reads of `feed` may still be answered from memory, or the Status to answer
+    /// instead: past `--serve-stale-seconds` without the upstream, reads are refused.
+    pub(crate) fn within_stale_bound(&self, feed: &Feed) -> Result<(), Status> {
+        let stale = feed.staleness();
+        if stale.is_zero() || stale < self.settings.serve_stale {
+            return Ok(());
+        }
+        Err(Status::unavailable_retry(
+            format!(
+                "the upstream apiserver has been unavailable for {}s, longer than kache serves from memory ({}s)",
+                stale.as_secs(),
+                self.settings.serve_stale.as_secs()
+            ),
+            1,
+        ))
     }
 
     /// Set the cache gauges (objects, bytes, window) from every running cache.
@@ -195,6 +258,7 @@ impl Serve {
             metrics::gauge!(telemetry::WINDOW_EVENTS, &labels).set(snap.window.len() as f64);
             metrics::gauge!(telemetry::WINDOW_SECONDS, &labels).set(snap.window.span().as_secs_f64());
             metrics::gauge!(telemetry::WATCHES_OPEN, &labels).set(f.cache.watchers() as f64);
+            metrics::gauge!(telemetry::STALE_SECONDS, &labels).set(f.staleness().as_secs_f64());
         }
     }
 

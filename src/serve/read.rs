@@ -61,6 +61,10 @@ impl Serve {
         if !feed.synced() {
             return None;
         }
+        // Served from memory through an outage, but only within --serve-stale-seconds.
+        if let Err(status) = self.within_stale_bound(&feed) {
+            return Some(status.into_response(plan.protobuf()));
+        }
         let permit = match self.permit(opts, caller) {
             Ok(p) => p,
             Err(status) => return Some(status.into_response(plan.protobuf())),

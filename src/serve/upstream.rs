@@ -337,6 +337,18 @@ impl Upstream {
         self.health.borrow().is_down()
     }
 
+    /// Why a call that needs an answer now should not wait for this upstream, if the
+    /// monitor last found it hung or unreachable (not merely unready: an apiserver whose
+    /// `/readyz` fails may still answer, and its own Status is the better answer).
+    pub fn unavailable(&self) -> Option<String> {
+        match &*self.health.borrow() {
+            Health::Down { since, why, reason } if *reason != "unready" => {
+                Some(format!("the upstream apiserver has been {reason} for {}s ({why})", since.elapsed().as_secs()))
+            }
+            _ => None,
+        }
+    }
+
     /// Record a change the monitor found.
     pub(crate) fn set_health(&self, h: Health) {
         self.health.send_replace(h);

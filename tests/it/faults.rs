@@ -93,20 +93,24 @@ async fn a_paused_upstream_is_reported_while_cached_reads_answer_and_the_rest_ge
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_upstream_is_found_hung_and_pass_through_gets_a_timeout_status() {
-    let f = faulty(SIM, &flags(&[])).await;
+async fn a_slow_upstream_gives_pass_through_a_timeout_status_and_a_slower_one_is_found_hung() {
+    let f = faulty(SIM, &["--preload", "pods", "--passthrough-timeout-seconds", "1"]).await;
     f.upstream_becomes(true).await;
-    // Slower than the health probe's deadline and the pass-through deadline (2 s).
+    // Slower than the pass-through deadline (1 s), faster than the health probe's (3 s).
+    f.sim.sim.set_delay(Duration::from_secs(2));
+    let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slow")).await;
+    assert_retryable_status("a write to a slow upstream", &r);
+    assert_eq!((r.status, r.json()["reason"].as_str()), (504, Some("Timeout")), "{}", r.text());
+    assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0").await.status, 200);
+    // Slower than the probe's deadline: found hung, and pass-through fails at once.
     f.sim.sim.set_delay(Duration::from_secs(5));
     match f.upstream_becomes(false).await {
         Health::Down { reason, .. } => assert_eq!(reason, "hung"),
         h => panic!("{h:?}"),
     }
-    let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slow")).await;
-    assert_retryable_status("a write to a slow upstream", &r);
-    assert_eq!(r.status, 504);
-    assert_eq!(r.json()["reason"], "Timeout");
-    assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0").await.status, 200);
+    let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slower")).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("has been hung for"), "{}", r.text());
     f.sim.sim.set_delay(Duration::ZERO);
     f.upstream_becomes(true).await;
 }
@@ -327,4 +331,110 @@ async fn sim_fault_endpoint_flips_the_switches() {
     assert_eq!(r.json()["message"], "storage is (re)initializing");
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(sim.get("/readyz").await.status, 200, "the restarted apiserver says ready before its caches are");
+}
+
+/// Item 2 of the reliability issue: within `--serve-stale-seconds` (300 by default) kache
+/// stays ready and answers what it holds, says `[-]upstream` in `/readyz?verbose`, and fails
+/// what needs the upstream at once (503 from the health monitor's finding, not a 504 after a
+/// deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_from_memory_through_an_outage_within_the_stale_bound() {
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let before = f.kache.api.get_ok("/api/v1/pods?resourceVersion=0").await;
+    f.relay.down(true);
+    f.upstream_becomes(false).await;
+    let r = f.kache.api.get("/api/v1/pods?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(keys_rvs(r.json()["items"].as_array().unwrap()), keys_rvs(before["items"].as_array().unwrap()));
+    let (code, verbose) = f.readyz().await;
+    assert_eq!(code, 200, "ready while serving from memory:\n{verbose}");
+    let line = upstream_line(&verbose);
+    assert!(line.starts_with("[-]upstream unreachable for ") && line.contains("; serving from memory for up to "), "{verbose}");
+    assert!(verbose.contains("[-]cache pods json upstream unreachable; serving from memory"), "{verbose}");
+    let w = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("fast")).await;
+    assert_retryable_status("a write while the upstream is known down", &w);
+    assert_eq!(w.status, 503);
+    assert!(
+        w.json()["message"].as_str().unwrap().contains("has been unreachable for"),
+        "failed fast on the monitor's finding: {}",
+        w.text()
+    );
+    let c = f.kache.api.get("/api/v1/pods?limit=5").await;
+    assert_retryable_status("a consistent list while the upstream is known down", &c);
+    assert_eq!(c.status, 503);
+    let m = crate::support::ops::Scrape::parse(&f.admin.get("/metrics").await.text());
+    assert!(
+        m.find("kache_cache_stale_seconds", &[("resource", "pods"), ("encoding", "json")]).iter().any(|s| s.value > 0.0),
+        "the staleness gauge moves during the outage"
+    );
+    f.relay.down(false);
+    f.upstream_becomes(true).await;
+}
+
+/// Past `--serve-stale-seconds` without the upstream kache is unready and refuses cached
+/// reads too; when the upstream is back it serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_stale_bound_kache_is_unready_and_refuses_cached_reads() {
+    let f = faulty(SIM, &flags(&["--serve-stale-seconds", "1"])).await;
+    f.upstream_becomes(true).await;
+    f.relay.down(true);
+    f.upstream_becomes(false).await;
+    let admin = &f.admin;
+    let verbose = eventually(30, 100, || async move {
+        let r = admin.get("/readyz?verbose").await;
+        if r.status == 503 {
+            Ok(r.text())
+        } else {
+            Err(r.text())
+        }
+    })
+    .await;
+    assert!(verbose.lines().any(|l| l.starts_with("[-]") && l.ends_with("past --serve-stale-seconds (1s)")), "{verbose}");
+    let r = f.kache.api.get("/api/v1/pods?resourceVersion=0").await;
+    assert_retryable_status("a cached read past the bound", &r);
+    assert!(r.json()["message"].as_str().unwrap().contains("longer than kache serves from memory (1s)"), "{}", r.text());
+    f.relay.down(false);
+    f.upstream_becomes(true).await;
+    let api = &f.kache.api;
+    eventually(30, 100, || async move {
+        let r = api.get("/api/v1/pods?resourceVersion=0").await;
+        if r.status == 200 {
+            Ok(())
+        } else {
+            Err(r.text())
+        }
+    })
+    .await;
+}
+
+/// With security on, decisions past their TTL are used while the upstream cannot be asked
+/// (within `--serve-stale-seconds`); a caller never judged gets 503 at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_known_decisions_hold_cached_reads_through_an_outage() {
+    let sim = SecureSim::start().await;
+    let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", sim.running.addr).await.unwrap();
+    let kubeconfig = sim.upstream_kubeconfig_at(&format!("https://{}", relay.addr));
+    let mut extra = DEADLINES.to_vec();
+    extra.extend(["--token-cache-ttl-seconds", "1", "--authz-cache-allow-ttl-seconds", "1", "--authz-cache-deny-ttl-seconds", "1"]);
+    let k = SecureKache::start_at(&sim, &kubeconfig, &extra).await;
+    crate::support::upstream_becomes(&k.serving.serve, true).await;
+    let alice = k.client(Who::Token("alice-token"));
+    assert_eq!(alice.get("/api/v1/namespaces/a/pods?resourceVersion=0").await.status, 200);
+    assert_eq!(alice.get("/api/v1/namespaces/b/pods?resourceVersion=0").await.status, 403);
+    let reviews = sim.token_reviews();
+    // The hung upstream is found only after the monitor's 3 s probe deadline, which began
+    // after alice's decisions were made: by then their 1 s TTLs have passed.
+    relay.pause(true);
+    upstream_down(&k).await;
+    assert_eq!(alice.get("/api/v1/namespaces/a/pods?resourceVersion=0").await.status, 200, "last known allow");
+    assert_eq!(alice.get("/api/v1/namespaces/b/pods?resourceVersion=0").await.status, 403, "last known deny");
+    let node = k.client(Who::Token("node-token"));
+    let r = node.get("/api/v1/nodes?resourceVersion=0").await;
+    assert_retryable_status("a caller never judged", &r);
+    assert_eq!(r.status, 503);
+    relay.pause(false);
+    crate::support::upstream_becomes(&k.serving.serve, true).await;
+    assert_eq!(node.get("/api/v1/nodes?resourceVersion=0").await.status, 200);
+    assert!(sim.token_reviews() > reviews, "decisions are asked for again once the upstream is back");
 }

@@ -283,6 +283,15 @@ impl SecureKache {
         .into_iter()
         .map(String::from)
         .collect();
+        // A default that `extra` sets again is dropped (clap refuses a flag given twice).
+        let mut i = 0;
+        while i < flags.len() {
+            if flags[i].starts_with("--") && extra.contains(&flags[i].as_str()) && i + 1 < flags.len() {
+                flags.drain(i..i + 2);
+            } else {
+                i += 1;
+            }
+        }
         flags.extend(extra.iter().map(|s| s.to_string()));
         let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
         let (stop, stopped) = oneshot::channel::<()>();
