@@ -60,7 +60,11 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     req.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
     // Headers within the `own` deadline (see `Upstream::send`), the body within as long again.
-    let resp = upstream.send(req, crate::serve::upstream::Class::Own).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
+    let sent = tokio::select! {
+        sent = upstream.send(req, crate::serve::upstream::Class::Own) => sent,
+        why = upstream.until_unavailable() => return Err(ReviewError::Transport(why)),
+    };
+    let resp = sent.map_err(|e| ReviewError::Transport(e.to_string()))?;
     let code = resp.status().as_u16();
     let deadline = upstream.timeouts().own;
     let bytes = tokio::time::timeout(deadline, Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect())

@@ -94,6 +94,8 @@ pub struct Feed {
     /// Since when the informer has not reached the upstream (its first failure since the
     /// last LIST or WATCH that did).
     broken_since: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Relisting after 410: the previous list is served meanwhile, but it gets no events.
+    relisting: AtomicBool,
     preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
     upstream: Upstream,
@@ -114,6 +116,7 @@ impl Feed {
             synced: watch::Sender::new(false),
             healthy: AtomicBool::new(false),
             broken_since: std::sync::Mutex::new(None),
+            relisting: AtomicBool::new(false),
             preloaded: AtomicBool::new(false),
             probe: tokio::sync::Mutex::new(None),
             upstream,
@@ -126,6 +129,12 @@ impl Feed {
     /// Whether the last LIST or WATCH request reached the upstream.
     pub fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Whether the informer is relisting after its watch expired (410): the cache still
+    /// answers from the previous list, which no longer gets events.
+    pub fn relisting(&self) -> bool {
+        self.relisting.load(Ordering::Relaxed)
     }
 
     /// Record whether the last LIST or WATCH reached the upstream.
@@ -193,7 +202,10 @@ impl Feed {
         }
         let started = Instant::now();
         let path = format!("{}?limit=1", collection_path(&self.cache.resource));
-        let body = fetch(&self.upstream, &path, "application/json").await?;
+        let body = tokio::select! {
+            body = fetch(&self.upstream, &path, "application/json") => body?,
+            why = self.upstream.until_unavailable() => return Err(InformerError::Transport(why.into())),
+        };
         let list: ListJson<'_> = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
         let rv = parse_rv(&list.metadata.resource_version)?;
         *last = Some((started, rv));
@@ -282,10 +294,14 @@ impl Feed {
                 Ok((objects, rv)) => {
                     tracing::info!(resource = %r.plural, objects = objects.len(), rv, fmt = ?self.fmt, "informer synced");
                     self.cache.replace(objects, rv);
+                    self.relisting.store(false, Ordering::Relaxed);
                     self.synced.send_replace(true);
                     backoff = Backoff::default();
                     self.follow(rv, &mut backoff).await;
-                    tracing::info!(resource = %r.plural, "relisting after 410");
+                    tracing::info!(resource = %r.plural, fmt = ?self.fmt, "relisting after 410");
+                    // Stale from now until the new list is in (see `staleness`).
+                    self.relisting.store(true, Ordering::Relaxed);
+                    self.set_healthy(false);
                 }
                 Err(e) => {
                     self.log_failure("list failed", None, &e);

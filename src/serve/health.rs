@@ -32,9 +32,19 @@ pub async fn probe(upstream: &Upstream) -> Health {
         Ok(Err(e)) if is_timeout(&e) => down("hung", e.to_string()),
         Ok(Err(e)) => down("unreachable", format!("unreachable: {e}")),
         Ok(Ok((code, _))) if code.is_success() => Health::Up,
-        Ok(Ok((code, body))) => {
-            down("unready", format!("/readyz answered {}: {}", code.as_u16(), crate::api::status::describe_body(&body).trim()))
-        }
+        Ok(Ok((code, body))) => down("unready", format!("/readyz answered {}: {}", code.as_u16(), failed_checks(&body))),
+    }
+}
+
+/// The failing checks of a verbose-style `/readyz` answer on one line (`[-]informer-sync
+/// failed: reason withheld`), else the answer described as text.
+fn failed_checks(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("[-]")).collect();
+    if failed.is_empty() {
+        crate::api::status::describe_body(body).lines().next().unwrap_or("").trim().to_string()
+    } else {
+        failed.join("; ")
     }
 }
 
@@ -54,17 +64,23 @@ pub(crate) async fn monitor(serve: std::sync::Weak<crate::serve::Serve>) {
     }
 }
 
-/// Keep `found` unless it repeats the state held (a Down keeps its first `since`), with
-/// the metric and one log line per change.
-pub fn record(upstream: &Upstream, found: Health) {
+/// Keep `found` unless it repeats the state held, with the metric and one log line per
+/// change. An outage keeps the `since` of its first failed probe when its reason changes
+/// (a paused upstream is first hung, then unreachable once its connections are closed), and
+/// is counted once.
+pub fn record(upstream: &Upstream, mut found: Health) {
     let before = upstream.health().borrow().clone();
     metrics::gauge!(telemetry::UPSTREAM_UP).set(if found.is_down() { 0.0 } else { 1.0 });
-    match (&before, &found) {
+    match (&before, &mut found) {
         (Health::Down { reason: a, .. }, Health::Down { reason: b, .. }) if a == b => return,
         (Health::Up, Health::Up) => return,
+        (Health::Down { since: first, .. }, Health::Down { since, why, reason }) => {
+            *since = *first;
+            tracing::info!(reason = *reason, why = %why, "upstream apiserver still down");
+        }
         (_, Health::Down { why, reason, .. }) => {
             metrics::counter!(telemetry::UPSTREAM_FAULTS, "reason" => *reason).increment(1);
-            tracing::warn!(reason, why = %why, "upstream apiserver is down");
+            tracing::warn!(reason = *reason, why = %why, "upstream apiserver is down");
         }
         (Health::Down { since, .. }, Health::Up) => {
             tracing::info!(down_seconds = since.elapsed().as_secs_f64(), "upstream apiserver answers again")

@@ -206,6 +206,7 @@ impl Serve {
             let check = match (f.synced(), f.healthy()) {
                 (true, true) => Check::pass(name, "ok".into()),
                 (false, _) => Check::fail(name, "not synced".into(), true),
+                (true, false) if f.relisting() => Check::fail(name, stale_detail("relisting after 410 Gone", stale, bound), stale >= bound),
                 (true, false) => Check::fail(name, stale_detail("upstream unreachable", stale, bound), stale >= bound),
             };
             caches.push(check);

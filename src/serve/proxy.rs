@@ -120,8 +120,13 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
         return forward_upgrade(upstream, out, creds, client_upgrade).await;
     }
     let sent = match creds {
-        Credentials::Client => upstream.send_as_client(out).await,
-        Credentials::Kache => upstream.send(out, Class::Passthrough).await,
+        Credentials::Client => upstream.send_as_client(out),
+        Credentials::Kache => upstream.send(out, Class::Passthrough),
+    };
+    // Found hung or unreachable while this request waits: answer now, not at the deadline.
+    let sent = tokio::select! {
+        sent = sent => sent,
+        why = upstream.until_unavailable() => return Status::unavailable_retry(why, 1).into_response(false),
     };
     let resp = match sent {
         Ok(r) => r,

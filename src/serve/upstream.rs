@@ -349,6 +349,17 @@ impl Upstream {
         }
     }
 
+    /// Resolves, with why, once the monitor finds the upstream hung or unreachable (at once
+    /// if it already has): a call that would otherwise wait out its deadline races this.
+    pub fn until_unavailable(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut rx = self.health.subscribe();
+        let this = self.clone();
+        async move {
+            let _ = rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await;
+            this.unavailable().unwrap_or_else(|| "the upstream apiserver is unavailable".into())
+        }
+    }
+
     /// Record a change the monitor found.
     pub(crate) fn set_health(&self, h: Health) {
         self.health.send_replace(h);

@@ -438,3 +438,31 @@ async fn last_known_decisions_hold_cached_reads_through_an_outage() {
     assert_eq!(node.get("/api/v1/nodes?resourceVersion=0").await.status, 200);
     assert!(sim.token_reviews() > reviews, "decisions are asked for again once the upstream is back");
 }
+
+/// kubectl through kache with the upstream hung: what kache holds still prints; what needs
+/// the upstream fails with kache's Status (kubectl prints its message) instead of hanging
+/// until kubectl's own timeout; after the upstream is back, `kubectl get pods` works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_through_a_paused_upstream() {
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let kubectl = crate::support::Kubectl::new(&format!("http://{}", f.kache.serving.addr));
+    f.relay.pause(true);
+    f.upstream_becomes(false).await;
+    // A resourceVersion=0 list is answered from memory.
+    let out = kubectl.run(&["get", "--raw", "/api/v1/pods?resourceVersion=0&limit=3"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "PodList");
+    // A list without a resourceVersion is a consistent read, the upstream's to answer: it
+    // fails with kache's Status (client-go retries it after each Retry-After first). Plain
+    // `kubectl get pods` needs discovery too, which kache passes through: it fails the same way.
+    let out = kubectl.run(&["get", "--raw", "/api/v1/pods?limit=3"]).await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has been hung for"), "kubectl shows kache's Status: {err}");
+    f.relay.pause(false);
+    f.upstream_becomes(true).await;
+    let out = kubectl.run(&["get", "pods", "-A", "-o", "name"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
