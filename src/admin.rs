@@ -1,6 +1,7 @@
 //! The admin listener: `/metrics` (Prometheus text), `/livez`, `/readyz` (ready when every
-//! preloaded cache has synced and its informer reaches the upstream; `?verbose` lists each
-//! check), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
+//! preloaded cache has synced and its informer reaches the upstream, or serves from memory
+//! within `--serve-stale-seconds`; `?verbose` lists each check, failing ones as `[-]` even
+//! when they do not make kache unready), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
 //! client traffic and never need client credentials.
 
 use crate::serve::body::RequestBody;
@@ -26,11 +27,11 @@ fn text(code: StatusCode, s: String) -> Response<Body> {
 impl Admin {
     fn ready(&self, verbose: bool) -> Response<Body> {
         let checks = self.serve.readiness();
-        let ok = checks.iter().all(|c| c.1);
+        let ok = checks.iter().all(|c| c.pass || !c.counts);
         let mut out = String::new();
         if verbose {
-            for (name, pass, why) in &checks {
-                out.push_str(&format!("[{}]{name} {why}\n", if *pass { '+' } else { '-' }));
+            for c in &checks {
+                out.push_str(&format!("[{}]{} {}\n", if c.pass { '+' } else { '-' }, c.name, c.detail));
             }
         }
         out.push_str(if ok { "readyz check passed\n" } else { "readyz check failed\n" });

@@ -112,11 +112,52 @@ pub struct CacheArgs {
         default_value_t = 60
     )]
     pub bookmark_interval_seconds: u64,
+    /// Seconds kache waits for the response headers of its own upstream calls (access and
+    /// token reviews, discovery, LIST pages, freshness probes, watches), and for the next
+    /// bytes of their bodies; past it the call fails and is retried.
+    #[arg(long, env = "KACHE_UPSTREAM_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub upstream_timeout_seconds: u64,
+    /// Seconds a client's passed-through request waits for the upstream's response headers
+    /// before it gets a 504 Timeout Status (the apiserver's own request timeout is 60 s).
+    #[arg(long, env = "KACHE_PASSTHROUGH_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub passthrough_timeout_seconds: u64,
+    /// Seconds an informer's upstream watch may bring neither an event nor a bookmark
+    /// before kache reconnects it (resuming from its resourceVersion). The apiserver sends
+    /// a bookmark about every 60 s.
+    #[arg(long, env = "KACHE_UPSTREAM_WATCH_IDLE_SECONDS", default_value_t = 90)]
+    pub upstream_watch_idle_seconds: u64,
+    /// Requests one client (its user name, or its address when clients are not
+    /// authenticated) may have passed through to the upstream at once, watches included;
+    /// beyond it the client gets 429 with Retry-After. Keeps one client from taking the
+    /// upstream's streams from everyone (kache's own calls have connections of their
+    /// own); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_PASSTHROUGH_PER_CLIENT", default_value_t = 500)]
+    pub max_passthrough_per_client: usize,
+    /// Seconds kache keeps serving reads from memory, and judging clients by their last
+    /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
+    /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked
+    /// or a permission removed during an outage stays effective against cached reads this
+    /// long. 0: no stale reads at all.
+    #[arg(long, env = "KACHE_SERVE_STALE_SECONDS", default_value_t = 300)]
+    pub serve_stale_seconds: u64,
 }
 
 impl CacheArgs {
+    /// The upstream deadlines these flags set.
+    pub fn timeouts(&self) -> crate::serve::upstream::Timeouts {
+        use std::time::Duration;
+        crate::serve::upstream::Timeouts {
+            own: Duration::from_secs(self.upstream_timeout_seconds),
+            passthrough: Duration::from_secs(self.passthrough_timeout_seconds),
+            watch_idle: Duration::from_secs(self.upstream_watch_idle_seconds),
+        }
+    }
+
     /// Check values that clap's types do not.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        at_least("--upstream-timeout-seconds", self.upstream_timeout_seconds, 1)?;
+        at_least("--passthrough-timeout-seconds", self.passthrough_timeout_seconds, 1)?;
+        at_least("--upstream-watch-idle-seconds", self.upstream_watch_idle_seconds, 1)?;
         for (flag, v) in [
             ("--cache-window-events", self.window_events),
             ("--snapshot-history", self.snapshot_history),
@@ -363,6 +404,14 @@ pub struct SimArgs {
     /// Write the bound address (`host:port`) to this file once listening.
     #[arg(long, env = "KACHE_SIM_ADDR_FILE")]
     pub addr_file: Option<PathBuf>,
+    /// Serve fault switches on this address (loopback only): POST /pause, /resume, /drop,
+    /// /down, /up, /restart?warmup_ms=N, /slow?ms=N. The simulator then sits behind a
+    /// relay on --listen that the switches pause, cut and take down.
+    #[arg(long, env = "KACHE_SIM_FAULT_LISTEN")]
+    pub fault_listen: Option<String>,
+    /// Write the fault endpoint's bound address to this file.
+    #[arg(long, env = "KACHE_SIM_FAULT_ADDR_FILE")]
+    pub fault_addr_file: Option<PathBuf>,
     /// The synthetic cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,

@@ -8,6 +8,14 @@ use std::sync::OnceLock;
 /// Upstream HTTP/2 connections open, by class (`own`: informers, reviews, probes;
 /// `passthrough`: clients' requests).
 pub const UPSTREAM_CONNECTIONS: &str = "kache_upstream_connections";
+/// Whether the upstream answered kache's last health probe (`/readyz`) with 200: 1 or 0.
+pub const UPSTREAM_UP: &str = "kache_upstream_up";
+/// Times the upstream was found down, by reason (`hung`: no answer within the deadline;
+/// `unreachable`: connection refused or broken; `unready`: `/readyz` not 200).
+pub const UPSTREAM_FAULTS: &str = "kache_upstream_faults_total";
+/// Seconds the cache may have missed upstream changes (0 while its informer is connected
+/// to an upstream found up), by resource and encoding: how stale what kache serves is.
+pub const STALE_SECONDS: &str = "kache_cache_stale_seconds";
 /// Freshness probes started (short watches that prove a cache current), by resource and
 /// encoding.
 pub const FRESHNESS_PROBES: &str = "kache_freshness_probes_total";

@@ -231,6 +231,21 @@ impl Status {
         Self::failure(503, "ServiceUnavailable", message)
     }
 
+    /// 503 ServiceUnavailable with a retry hint (sent as `Retry-After` too).
+    pub fn unavailable_retry(message: impl Into<String>, retry_after_seconds: u32) -> Self {
+        let mut s = Self::unavailable(message);
+        s.details = Some(Box::new(Details { retry_after_seconds, ..Details::default() }));
+        s
+    }
+
+    /// 504 Timeout with a retry hint, as the apiserver answers a request that did not
+    /// complete in time.
+    pub fn timeout(message: impl Into<String>, retry_after_seconds: u32) -> Self {
+        let mut s = Self::failure(504, "Timeout", message);
+        s.details = Some(Box::new(Details { retry_after_seconds, ..Details::default() }));
+        s
+    }
+
     /// Compact JSON, without the trailing newline.
     pub fn to_json(&self) -> Vec<u8> {
         json::to_vec(&JsonStatus {
@@ -404,5 +419,70 @@ mod tests {
         let pb = golden("05e-delete-configmap-200.pb.body");
         let (_, _, raw) = wire::open_envelope(&pb).unwrap();
         assert!(raw.ends_with(&[0x30, 0x00]), "success writes code 0 in pb");
+    }
+}
+
+/// A readable one-line summary of an upstream error body for logs and error messages: the
+/// `message` (and `reason`) of a `Status` in JSON, in a protobuf envelope or as a bare
+/// protobuf message (a watch's ERROR event), else the start of the text; never raw bytes.
+pub fn describe_body(body: &[u8]) -> String {
+    const MAX: usize = 300;
+    let clip = |s: &str| s.chars().take(MAX).collect::<String>();
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+        if let Some(m) = v["message"].as_str() {
+            return match v["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(r) => clip(&format!("{r}: {m}")),
+                None => clip(m),
+            };
+        }
+    }
+    let pb = match wire::open_envelope(body) {
+        Some((_, kind, raw)) if kind == "Status" => Some(raw),
+        Some((_, kind, _)) => return format!("a protobuf {kind} ({} bytes)", body.len()),
+        None if std::str::from_utf8(body).is_err() => Some(body),
+        None => None,
+    };
+    match pb.and_then(pb_status_text) {
+        Some(text) => clip(&text),
+        None if pb.is_some() => format!("{} bytes of undecodable binary data", body.len()),
+        None => clip(&String::from_utf8_lossy(body)),
+    }
+}
+
+/// `reason: message` of a bare protobuf `Status` message (fields 4 and 3).
+fn pb_status_text(raw: &[u8]) -> Option<String> {
+    let (mut pos, mut message, mut reason) = (0, None, None);
+    while pos < raw.len() {
+        let (field, wt, range) = wire::next_field(raw, &mut pos)?;
+        if wt != prost::encoding::WireType::LengthDelimited {
+            continue;
+        }
+        match field {
+            3 => message = Some(std::str::from_utf8(&raw[range]).ok()?.to_string()),
+            4 => reason = Some(std::str::from_utf8(&raw[range]).ok()?.to_string()),
+            _ => {}
+        }
+    }
+    let message = message?;
+    Some(match reason.filter(|r| !r.is_empty()) {
+        Some(r) => format!("{r}: {message}"),
+        None => message,
+    })
+}
+
+#[cfg(test)]
+mod describe_tests {
+    use super::*;
+
+    #[test]
+    fn protobuf_status_bodies_read_as_text() {
+        let s = Status::too_many_requests("storage is (re)initializing", 1);
+        assert_eq!(describe_body(&s.encode(true)), "TooManyRequests: storage is (re)initializing");
+        assert_eq!(describe_body(&s.to_pb()), "TooManyRequests: storage is (re)initializing");
+        assert_eq!(describe_body(&s.encode(false)), "TooManyRequests: storage is (re)initializing");
+        assert_eq!(describe_body(b"plain words"), "plain words");
+        let garbage = [0xffu8, 0xfe, 0x00, 0x81];
+        let text = describe_body(&garbage);
+        assert!(text.contains("4 bytes") && !text.contains('\u{fffd}'), "{text}");
     }
 }

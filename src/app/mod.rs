@@ -91,6 +91,8 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         preload_formats: c.preload_encodings.clone(),
         security: None,
         inflight: InflightLimits { global: 4000, per_user: 400 },
+        passthrough_per_client: c.max_passthrough_per_client,
+        serve_stale: Duration::from_secs(c.serve_stale_seconds),
         max_uri_bytes: 64 * 1024,
     }
 }
@@ -124,22 +126,25 @@ pub async fn start_serve(
 ) -> Result<Serving, StartError> {
     c.validate()?;
     crate::config::require_loopback(listen)?;
+    let upstream = upstream.with_timeouts(c.timeouts());
     launch(upstream, listen, addr_file, serve_settings(c), None, ConnLimits::default(), shutdown, grace).await
 }
 
 /// The security settings of `kache serve`'s flags.
-fn security_settings(s: &SecurityArgs) -> SecuritySettings {
+fn security_settings(s: &SecurityArgs, stale: Duration) -> SecuritySettings {
     SecuritySettings {
         authn: AuthnSettings {
             allow_anonymous: s.allow_anonymous,
             token_ttl: Duration::from_secs(s.token_cache_ttl_seconds),
             negative_ttl: Duration::from_secs(s.token_cache_negative_ttl_seconds),
             cache_entries: s.auth_cache_entries,
+            stale,
         },
         authz: AuthzSettings {
             allow_ttl: Duration::from_secs(s.authz_cache_allow_ttl_seconds),
             deny_ttl: Duration::from_secs(s.authz_cache_deny_ttl_seconds),
             cache_entries: s.auth_cache_entries,
+            stale,
         },
         passthrough: s.passthrough_auth,
     }
@@ -156,6 +161,7 @@ pub async fn start_serve_args(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Serving, StartError> {
     args.cache.validate()?;
+    let upstream = upstream.with_timeouts(args.cache.timeouts());
     let s = &args.security;
     s.validate()?;
     if args.insecure_http {
@@ -170,7 +176,8 @@ pub async fn start_serve_args(
         Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
     };
     let mut settings = serve_settings(&args.cache);
-    settings.security = Some(Arc::new(Security::new(upstream.clone(), security_settings(s))));
+    settings.security =
+        Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
     let limits = ConnLimits {

@@ -26,6 +26,9 @@ pub struct AuthnSettings {
     pub negative_ttl: Duration,
     /// Token reviews remembered at most.
     pub cache_entries: usize,
+    /// How long past their TTL decisions are used when the upstream cannot be asked
+    /// (`--serve-stale-seconds`).
+    pub stale: Duration,
 }
 
 /// Judges clients' credentials.
@@ -47,7 +50,7 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 impl Authenticator {
     /// An authenticator asking `upstream`.
     pub fn new(upstream: Upstream, settings: AuthnSettings) -> Authenticator {
-        let cache = TtlCache::new(settings.cache_entries);
+        let cache = TtlCache::new(settings.cache_entries).keeping(settings.stale);
         Authenticator { upstream, settings, cache, reviews: AtomicU64::new(0) }
     }
 
@@ -77,10 +80,15 @@ impl Authenticator {
         if let Some(known) = self.cache.get(&key) {
             return Ok(known);
         }
-        let answer = self.review(token).await.map_err(|e| {
-            tracing::warn!(error = %e, "token review failed");
-            e.status()
-        })?;
+        let answer = match self.review(token).await {
+            Ok(answer) => answer,
+            // The upstream cannot be asked: its last answer, within the staleness bound.
+            Err(e @ ReviewError::Transport(_)) => match self.cache.get_stale(&key) {
+                Some(known) => return Ok(known),
+                None => return Err(log_failure(&self.upstream, "token review failed", &e)),
+            },
+            Err(e) => return Err(log_failure(&self.upstream, "token review failed", &e)),
+        };
         let ttl = if answer.is_some() { self.settings.token_ttl } else { self.settings.negative_ttl };
         self.cache.insert(key, answer.clone(), ttl);
         Ok(answer)
@@ -103,6 +111,17 @@ impl Authenticator {
         }
         Ok(Some(id))
     }
+}
+
+/// Log a failed review (at debug while the upstream is known down: the health monitor has
+/// said so once) and give the Status for the client.
+pub(crate) fn log_failure(upstream: &Upstream, what: &str, e: &ReviewError) -> Status {
+    if upstream.unavailable().is_some() {
+        tracing::debug!(error = %e, "{what}");
+    } else {
+        tracing::warn!(error = %e, "{what}");
+    }
+    e.status()
 }
 
 #[cfg(test)]

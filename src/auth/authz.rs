@@ -22,6 +22,9 @@ pub struct AuthzSettings {
     pub deny_ttl: Duration,
     /// Decisions remembered at most.
     pub cache_entries: usize,
+    /// How long past their TTL decisions are used when the upstream cannot be asked
+    /// (`--serve-stale-seconds`).
+    pub stale: Duration,
 }
 
 /// The upstream's answer to one access review.
@@ -117,7 +120,7 @@ fn cache_key(id: &Identity, a: &Attributes) -> Vec<u8> {
 impl Authorizer {
     /// An authorizer asking `upstream`.
     pub fn new(upstream: Upstream, settings: AuthzSettings) -> Authorizer {
-        let cache = TtlCache::new(settings.cache_entries);
+        let cache = TtlCache::new(settings.cache_entries).keeping(settings.stale);
         Authorizer { upstream, settings, cache, reviews: AtomicU64::new(0) }
     }
 
@@ -132,10 +135,15 @@ impl Authorizer {
         if let Some(d) = self.cache.get(&key) {
             return Ok(d);
         }
-        let d = self.review(review_spec(id, a)).await.map_err(|e| {
-            tracing::warn!(error = %e, "access review failed");
-            e.status()
-        })?;
+        let d = match self.review(review_spec(id, a)).await {
+            Ok(d) => d,
+            // The upstream cannot be asked: its last answer, within the staleness bound.
+            Err(e @ ReviewError::Transport(_)) => match self.cache.get_stale(&key) {
+                Some(known) => return Ok(known),
+                None => return Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
+            },
+            Err(e) => return Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
+        };
         let ttl = if d.allowed { self.settings.allow_ttl } else { self.settings.deny_ttl };
         self.cache.insert(key, d.clone(), ttl);
         Ok(d)

@@ -41,7 +41,7 @@ impl ReviewError {
     /// The Status a client gets when its request cannot be judged.
     pub fn status(&self) -> crate::api::status::Status {
         match self {
-            ReviewError::Transport(_) => crate::api::status::Status::unavailable(self.to_string()),
+            ReviewError::Transport(_) => crate::api::status::Status::unavailable_retry(self.to_string(), 1),
             _ => crate::api::status::Status::internal(self.to_string()),
         }
     }
@@ -49,17 +49,31 @@ impl ReviewError {
 
 /// POST `review` to `path` and return the response's `status` object.
 pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, review: &Value) -> Result<Value, ReviewError> {
+    // Fail fast while the upstream is known hung or unreachable: the caller then uses its
+    // last known decision (within `--serve-stale-seconds`) or answers 503 at once.
+    if let Some(why) = upstream.unavailable() {
+        return Err(ReviewError::Transport(why));
+    }
     let mut req = Request::new(body::full(serde_json::to_vec(review).unwrap_or_default()));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = http::Uri::from_static(path);
     req.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-    let resp = upstream.send(req, crate::serve::upstream::Class::Own).await.map_err(|e| ReviewError::Transport(e.to_string()))?;
+    // Headers within the `own` deadline (see `Upstream::send`), the body within as long again.
+    let sent = tokio::select! {
+        sent = upstream.send(req, crate::serve::upstream::Class::Own) => sent,
+        why = upstream.until_unavailable() => return Err(ReviewError::Transport(why)),
+    };
+    let resp = sent.map_err(|e| ReviewError::Transport(e.to_string()))?;
     let code = resp.status().as_u16();
-    let bytes =
-        Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect().await.map_err(|e| ReviewError::Transport(e.to_string()))?.to_bytes();
+    let deadline = upstream.timeouts().own;
+    let bytes = tokio::time::timeout(deadline, Limited::new(resp.into_body(), MAX_REVIEW_BYTES).collect())
+        .await
+        .map_err(|_| ReviewError::Transport(format!("the {kind} answer did not arrive within {deadline:?}")))?
+        .map_err(|e| ReviewError::Transport(e.to_string()))?
+        .to_bytes();
     if !(200..300).contains(&code) {
-        return Err(ReviewError::Refused { kind, code, body: String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned() });
+        return Err(ReviewError::Refused { kind, code, body: crate::api::status::describe_body(&bytes) });
     }
     let mut v: Value = serde_json::from_slice(&bytes).map_err(|e| ReviewError::Decode { kind, message: e.to_string() })?;
     match v.get_mut("status").map(Value::take) {

@@ -15,12 +15,27 @@ pub struct TtlCache<K, V> {
     /// the hasher must resist chosen collisions, and SipHash cost ~1% of a cached LIST.
     entries: Mutex<HashMap<K, (Instant, V), ahash::RandomState>>,
     capacity: usize,
+    /// How long past its expiry an entry is kept for [`TtlCache::get_stale`].
+    keep: Duration,
 }
 
 impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     /// An empty cache of at most `capacity` entries (at least 1).
     pub fn new(capacity: usize) -> Self {
-        TtlCache { entries: Mutex::new(HashMap::default()), capacity: capacity.max(1) }
+        TtlCache { entries: Mutex::new(HashMap::default()), capacity: capacity.max(1), keep: Duration::ZERO }
+    }
+
+    /// The same, keeping entries `keep` past their expiry for [`TtlCache::get_stale`].
+    pub fn keeping(mut self, keep: Duration) -> Self {
+        self.keep = keep;
+        self
+    }
+
+    /// The value for `key` even if it has expired, as long as it expired less than `keep`
+    /// ago: the last known decision, for when the upstream cannot be asked.
+    pub fn get_stale(&self, key: &K) -> Option<V> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(key).filter(|(until, _)| *until + self.keep > Instant::now()).map(|(_, v)| v.clone())
     }
 
     /// The value for `key` if it has not expired.
@@ -38,7 +53,8 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= self.capacity && !entries.contains_key(&key) {
-            entries.retain(|_, (until, _)| *until > now);
+            let keep = self.keep;
+            entries.retain(|_, (until, _)| *until + keep > now);
             let excess = entries.len().saturating_sub(self.capacity * 3 / 4);
             if excess > 0 {
                 // HashMap iteration order is random per process: the victims are arbitrary.
@@ -79,5 +95,18 @@ mod tests {
             assert!(c.len() <= 8);
         }
         assert_eq!(c.get(&99), Some("x"));
+    }
+
+    #[test]
+    fn expired_entries_are_kept_for_stale_use_only_as_long_as_asked() {
+        let c = TtlCache::new(8).keeping(Duration::from_secs(3600));
+        c.insert(1, "a", Duration::from_nanos(1));
+        std::thread::sleep(Duration::from_millis(1));
+        assert_eq!(c.get(&1), None, "expired");
+        assert_eq!(c.get_stale(&1), Some("a"), "still the last known value");
+        let strict = TtlCache::new(8);
+        strict.insert(1, "a", Duration::from_nanos(1));
+        std::thread::sleep(Duration::from_millis(1));
+        assert_eq!(strict.get_stale(&1), None, "nothing kept past expiry by default");
     }
 }

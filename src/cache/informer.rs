@@ -12,7 +12,7 @@ use crate::cache::window::EventType;
 use crate::cache::KindCache;
 use crate::serve::body::BoxError;
 use crate::serve::query::Format;
-use crate::serve::upstream::Upstream;
+use crate::serve::upstream::{Counted, Upstream};
 use crate::telemetry;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
@@ -41,6 +41,12 @@ const PROBE_STAGGER: Duration = Duration::from_millis(1000);
 /// consistent read of a kind in use finds a bookmark already on its way.
 const PROBE_LINGER: Duration = Duration::from_secs(10);
 
+/// The longest `Retry-After` of a 429 an informer honours as given; a longer one is cut to
+/// this. The apiserver's "storage is (re)initializing" asks 1 s after a short downtime
+/// (growing with it, up to 30 s), and its cache is usually ready well before a long hint
+/// has passed.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(5);
+
 /// Why an informer step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InformerError {
@@ -52,9 +58,15 @@ pub enum InformerError {
     Status {
         /// HTTP status.
         code: u16,
-        /// Start of the body.
+        /// The body as text (a Status's reason and message).
         body: String,
+        /// Its `Retry-After`, in seconds.
+        retry_after: Option<u64>,
     },
+    /// A response body stopped coming: no bytes (for a watch, no event and no bookmark)
+    /// within the bound.
+    #[error("the upstream sent nothing for {0:?}")]
+    Stalled(Duration),
     /// The upstream sent something that does not parse.
     #[error("cannot decode upstream data: {0}")]
     Decode(String),
@@ -80,6 +92,11 @@ pub struct Feed {
     pub fmt: Format,
     synced: watch::Sender<bool>,
     healthy: AtomicBool,
+    /// Since when the informer has not reached the upstream (its first failure since the
+    /// last LIST or WATCH that did).
+    broken_since: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Relisting after 410: the previous list is served meanwhile, but it gets no events.
+    relisting: AtomicBool,
     preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
     upstream: Upstream,
@@ -101,6 +118,8 @@ impl Feed {
             fmt,
             synced: watch::Sender::new(false),
             healthy: AtomicBool::new(false),
+            broken_since: std::sync::Mutex::new(None),
+            relisting: AtomicBool::new(false),
             preloaded: AtomicBool::new(false),
             probe: tokio::sync::Mutex::new(None),
             upstream,
@@ -119,6 +138,36 @@ impl Feed {
     /// Why the upstream refused to fill this cache, if it did (the feed has stopped).
     pub fn refused(&self) -> Option<&str> {
         self.refused.get().map(String::as_str)
+    }
+
+    /// Whether the informer is relisting after its watch expired (410): the cache still
+    /// answers from the previous list, which no longer gets events.
+    pub fn relisting(&self) -> bool {
+        self.relisting.load(Ordering::Relaxed)
+    }
+
+    /// Record whether the last LIST or WATCH reached the upstream.
+    fn set_healthy(&self, ok: bool) {
+        self.healthy.store(ok, Ordering::Relaxed);
+        let mut since = self.broken_since.lock().unwrap_or_else(|e| e.into_inner());
+        match (ok, *since) {
+            (true, _) => *since = None,
+            (false, None) => *since = Some(tokio::time::Instant::now()),
+            (false, Some(_)) => {}
+        }
+    }
+
+    /// How long this cache may have missed upstream changes: zero while its informer is
+    /// connected to an upstream the health monitor finds up; else since the informer last
+    /// failed or since the upstream was found down, whichever is longer ago (a hung upstream
+    /// stalls an open watch before it fails).
+    pub fn staleness(&self) -> Duration {
+        let broken = self.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
+        let down = match &*self.upstream.health().borrow() {
+            crate::serve::upstream::Health::Down { since, .. } => Some(since.elapsed()),
+            _ => None,
+        };
+        broken.into_iter().chain(down).max().unwrap_or_default()
     }
 
     /// Count this feed in readiness.
@@ -157,9 +206,15 @@ impl Feed {
                 return Ok(rv);
             }
         }
+        if let Some(why) = self.upstream.unavailable() {
+            return Err(InformerError::Transport(why.into()));
+        }
         let started = Instant::now();
         let path = format!("{}?limit=1", collection_path(&self.cache.resource));
-        let body = fetch(&self.upstream, &path, "application/json").await?;
+        let body = tokio::select! {
+            body = fetch(&self.upstream, &path, "application/json") => body?,
+            why = self.upstream.until_unavailable() => return Err(InformerError::Transport(why.into())),
+        };
         let list: ListJson<'_> = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
         let rv = parse_rv(&list.metadata.resource_version)?;
         *last = Some((started, rv));
@@ -244,27 +299,31 @@ impl Feed {
             metrics::counter!(telemetry::RELISTS, &self.labels()).increment(1);
             let custom = self.custom_columns().await;
             let listed = self.list(custom.as_ref()).await;
-            self.healthy.store(listed.is_ok(), Ordering::Relaxed);
+            self.set_healthy(listed.is_ok());
             match listed {
                 Ok((objects, rv)) => {
                     tracing::info!(resource = %r.plural, objects = objects.len(), rv, fmt = ?self.fmt, "informer synced");
                     self.cache.replace_printed(objects, rv, custom);
+                    self.relisting.store(false, Ordering::Relaxed);
                     self.synced.send_replace(true);
                     backoff = Backoff::default();
                     self.follow(rv, &mut backoff).await;
-                    tracing::info!(resource = %r.plural, "relisting");
+                    tracing::info!(resource = %r.plural, fmt = ?self.fmt, "relisting");
+                    // Stale from now until the new list is in (see `staleness`).
+                    self.relisting.store(true, Ordering::Relaxed);
+                    self.set_healthy(false);
                 }
                 // The upstream does not serve this kind in this encoding (a custom resource
                 // asked for in protobuf): no retry can work. Requests pass through.
-                Err(InformerError::Status { code: 406, body }) => {
+                Err(InformerError::Status { code: 406, body, .. }) => {
                     let why = format!("the upstream refuses {} in {:?} (406 {body}); this cache stays off", r.plural, self.fmt);
                     tracing::warn!(resource = %r.plural, fmt = ?self.fmt, "{why}");
                     let _ = self.refused.set(why);
                     return;
                 }
                 Err(e) => {
-                    tracing::warn!(resource = %r.plural, error = %e, "list failed");
-                    tokio::time::sleep(backoff.next()).await;
+                    self.log_failure("list failed", None, &e);
+                    self.pause(&e, &mut backoff).await;
                 }
             }
         }
@@ -274,7 +333,10 @@ impl Feed {
     async fn follow(&self, mut rv: u64, backoff: &mut Backoff) {
         loop {
             let watched = self.watch(&mut rv).await;
-            self.healthy.store(!matches!(watched, Err(InformerError::Transport(_)) | Err(InformerError::Status { .. })), Ordering::Relaxed);
+            self.set_healthy(!matches!(
+                watched,
+                Err(InformerError::Transport(_) | InformerError::Status { .. } | InformerError::Stalled(_))
+            ));
             metrics::counter!(telemetry::WATCH_RESTARTS, &self.labels()).increment(1);
             // The apiserver ends a custom resource's watches when its CRD changes: its
             // printer columns are read again then, and the cells computed again if they
@@ -287,10 +349,43 @@ impl Feed {
                 Ok(()) => *backoff = Backoff::default(),
                 Err(InformerError::Expired) => return,
                 Err(e) => {
-                    tracing::warn!(resource = %self.cache.resource.plural, rv, error = %e, "watch failed; resuming");
-                    tokio::time::sleep(backoff.next()).await;
+                    self.log_failure("watch failed; resuming", Some(rv), &e);
+                    self.pause(&e, backoff).await;
                 }
             }
+        }
+    }
+
+    /// Log a failed LIST or WATCH: a warning, unless the health monitor already reported
+    /// the upstream down (then one line says so for every request, not one per retry).
+    fn log_failure(&self, what: &str, rv: Option<u64>, e: &InformerError) {
+        let r = &self.cache.resource.plural;
+        if self.upstream.is_down() {
+            tracing::debug!(resource = %r, rv, error = %e, "{what}");
+        } else {
+            tracing::warn!(resource = %r, rv, error = %e, "{what}");
+        }
+    }
+
+    /// Wait before the next attempt after `e`: a 429's `Retry-After` (at most
+    /// [`MAX_RETRY_AFTER`]; the backoff does not grow), else the backoff. While the upstream
+    /// is down the wait ends as soon as the health monitor finds it back, so every cache
+    /// (JSON and protobuf alike) resumes or relists together within a probe interval of the
+    /// upstream's recovery rather than at the end of a long backoff.
+    async fn pause(&self, e: &InformerError, backoff: &mut Backoff) {
+        let wait = wait_after(e, backoff);
+        let mut health = self.upstream.health();
+        let was_down = health.borrow_and_update().is_down();
+        let recovered = async {
+            if was_down {
+                let _ = health.wait_for(|h| !h.is_down()).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = recovered => *backoff = Backoff::default(),
         }
     }
 
@@ -395,20 +490,14 @@ impl Feed {
         };
         let resp = self.upstream.get(&path, accept).await?;
         if !resp.status().is_success() {
-            let code = resp.status().as_u16();
-            let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            if code == 410 {
-                return Err(InformerError::Expired);
-            }
-            return Err(InformerError::Status { code, body: String::from_utf8_lossy(&body[..body.len().min(300)]).into() });
+            return Err(error_response(resp, self.upstream.timeouts().own).await);
         }
         // The upstream answers again: readiness need not wait for this watch to end.
-        self.healthy.store(true, Ordering::Relaxed);
+        self.set_healthy(true);
         let mut body = resp.into_body();
         let mut buf = BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| InformerError::Transport(e.into()))?;
-            let Ok(data) = frame.into_data() else { continue };
+        let idle = self.upstream.timeouts().watch_idle;
+        while let Some(data) = next_data(&mut body, idle).await? {
             buf.extend_from_slice(&data);
             while let Some(ev) = self.next_event(&mut buf)? {
                 self.ingest(ev, rv)?;
@@ -509,34 +598,56 @@ fn parse_rv(s: &str) -> Result<u64, InformerError> {
     s.parse().map_err(|_| InformerError::Decode(format!("bad resourceVersion {s:?}")))
 }
 
+/// A GET of one of kache's own calls, read whole: its headers within the `own` deadline
+/// (see [`Upstream::get`]) and its body as long as bytes keep coming (no gap longer than
+/// the same deadline), so a large LIST may take as long as it needs, a stalled one not.
 pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
     let resp = upstream.get(path, accept).await?;
-    let code = resp.status().as_u16();
-    let body = resp.into_body().collect().await.map_err(|e| InformerError::Transport(e.into()))?.to_bytes();
-    if code != 200 {
-        if code == 410 {
-            return Err(InformerError::Expired);
-        }
-        return Err(InformerError::Status { code, body: status_text(&body) });
+    let idle = upstream.timeouts().own;
+    if resp.status().as_u16() != 200 {
+        return Err(error_response(resp, idle).await);
     }
-    Ok(body)
+    let mut body = resp.into_body();
+    let mut out = BytesMut::new();
+    while let Some(data) = next_data(&mut body, idle).await? {
+        out.extend_from_slice(&data);
+    }
+    Ok(out.freeze())
 }
 
-/// An error body as text for a log line: a protobuf Status as `reason: message`, anything
-/// else as its first 300 bytes.
-pub(crate) fn status_text(body: &[u8]) -> String {
-    if let Some((_, kind, raw)) = wire::open_envelope(body) {
-        let (mut pos, mut message, mut reason) = (0, "", "");
-        while let Some((field, _, range)) = wire::next_field(raw, &mut pos) {
-            match field {
-                3 => message = std::str::from_utf8(&raw[range]).unwrap_or(""),
-                4 => reason = std::str::from_utf8(&raw[range]).unwrap_or(""),
-                _ => {}
+/// The next data of an upstream body (`None` at its end), or [`InformerError::Stalled`]
+/// when nothing comes within `idle`.
+pub(crate) async fn next_data(body: &mut Counted, idle: Duration) -> Result<Option<Bytes>, InformerError> {
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(InformerError::Stalled(idle)),
+            Ok(None) => return Ok(None),
+            Ok(Some(frame)) => {
+                if let Ok(data) = frame.map_err(|e| InformerError::Transport(e.into()))?.into_data() {
+                    return Ok(Some(data));
+                }
             }
         }
-        return format!("{kind} {reason}: {message}");
     }
-    String::from_utf8_lossy(&body[..body.len().min(300)]).into()
+}
+
+/// The error an unsuccessful upstream answer means: 410 is [`InformerError::Expired`], the
+/// rest a [`InformerError::Status`] with the body as text (a protobuf Status decoded, never
+/// raw bytes in a log line) and its `Retry-After`.
+async fn error_response(resp: http::Response<Counted>, idle: Duration) -> InformerError {
+    let code = resp.status().as_u16();
+    if code == 410 {
+        return InformerError::Expired;
+    }
+    let retry_after = resp.headers().get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let mut body = resp.into_body();
+    let mut bytes = BytesMut::new();
+    while let Ok(Some(data)) = next_data(&mut body, idle).await {
+        if bytes.len() < 64 * 1024 {
+            bytes.extend_from_slice(&data);
+        }
+    }
+    InformerError::Status { code, body: crate::api::status::describe_body(&bytes), retry_after }
 }
 
 /// A JSON watch event's object as a list item: without its leading `kind` and `apiVersion`
@@ -629,13 +740,7 @@ fn watch_error(obj: &[u8], fmt: Format) -> InformerError {
     };
     match code {
         Some(410) => InformerError::Expired,
-        _ => InformerError::Status {
-            code: code.unwrap_or(0) as u16,
-            body: match fmt {
-                Format::Json => String::from_utf8_lossy(&obj[..obj.len().min(300)]).into(),
-                Format::Protobuf => status_text(&wire::envelope("v1", "Status", obj)),
-            },
-        },
+        _ => InformerError::Status { code: code.unwrap_or(0) as u16, body: crate::api::status::describe_body(obj), retry_after: None },
     }
 }
 
@@ -649,6 +754,15 @@ fn status_code_pb(obj: &[u8]) -> Option<u64> {
         }
     }
     None
+}
+
+/// How long to wait after `e` before the next attempt: a 429's `Retry-After` (1 s when it
+/// has none, at most [`MAX_RETRY_AFTER`]) without growing the backoff, else the backoff.
+fn wait_after(e: &InformerError, backoff: &mut Backoff) -> Duration {
+    match e {
+        InformerError::Status { code: 429, retry_after, .. } => Duration::from_secs(retry_after.unwrap_or(1).max(1)).min(MAX_RETRY_AFTER),
+        _ => backoff.next(),
+    }
 }
 
 /// Exponential backoff with full jitter, 200 ms to 30 s.
@@ -688,9 +802,47 @@ mod tests {
         let c = capture("cr-gadgets-pb-only");
         assert_eq!(c.code, 406);
         assert_eq!(
-            status_text(&c.body),
-            "Status NotAcceptable: only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            crate::api::status::describe_body(&c.body),
+            "NotAcceptable: only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
         );
-        assert_eq!(status_text(b"{\"kind\":\"Status\"}"), "{\"kind\":\"Status\"}");
+        assert_eq!(crate::api::status::describe_body(b"{\"kind\":\"Status\"}"), "{\"kind\":\"Status\"}");
+    }
+
+    #[test]
+    fn a_429_is_retried_after_its_retry_after_and_the_backoff_does_not_grow() {
+        let mut backoff = Backoff::default();
+        let initializing = |retry_after| InformerError::Status { code: 429, body: "storage is (re)initializing".into(), retry_after };
+        for _ in 0..10 {
+            assert_eq!(wait_after(&initializing(Some(1)), &mut backoff), Duration::from_secs(1));
+        }
+        assert_eq!(backoff.attempt, 0, "429s leave the backoff where it was");
+        assert_eq!(wait_after(&initializing(None), &mut backoff), Duration::from_secs(1));
+        assert_eq!(wait_after(&initializing(Some(30)), &mut backoff), MAX_RETRY_AFTER, "a long hint is cut short");
+        let broken = InformerError::Status { code: 500, body: String::new(), retry_after: Some(1) };
+        wait_after(&broken, &mut backoff);
+        assert_eq!(backoff.attempt, 1, "other failures back off");
+    }
+
+    #[tokio::test]
+    async fn a_stalled_body_is_an_error_after_the_idle_bound_not_a_hang() {
+        // An upstream that sends headers and then nothing: a paused one, a watch lost in a
+        // partition.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let svc = hyper::service::service_fn(|_req| async {
+                let body =
+                    http_body_util::StreamBody::new(futures_util::stream::pending::<Result<http_body::Frame<Bytes>, std::io::Error>>());
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(body))
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(s), svc).await;
+        });
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        let resp = upstream.get("/api/v1/pods?watch=1", "application/json").await.unwrap();
+        let mut body = resp.into_body();
+        let idle = Duration::from_millis(200);
+        let r = next_data(&mut body, idle).await;
+        assert!(matches!(r, Err(InformerError::Stalled(d)) if d == idle), "{r:?}");
     }
 }

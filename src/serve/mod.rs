@@ -11,6 +11,7 @@ pub(crate) mod body;
 pub(crate) mod compress;
 pub(crate) mod discovery;
 pub mod handler;
+pub mod health;
 pub(crate) mod limit;
 pub(crate) mod proxy;
 pub mod query;
@@ -63,6 +64,43 @@ pub struct ServeSettings {
     pub inflight: InflightLimits,
     /// Longest request URI (path and query) accepted.
     pub max_uri_bytes: usize,
+    /// Requests one client may have passed through at once (0: no bound).
+    pub passthrough_per_client: usize,
+    /// How long reads are served from a cache whose informer cannot reach the upstream.
+    pub serve_stale: Duration,
+}
+
+/// One readiness check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// What is checked (`upstream`, `cache pods json`).
+    pub name: String,
+    /// Whether it passes (`[+]`) or not (`[-]`).
+    pub pass: bool,
+    /// Whether a failure makes kache unready (not while it serves from memory within the
+    /// staleness bound).
+    pub counts: bool,
+    /// The detail after the name.
+    pub detail: String,
+}
+
+impl Check {
+    fn pass(name: String, detail: String) -> Check {
+        Check { name, pass: true, counts: false, detail }
+    }
+
+    fn fail(name: String, detail: String, counts: bool) -> Check {
+        Check { name, pass: false, counts, detail }
+    }
+}
+
+/// A failure's detail, saying whether kache still serves from memory.
+fn stale_detail(what: &str, stale: Duration, bound: Duration) -> String {
+    if stale < bound {
+        format!("{what}; serving from memory for up to {}s more", (bound - stale).as_secs())
+    } else {
+        format!("{what}; past --serve-stale-seconds ({}s)", bound.as_secs())
+    }
 }
 
 /// Which cache a feed fills: one resource (group, version, plural) in one encoding.
@@ -107,6 +145,8 @@ pub struct Serve {
     pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
     pub(crate) inflight: Inflight,
+    /// Pass-through requests in flight, per client.
+    passthrough: Inflight,
 }
 
 impl Serve {
@@ -115,6 +155,7 @@ impl Serve {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
+        let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -124,6 +165,7 @@ impl Serve {
             metadata_hits: Default::default(),
             metrics: Default::default(),
             inflight,
+            passthrough,
         });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
@@ -139,6 +181,7 @@ impl Serve {
             }
         }
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
+        tokio::spawn(health::monitor(Arc::downgrade(&serve)));
         Ok(serve)
     }
 
@@ -153,23 +196,62 @@ impl Serve {
         true
     }
 
-    /// Readiness checks: (name, passing, detail) for every preloaded cache.
-    pub fn readiness(&self) -> Vec<(String, bool, String)> {
-        let mut out = Vec::new();
+    /// Readiness checks for the upstream and every preloaded cache. A failing check counts
+    /// (makes kache unready) unless kache still serves from memory within
+    /// `--serve-stale-seconds`: a Service must keep sending it clients then.
+    pub fn readiness(&self) -> Vec<Check> {
+        let bound = self.settings.serve_stale;
+        let mut out = vec![self.upstream_check()];
+        let mut caches = Vec::new();
         for e in self.feeds.iter().filter(|e| e.value().is_preloaded()) {
             let (k, f) = (e.key(), e.value());
             let name = format!("cache {}{}{} {:?}", k.plural, if k.group.is_empty() { "" } else { "." }, k.group, k.format).to_lowercase();
-            let (pass, why) = match (f.synced(), f.healthy()) {
+            let stale = f.staleness();
+            let check = match (f.synced(), f.healthy()) {
                 // Never fillable: its requests pass through, which is not a reason to be unready.
-                _ if f.refused().is_some() => (true, "refused by the upstream; passed through"),
-                (true, true) => (true, "ok"),
-                (false, _) => (false, "not synced"),
-                (true, false) => (false, "upstream unreachable"),
+                _ if f.refused().is_some() => Check::pass(name, "refused by the upstream; passed through".into()),
+                (true, true) => Check::pass(name, "ok".into()),
+                (false, _) => Check::fail(name, "not synced".into(), true),
+                (true, false) if f.relisting() => Check::fail(name, stale_detail("relisting after 410 Gone", stale, bound), stale >= bound),
+                (true, false) => Check::fail(name, stale_detail("upstream unreachable", stale, bound), stale >= bound),
             };
-            out.push((name, pass, why.to_string()));
+            caches.push(check);
         }
-        out.sort();
+        caches.sort_by(|a, b| a.name.cmp(&b.name));
+        out.extend(caches);
         out
+    }
+
+    /// The upstream's health as a readiness check.
+    fn upstream_check(&self) -> Check {
+        let name = "upstream".to_string();
+        match &*self.upstream.health().borrow() {
+            upstream::Health::Down { since, why, reason } => {
+                let down = since.elapsed();
+                let what = format!("{reason} for {}s: {why}", down.as_secs());
+                let counts = down >= self.settings.serve_stale;
+                Check::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
+            }
+            upstream::Health::Up => Check::pass(name, "ok".into()),
+            upstream::Health::Unknown => Check::pass(name, "not probed yet".into()),
+        }
+    }
+
+    /// Whether reads of `feed` may still be answered from memory, or the Status to answer
+    /// instead: past `--serve-stale-seconds` without the upstream, reads are refused.
+    pub(crate) fn within_stale_bound(&self, feed: &Feed) -> Result<(), Status> {
+        let stale = feed.staleness();
+        if stale.is_zero() || stale < self.settings.serve_stale {
+            return Ok(());
+        }
+        Err(Status::unavailable_retry(
+            format!(
+                "the upstream apiserver has been unavailable for {}s, longer than kache serves from memory ({}s)",
+                stale.as_secs(),
+                self.settings.serve_stale.as_secs()
+            ),
+            1,
+        ))
     }
 
     /// Set the cache gauges (objects, bytes, window) from every running cache.
@@ -183,6 +265,7 @@ impl Serve {
             metrics::gauge!(telemetry::WINDOW_EVENTS, &labels).set(snap.window.len() as f64);
             metrics::gauge!(telemetry::WINDOW_SECONDS, &labels).set(snap.window.span().as_secs_f64());
             metrics::gauge!(telemetry::WATCHES_OPEN, &labels).set(f.cache.watchers() as f64);
+            metrics::gauge!(telemetry::STALE_SECONDS, &labels).set(f.staleness().as_secs_f64());
         }
     }
 
@@ -235,6 +318,11 @@ impl Serve {
         self.resources.load().iter().find(|r| r.group == p.group && r.version == p.version && r.plural == p.plural).cloned()
     }
 
+    /// The upstream client (its health can be awaited: [`Upstream::health`]).
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
     /// The security the serving cache applies, if any.
     pub fn security(&self) -> Option<&Arc<Security>> {
         self.settings.security.as_ref()
@@ -255,6 +343,17 @@ impl Serve {
         let Some(security) = &self.settings.security else { return Ok(None) };
         let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
         security.caller(cert.as_deref(), req.headers()).await.map(Some)
+    }
+
+    /// A pass-through slot for the client (its user name, else its address) and the
+    /// credentials to send with, or the Status to answer instead.
+    fn pass<B: RequestBody>(&self, req: &mut Request<B>, caller: Option<&Caller>) -> Result<(Credentials, limit::Permit), Status> {
+        let client = match caller {
+            Some(c) => c.identity.username.clone(),
+            None => req.extensions().get::<Peer>().map(|p| p.addr.ip().to_string()).unwrap_or_default(),
+        };
+        let permit = self.passthrough.acquire(Some(&client))?;
+        Ok((self.outbound(req, caller)?, permit))
     }
 
     /// Make a pass-through request carry the caller's identity; which credentials to send.
@@ -290,8 +389,11 @@ impl Handler for Serve {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (resp, Source::Cache)
                 }
-                None => match self.outbound(&mut req, caller.as_ref()) {
-                    Ok(creds) => (proxy::forward(&self.upstream, req, creds).await, Source::Upstream),
+                None => match self.pass(&mut req, caller.as_ref()) {
+                    Ok((creds, permit)) => {
+                        let resp = proxy::forward(&self.upstream, req, creds).await;
+                        (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
+                    }
                     Err(status) => (status.into_response(protobuf), Source::Kache),
                 },
             },

@@ -1,13 +1,70 @@
 //! Pass-through: everything kache does not answer from cache goes to the upstream (with
 //! kache's credentials or the client's own) and streams back (bodies are never buffered whole), including connection upgrades for
-//! exec/attach/port-forward. An unreachable upstream is a 503 `Status`.
+//! exec/attach/port-forward. An unreachable upstream is a 503 `Status`, one that does not
+//! answer within `--passthrough-timeout-seconds` a 504, and a client's body that cannot be
+//! read (bad chunked encoding, a connection cut mid-body) the client's 400, not an outage.
 
 use crate::api::status::Status;
+use crate::serve::body::BoxError;
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
-use crate::serve::upstream::{Class, Upstream};
+use crate::serve::upstream::{is_timeout, Class, Upstream};
 use http::{header, HeaderMap, Request, Response};
+use http_body::Frame;
 use hyper_util::rt::TokioIo;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+/// A client's request body on its way upstream, remembering why it broke, if it did.
+struct Watched<B> {
+    inner: B,
+    broke: Arc<OnceLock<String>>,
+}
+
+impl<B: RequestBody> http_body::Body for Watched<B> {
+    type Data = bytes::Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<bytes::Bytes>, BoxError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                let e: BoxError = e.into();
+                let _ = self.broke.set(e.to_string());
+                Poll::Ready(Some(Err(e)))
+            }
+            other => other.map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The Status for a failed upstream call: the client's 400 when its own body broke, 504
+/// when the upstream did not answer in time, else 503; logged at most once a second-ish
+/// per kind by the health monitor, so here only at debug when the upstream is known down.
+fn failed(upstream: &Upstream, e: &BoxError, broke: Option<&str>) -> Status {
+    if let Some(why) = broke {
+        tracing::debug!(error = %why, "client request body unreadable");
+        return Status::bad_request(format!("the request body could not be read: {why}"));
+    }
+    if upstream.is_down() {
+        tracing::debug!(error = %e, "upstream unreachable");
+    } else {
+        tracing::warn!(error = %e, "upstream unreachable");
+    }
+    if is_timeout(e) {
+        Status::timeout(format!("the upstream apiserver did not answer in time: {e}"), 1)
+    } else {
+        Status::unavailable_retry(format!("the upstream apiserver is unavailable: {e}"), 1)
+    }
+}
 
 /// Hop-by-hop headers (RFC 9110 7.6.1).
 const DROP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"];
@@ -53,20 +110,27 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
     // The client's HTTP version says nothing about the upstream's: let the upstream client
     // negotiate its own (HTTP/2 over TLS when offered, HTTP/1.1 otherwise).
     parts.version = http::Version::default();
-    let out = Request::from_parts(parts, body::streamed(incoming));
+    // The upstream is known hung or unreachable: answer now, not after a deadline.
+    if let Some(why) = upstream.unavailable() {
+        return Status::unavailable_retry(why, 1).into_response(false);
+    }
+    let broke = Arc::new(OnceLock::new());
+    let out = Request::from_parts(parts, body::streamed(Watched { inner: incoming, broke: broke.clone() }));
     if upgrade {
         return forward_upgrade(upstream, out, creds, client_upgrade).await;
     }
     let sent = match creds {
-        Credentials::Client => upstream.send_as_client(out).await,
-        Credentials::Kache => upstream.send(out, Class::Passthrough).await,
+        Credentials::Client => upstream.send_as_client(out),
+        Credentials::Kache => upstream.send(out, Class::Passthrough),
+    };
+    // Found hung or unreachable while this request waits: answer now, not at the deadline.
+    let sent = tokio::select! {
+        sent = sent => sent,
+        why = upstream.until_unavailable() => return Status::unavailable_retry(why, 1).into_response(false),
     };
     let resp = match sent {
         Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(error = %e, "upstream unreachable");
-            return Status::unavailable(format!("the upstream apiserver is unavailable: {e}")).into_response(false);
-        }
+        Err(e) => return failed(upstream, &e, broke.get().map(String::as_str)).into_response(false),
     };
     let (mut parts, incoming) = resp.into_parts();
     clean(&mut parts.headers, false);
@@ -84,10 +148,7 @@ async fn forward_upgrade(
     let sent = upstream.send_upgrade(out, creds == Credentials::Client).await;
     let mut resp = match sent {
         Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(error = %e, "upstream unreachable");
-            return Status::unavailable(format!("the upstream apiserver is unavailable: {e}")).into_response(false);
-        }
+        Err(e) => return failed(upstream, &e, None).into_response(false),
     };
     if let (Some(client), true) = (client_upgrade, resp.status() == http::StatusCode::SWITCHING_PROTOCOLS) {
         let server = hyper::upgrade::on(&mut resp);

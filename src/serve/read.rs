@@ -67,6 +67,10 @@ impl Serve {
         if matches!(plan.view, View::Table { .. }) && feed.cache.snapshot().printer(&plan.resource.group, &plan.resource.plural).is_none() {
             return None;
         }
+        // Served from memory through an outage, but only within --serve-stale-seconds.
+        if let Err(status) = self.within_stale_bound(&feed) {
+            return Some(status.into_response(pb));
+        }
         let permit = match self.permit(opts, caller) {
             Ok(p) => p,
             Err(status) => return Some(status.into_response(pb)),

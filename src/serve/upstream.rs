@@ -5,17 +5,25 @@
 //! allows 100 per connection by default; a stream beyond it would wait), as Go's HTTP/2
 //! transport does. kache's own calls (informers, reviews, discovery, probes) have a pool
 //! of their own, so client pass-through traffic can never queue them.
+//!
+//! Nothing waits on the upstream without a deadline: connecting (TCP and TLS) is bounded
+//! by [`CONNECT_TIMEOUT`], every request's response headers by [`Timeouts`] (kache's own
+//! calls and clients' pass-through separately), and HTTP/2 connections are pinged (an
+//! upstream that stops answering, as a paused or partitioned one does, has its
+//! connections closed within [`KEEPALIVE_INTERVAL`] + [`KEEPALIVE_TIMEOUT`], ending the
+//! streams on them). Bodies are bounded by their readers (see `informer::next_frame`).
 
 use crate::serve::body::{self, Body, BoxError};
 use crate::telemetry;
 use http::{header, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::ConfigExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
@@ -44,6 +52,47 @@ type Svc = BoxCloneSyncService<Request<Body>, Response<Incoming>, BoxError>;
 pub const STREAMS_PER_CONNECTION: usize = 100;
 /// Upstream connections one pool opens at most; beyond them requests share the least busy.
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// Time to open a connection to the upstream, TCP and TLS handshake together.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// An HTTP/2 connection is pinged after this long without a frame from the upstream (Go's
+/// client-go uses 30 s; kache wants a hung upstream found sooner, and a ping is cheap).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// A ping not answered within this closes the connection and fails its streams.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Deadlines for response headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// kache's own calls: reviews, discovery, LIST pages, freshness and health probes,
+    /// watches (whose headers a healthy apiserver sends at once).
+    pub own: Duration,
+    /// Clients' requests passed through.
+    pub passthrough: Duration,
+    /// An informer's watch that brings neither an event nor a bookmark for this long is
+    /// reconnected (resumed from its RV). The apiserver's watch cache sends every watcher
+    /// that allows bookmarks one about every minute (and 2 s before its deadline), so the
+    /// default of 90 s leaves half a period of slack: a live but late stream costs at
+    /// most a resume, never a relist; a stream lost without a reset (a half-open TCP
+    /// connection, a proxy that dropped it) is found within 90 s.
+    pub watch_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts { own: Duration::from_secs(10), passthrough: Duration::from_secs(60), watch_idle: Duration::from_secs(90) }
+    }
+}
+
+/// An upstream request whose response headers did not come within its deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("no response from the upstream apiserver within {0:?}")]
+pub struct TimedOut(pub Duration);
+
+/// Whether an upstream error is a [`TimedOut`] (a hung upstream, not a refused one).
+pub fn is_timeout(e: &BoxError) -> bool {
+    e.downcast_ref::<TimedOut>().is_some()
+}
 
 /// Which pool a request rides: kache's own calls never wait behind clients'.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,10 +162,14 @@ impl Pool {
         (slot.svc.clone(), slot.active.clone())
     }
 
-    fn send(&self, req: Request<Body>) -> ResponseFuture {
+    fn send(&self, req: Request<Body>, deadline: Duration) -> ResponseFuture {
         let (svc, active) = self.pick();
         let guard = Active(active);
-        Box::pin(futures_util::TryFutureExt::map_ok(svc.oneshot(req), move |resp| resp.map(|b| Counted { inner: b, _active: guard })))
+        let call = tokio::time::timeout(deadline, svc.oneshot(req));
+        Box::pin(futures_util::FutureExt::map(call, move |r| match r {
+            Ok(resp) => resp.map(|resp| resp.map(|b| Counted { inner: b, _active: guard })),
+            Err(_) => Err(Box::new(TimedOut(deadline)) as BoxError),
+        }))
     }
 
     fn connections(&self) -> usize {
@@ -179,6 +232,36 @@ pub struct Upstream {
     bare_h1: Svc,
     /// The upstream's base URL.
     pub base: Uri,
+    /// Deadlines for response headers.
+    timeouts: Timeouts,
+    /// What the health monitor last found (see `serve::health`).
+    health: Arc<tokio::sync::watch::Sender<Health>>,
+}
+
+/// The upstream's health as kache's monitor last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Not probed yet.
+    Unknown,
+    /// `/readyz` answered 200.
+    Up,
+    /// It did not: since when, and why.
+    Down {
+        /// When the first failed probe started.
+        since: tokio::time::Instant,
+        /// What went wrong, for `/readyz?verbose` and the log.
+        why: String,
+        /// Which kind of failure: `hung` (no answer in time), `unreachable` (connection
+        /// refused or broken) or `unready` (an answer other than 200).
+        reason: &'static str,
+    },
+}
+
+impl Health {
+    /// Whether the upstream is known to be down.
+    pub fn is_down(&self) -> bool {
+        matches!(self, Health::Down { .. })
+    }
 }
 
 impl std::fmt::Debug for Upstream {
@@ -233,7 +316,58 @@ impl Upstream {
             bare: pool(Class::Passthrough, &bare)?,
             bare_h1: Self::service(&bare, false)?,
             base: config.cluster_url.clone(),
+            timeouts: Timeouts::default(),
+            health: Arc::new(tokio::sync::watch::Sender::new(Health::Unknown)),
         })
+    }
+
+    /// The same upstream (sharing its connections) with other deadlines.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Upstream {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// The upstream's health, as the monitor last found it; changes can be awaited.
+    pub fn health(&self) -> tokio::sync::watch::Receiver<Health> {
+        self.health.subscribe()
+    }
+
+    /// Whether the monitor last found the upstream down.
+    pub fn is_down(&self) -> bool {
+        self.health.borrow().is_down()
+    }
+
+    /// Why a call that needs an answer now should not wait for this upstream, if the
+    /// monitor last found it hung or unreachable (not merely unready: an apiserver whose
+    /// `/readyz` fails may still answer, and its own Status is the better answer).
+    pub fn unavailable(&self) -> Option<String> {
+        match &*self.health.borrow() {
+            Health::Down { since, why, reason } if *reason != "unready" => {
+                Some(format!("the upstream apiserver has been {reason} for {}s ({why})", since.elapsed().as_secs()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Resolves, with why, once the monitor finds the upstream hung or unreachable (at once
+    /// if it already has): a call that would otherwise wait out its deadline races this.
+    pub fn until_unavailable(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut rx = self.health.subscribe();
+        let this = self.clone();
+        async move {
+            let _ = rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await;
+            this.unavailable().unwrap_or_else(|| "the upstream apiserver is unavailable".into())
+        }
+    }
+
+    /// Record a change the monitor found.
+    pub(crate) fn set_health(&self, h: Health) {
+        self.health.send_replace(h);
+    }
+
+    /// The deadlines in force.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
     }
 
     /// Upstream connections open now for clients' pass-through (kache's and the clients'
@@ -247,10 +381,28 @@ impl Upstream {
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
-        let connector =
-            if http2 { builder.enable_all_versions().wrap_connector(http) } else { builder.enable_http1().wrap_connector(http) };
-        let client: Client<_, Body> = Client::builder(TokioExecutor::new()).http2_adaptive_window(true).build(connector);
+        let https = if http2 { builder.enable_all_versions().wrap_connector(http) } else { builder.enable_http1().wrap_connector(http) };
+        // The TLS handshake too: a paused upstream completes TCP handshakes (the kernel
+        // does) but never the TLS one.
+        let connector = tower::service_fn(move |uri: Uri| {
+            let connect = https.clone().oneshot(uri);
+            Box::pin(async move {
+                match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+                    Ok(conn) => conn,
+                    Err(_) => Err(BoxError::from(format!("connecting to the upstream took longer than {CONNECT_TIMEOUT:?}"))),
+                }
+            })
+        });
+        let client: Client<_, Body> = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .http2_adaptive_window(true)
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .http2_keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
+            .build(connector);
         let auth = config.auth_layer().map_err(|e| UpstreamError::Client(e.to_string()))?;
         let svc = ServiceBuilder::new()
             .layer(config.base_uri_layer())
@@ -264,22 +416,24 @@ impl Upstream {
     /// (`as_client`) the client's own.
     pub fn send_upgrade(&self, req: Request<Body>, as_client: bool) -> UpgradeFuture {
         let svc = if as_client { &self.bare_h1 } else { &self.svc_h1 };
-        Box::pin(svc.clone().oneshot(req))
+        let (call, deadline) = (svc.clone().oneshot(req), self.timeouts.passthrough);
+        let call = tokio::time::timeout(deadline, call);
+        Box::pin(futures_util::FutureExt::map(call, move |r| r.unwrap_or_else(|_| Err(Box::new(TimedOut(deadline)) as BoxError))))
     }
 
     /// Send a request whose URI is a path and query (the base URL is added), in `class`'s
     /// pool, with kache's credentials.
     pub fn send(&self, req: Request<Body>, class: Class) -> ResponseFuture {
         match class {
-            Class::Own => self.own.send(req),
-            Class::Passthrough => self.svc.send(req),
+            Class::Own => self.own.send(req, self.timeouts.own),
+            Class::Passthrough => self.svc.send(req, self.timeouts.passthrough),
         }
     }
 
     /// Send a client's request with its own credentials (its `Authorization` header), none
     /// of kache's.
     pub fn send_as_client(&self, req: Request<Body>) -> ResponseFuture {
-        self.bare.send(req)
+        self.bare.send(req, self.timeouts.passthrough)
     }
 
     /// A request with kache's credentials and the given headers and body, one of kache's

@@ -8,6 +8,7 @@ use crate::cache::Limits;
 use crate::config::{ClusterArgs, ConfigError, DemoArgs, SimArgs, SimAuthArgs};
 use crate::serve::handler::WatchSettings;
 use crate::serve::server::{self, ConnLimits};
+use crate::sim::fault::{serve_control, FaultProxy};
 use crate::sim::synth::ClusterSpec;
 use crate::sim::{churn, leases, Sim, SimAuth, SimConfig};
 use std::future::Future;
@@ -110,8 +111,28 @@ pub async fn start_sim_with(
 
 /// `kache sim`.
 pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
-    let running = start_sim_with(&args.listen, args.addr_file.as_deref(), &args.cluster, &args.auth, ctrl_c()).await?;
-    println!("kache sim listening on {}", running.url);
+    let Some(fault_listen) = &args.fault_listen else {
+        let running = start_sim_with(&args.listen, args.addr_file.as_deref(), &args.cluster, &args.auth, ctrl_c()).await?;
+        println!("kache sim listening on {}", running.url);
+        ctrl_c().await;
+        return Ok(());
+    };
+    crate::config::require_loopback(fault_listen)?;
+    crate::config::require_loopback(&args.listen)?;
+    // The simulator on a port of its own, the relay where clients were told to connect.
+    let mut auth = args.auth.clone();
+    let kubeconfig_out = auth.kubeconfig_out.take();
+    let running = start_sim_with("127.0.0.1:0", None, &args.cluster, &auth, ctrl_c()).await?;
+    let proxy = FaultProxy::start(&args.listen, running.addr).await?;
+    if let Some(path) = &args.addr_file {
+        std::fs::write(path, proxy.addr.to_string())?;
+    }
+    let url = format!("{}://{}", if running.ca_pem.is_some() { "https" } else { "http" }, proxy.addr);
+    if let Some(path) = &kubeconfig_out {
+        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref()))?;
+    }
+    let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy)).await?;
+    println!("kache sim listening on {url}; fault switches on http://{faults}");
     ctrl_c().await;
     Ok(())
 }

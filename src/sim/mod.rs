@@ -7,6 +7,8 @@
 
 pub mod catalog;
 
+pub mod fault;
+
 pub mod launch;
 
 pub mod synth;
@@ -64,6 +66,7 @@ pub struct Sim {
     advertise: String,
     synth: Synth,
     auth: Option<Arc<SimAuth>>,
+    faults: fault::SimFaults,
 }
 
 impl Sim {
@@ -98,7 +101,16 @@ impl Sim {
         for c in caches.values() {
             c.advance(rv, false);
         }
-        Ok(Sim { resources, caches, rv: Mutex::new(rv), watch: cfg.watch, advertise: cfg.advertise, synth, auth: None })
+        Ok(Sim {
+            resources,
+            caches,
+            rv: Mutex::new(rv),
+            watch: cfg.watch,
+            advertise: cfg.advertise,
+            synth,
+            auth: None,
+            faults: Default::default(),
+        })
     }
 
     /// Check every request with `auth` (users, RBAC, impersonation) and keep an audit log.
@@ -217,6 +229,9 @@ impl Sim {
         if !p.in_scope(r.namespaced) {
             return Err(Status::no_route());
         }
+        if req.method() == Method::GET && self.faults.initializing() {
+            return Err(Status::too_many_requests("storage is (re)initializing", 1));
+        }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
         let (fmt, view) = match negotiate(accept.as_deref(), r.protobuf) {
             // Kinds kache prints answer GET, LIST and WATCH through the read path; the
@@ -332,6 +347,10 @@ impl Handler for Sim {
 
 impl Sim {
     async fn answer<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
+        let delay = self.faults.delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let Some(auth) = self.auth.clone() else {
             return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));

@@ -16,6 +16,9 @@ mod sim_watch;
 // kache in front of the simulator, through real clients.
 mod serve_clients;
 
+// kache through upstream faults (the simulator's fault switches).
+mod faults;
+
 // Authentication, authorization, impersonation and hostile input.
 mod auth_identity;
 mod auth_input;

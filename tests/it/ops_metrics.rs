@@ -8,7 +8,8 @@
 //! - `/readyz` is 503 while the preloaded caches have not synced and 200 once they have. The
 //!   "not synced yet" state is made deterministic by a proxy between kache and the simulator
 //!   that lets discovery through but holds every LIST until the test opens its gate. With the
-//!   upstream down, `/readyz` turns 503 again ("upstream unreachable"); `/livez` and
+//!   upstream down, `/readyz` stays 200 within `--serve-stale-seconds` with `[-]` lines for
+//!   the upstream and every cache, and turns 503 past it (at once with 0); `/livez` and
 //!   `/healthz` stay 200 throughout.
 
 use crate::support::ops::{telemetry_metrics, KacheBin, Proxy, Scrape};
@@ -49,7 +50,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 }
 
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
-const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "view", "le", "quantile"];
+const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "view", "reason", "le", "quantile"];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
 fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {
@@ -175,6 +176,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 "code" => assert!(value.len() == 3 && value.chars().all(|c| c.is_ascii_digit()), "{}: code {value}", s.name),
                 "encoding" => assert!(value == "json" || value == "protobuf", "{}: encoding {value}", s.name),
                 "view" => assert!(value == "metadata" || value == "table", "{}: view {value}", s.name),
+                "reason" => assert!(["hung", "unreachable", "unready"].contains(&value.as_str()), "{}: reason {value}", s.name),
                 _ => {}
             }
         }
@@ -288,7 +290,8 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
             "/readyz?verbose lacks a failing check for {e}:\n{verbose}"
         );
     }
-    assert_eq!(checks.len(), expect.len(), "one check per preloaded cache: {checks:?}");
+    assert_eq!(checks.len(), expect.len() + 1, "the upstream and one check per preloaded cache: {checks:?}");
+    assert_eq!(checks[0], "[+]upstream ok", "the upstream answers (only the LISTs are held): {checks:?}");
     assert!(proxy.seen().iter().any(|c| c.path.starts_with("/api/v1/pods?limit=")), "kache asked for the pod list (held at the gate)");
     // Still not ready while the lists are held: nothing but the gate decides.
     assert_eq!(k.admin_get("/readyz").await.0, 503);
@@ -303,10 +306,29 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
     }
     assert!(verbose.contains("readyz check passed"), "{verbose}");
 
-    // The upstream goes away: streams are cut and every request gets 503.
+    // The upstream goes away: streams are cut and every request gets 503. kache serves from
+    // memory (within --serve-stale-seconds, 300 s by default) and stays ready, with the
+    // fault shown: the health monitor's own finding (its probe of the upstream's /readyz
+    // gets the test proxy's 503) and every cache's informer.
     proxy.set_down(true);
-    let verbose = k.readyz_becomes(503, 60).await;
-    assert!(verbose.contains("upstream unreachable"), "/readyz?verbose with the upstream down:\n{verbose}");
+    let k = &k;
+    let (code, verbose) = crate::support::eventually(30, 100, || async move {
+        let (code, v) = k.admin_get("/readyz?verbose").await;
+        let lines = check_lines(&v);
+        if lines[0].starts_with("[-]upstream unready for ") && lines[1..].iter().all(|l| l.contains("upstream unreachable")) {
+            Ok((code, v))
+        } else {
+            Err(v)
+        }
+    })
+    .await;
+    assert_eq!(code, 200, "ready while serving from memory:\n{verbose}");
+    assert!(check_lines(&verbose)[0].contains("/readyz answered 503: upstream down (test proxy)"), "{verbose}");
+    assert!(check_lines(&verbose).iter().all(|l| l.contains("serving from memory for up to")), "{verbose}");
+    let scrape = k.scrape().await;
+    assert_eq!(scrape.sum("kache_upstream_up", &[]), 0.0, "kache_upstream_up with the upstream down");
+    assert_eq!(scrape.sum("kache_upstream_faults_total", &[("reason", "unready")]), 1.0, "found down once, counted once");
+    assert_eq!(scrape.sum("kache_upstream_faults_total", &[("reason", "hung")]), 0.0);
     for path in ["/livez", "/healthz"] {
         assert_eq!(k.admin_get(path).await.0, 200, "{path} with the upstream down (liveness must not restart kache for it)");
     }
@@ -320,7 +342,8 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
 async fn readyz_recovers_when_the_upstream_comes_back() {
     let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
     let proxy = Proxy::start(&sim.addr, true).await;
-    let k = KacheBin::spawn(&proxy.url(), &[], &[], 120).await;
+    // No serving from memory: unready as soon as the upstream is.
+    let k = KacheBin::spawn(&proxy.url(), &["--serve-stale-seconds", "0"], &[], 120).await;
     k.readyz_becomes(200, 120).await;
     proxy.set_down(true);
     k.readyz_becomes(503, 60).await;

@@ -1091,3 +1091,51 @@ async fn real_a_crds_changed_printer_columns_are_printed_from_cache_once_its_wat
     gizmos_crd(&direct, json!([])).await;
     k.api.delete(&format!("{path}/{name}")).await;
 }
+
+/// The simulator's fault relay in front of the real apiserver (a black-holed network, as a
+/// stopped apiserver looks from outside): found hung within seconds, cached reads keep
+/// answering, a write gets kache's 503 at once, and all is well again on resume. (Stopping
+/// and restarting a real apiserver process is `tools/real_fault_run.py`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering() {
+    let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
+        eprintln!("real_a_black_holed_apiserver: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
+        return;
+    };
+    kache::serve::upstream::install_crypto_provider();
+    let options = kube::config::KubeConfigOptions { context: std::env::var("KACHE_REAL_CONTEXT").ok(), ..Default::default() };
+    let kc = kube::config::Kubeconfig::read_from(std::path::Path::new(&path)).expect("kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &options).await.expect("config");
+    let authority = config.cluster_url.authority().expect("server address").to_string();
+    let target = tokio::net::lookup_host(&authority).await.unwrap().next().expect("server resolves");
+    let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", target).await.unwrap();
+    config.cluster_url = format!("https://{}", relay.addr).parse().unwrap();
+    let up = Upstream::new(&config).expect("upstream");
+    let k = kache_over(up, &["--preload", "configmaps", "--upstream-timeout-seconds", "2"]).await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
+    let r = k.api.post("/api/v1/namespaces", &ns).await;
+    assert!(r.status == 201 || r.status == 409, "namespace {NS}: {} {}", r.status, r.text());
+    crate::support::upstream_becomes(&k.serving.serve, true).await;
+    let before = k.api.get_ok("/api/v1/configmaps?resourceVersion=0").await;
+
+    relay.pause(true);
+    match crate::support::upstream_becomes(&k.serving.serve, false).await {
+        kache::serve::upstream::Health::Down { reason, .. } => assert_eq!(reason, "hung"),
+        h => panic!("{h:?}"),
+    }
+    let checks = k.serving.serve.readiness();
+    assert!(!checks[0].pass && !checks[0].counts && checks[0].detail.starts_with("hung for "), "{checks:?}");
+    let r = k.api.get("/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["items"].as_array().map(Vec::len), before["items"].as_array().map(Vec::len));
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "black-holed", "namespace": NS}});
+    let w = k.api.post(&format!("/api/v1/namespaces/{NS}/configmaps"), &cm).await;
+    assert_eq!(w.status, 503, "{}", w.text());
+    assert_eq!(w.header("retry-after"), Some("1"));
+
+    relay.pause(false);
+    crate::support::upstream_becomes(&k.serving.serve, true).await;
+    let w = k.api.post(&format!("/api/v1/namespaces/{NS}/configmaps"), &cm).await;
+    assert!(w.status == 201 || w.status == 409, "{} {}", w.status, w.text());
+    let _ = k.api.delete(&format!("/api/v1/namespaces/{NS}/configmaps/black-holed")).await;
+}

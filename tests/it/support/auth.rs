@@ -17,7 +17,7 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -202,8 +202,13 @@ impl SecureSim {
 
     /// A kubeconfig for kache's own upstream access (its service-account token).
     pub fn upstream_kubeconfig(&self) -> PathBuf {
-        let path = self.dir.path().join("kache-upstream.kubeconfig");
-        let kc = kache::app::kubeconfig_with_ca(&self.running.url, "sim", self.running.ca_pem.as_deref());
+        self.upstream_kubeconfig_at(&self.running.url)
+    }
+
+    /// The same for reaching the simulator at `url` (a relay in front of it).
+    pub fn upstream_kubeconfig_at(&self, url: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("kache-upstream-{}.kubeconfig", uuid::Uuid::new_v4().simple()));
+        let kc = kache::app::kubeconfig_with_ca(url, "sim", self.running.ca_pem.as_deref());
         let mut kc: serde_json::Value = serde_json::from_str(&kc).unwrap();
         kc["users"][0]["user"] = serde_json::json!({ "token": "kache-token" });
         std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
@@ -247,7 +252,12 @@ impl SecureKache {
     /// Start with `--client-ca-file` (the sim's client CA), `--client-kubeconfig-out` and
     /// long decision-cache TTLs, plus `extra` flags; waits for the preloaded caches to sync.
     pub async fn start(sim: &SecureSim, extra: &[&str]) -> SecureKache {
-        let upstream = kache::serve::upstream::Upstream::load(Some(&sim.upstream_kubeconfig()), None).await.expect("upstream");
+        Self::start_at(sim, &sim.upstream_kubeconfig(), extra).await
+    }
+
+    /// [`SecureKache::start`] reaching the simulator through `upstream_kubeconfig`.
+    pub async fn start_at(sim: &SecureSim, upstream_kubeconfig: &Path, extra: &[&str]) -> SecureKache {
+        let upstream = kache::serve::upstream::Upstream::load(Some(upstream_kubeconfig), None).await.expect("upstream");
         let kubeconfig = sim.dir.path().join(format!("kache-{}.kubeconfig", uuid::Uuid::new_v4().simple()));
         let ca = sim.dir.path().join("client-ca.pem");
         let mut flags: Vec<String> = vec![
@@ -273,6 +283,15 @@ impl SecureKache {
         .into_iter()
         .map(String::from)
         .collect();
+        // A default that `extra` sets again is dropped (clap refuses a flag given twice).
+        let mut i = 0;
+        while i < flags.len() {
+            if flags[i].starts_with("--") && extra.contains(&flags[i].as_str()) && i + 1 < flags.len() {
+                flags.drain(i..i + 2);
+            } else {
+                i += 1;
+            }
+        }
         flags.extend(extra.iter().map(|s| s.to_string()));
         let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -377,6 +396,14 @@ impl TlsClient {
             b = b.header("accept", "application/json");
         }
         b.body(Full::new(Bytes::from(body))).unwrap()
+    }
+
+    /// Send a GET and return the response with its body unread (a watch to hold open).
+    pub async fn open(&self, path: &str, headers: &[(&str, &str)]) -> http::Response<hyper::body::Incoming> {
+        tokio::time::timeout(crate::support::QUICK, self.client.request(self.build(Method::GET, path, headers, Vec::new())))
+            .await
+            .unwrap_or_else(|_| panic!("GET {path}: no response headers in time"))
+            .unwrap_or_else(|e| panic!("GET {path}: {e:?}"))
     }
 
     /// Send and read the whole response.

@@ -148,6 +148,51 @@ pub async fn kache_over(up: kache::serve::upstream::Upstream, flags: &[&str]) ->
     TestKache { serving, api, _stop: stop }
 }
 
+/// A simulator behind a fault relay ([`kache::sim::fault::FaultProxy`]), kache in front of
+/// the relay, and kache's admin listener.
+pub struct Faulty {
+    pub sim: TestSim,
+    pub relay: Arc<kache::sim::fault::FaultProxy>,
+    pub kache: TestKache,
+    pub admin: Api,
+}
+
+/// Start a [`Faulty`] setup from simulator and kache flags.
+pub async fn faulty(sim_flags: &[&str], kache_flags: &[&str]) -> Faulty {
+    let sim = start(&cluster(sim_flags)).await;
+    let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", sim.addr).await.expect("relay starts");
+    let kache = kache_in_front(&relay.addr.to_string(), kache_flags).await;
+    let admin = kache::app::start_admin(kache.serving.serve.clone(), "127.0.0.1:0", None).await.expect("admin starts");
+    Faulty { sim, relay, kache, admin: Api::new(&admin.to_string()) }
+}
+
+impl Faulty {
+    /// Wait until kache's health monitor finds the upstream up (or down); see
+    /// [`upstream_becomes`].
+    pub async fn upstream_becomes(&self, up: bool) -> kache::serve::upstream::Health {
+        upstream_becomes(&self.kache.serving.serve, up).await
+    }
+
+    /// kache's `/readyz?verbose`: (code, body).
+    pub async fn readyz(&self) -> (u16, String) {
+        let r = self.admin.get("/readyz?verbose").await;
+        (r.status, r.text())
+    }
+}
+
+/// Wait (at most [`QUICK`]) until `serve`'s health monitor finds its upstream up (`/readyz`
+/// answered 200) or down; the state found.
+pub async fn upstream_becomes(serve: &kache::serve::Serve, up: bool) -> kache::serve::upstream::Health {
+    use kache::serve::upstream::Health;
+    let mut rx = serve.upstream().health();
+    let found = tokio::time::timeout(QUICK, rx.wait_for(|h| if up { *h == Health::Up } else { h.is_down() }))
+        .await
+        .unwrap_or_else(|_| panic!("the upstream was not found {} within {QUICK:?}", if up { "up" } else { "down" }))
+        .expect("health channel open")
+        .clone();
+    found
+}
+
 /// A response read to the end.
 #[derive(Debug)]
 pub struct Resp {

@@ -1,0 +1,92 @@
+//! The upstream health monitor: `/readyz` of the upstream every [`INTERVAL`], on kache's
+//! own connections, bounded by [`PROBE_TIMEOUT`]. A hung upstream (a paused process, a
+//! partition) is found within `INTERVAL + PROBE_TIMEOUT`; a dead one at the next probe.
+//! The finding is kept in the [`Upstream`] (awaitable), shown in kache's `/readyz?verbose`,
+//! exported as metrics, and logged once per change, never once per request.
+
+use crate::serve::upstream::{is_timeout, Health, Upstream};
+use crate::telemetry;
+use http_body_util::BodyExt;
+use std::time::Duration;
+
+/// How often the upstream is probed.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+/// A probe not answered within this marks the upstream hung. The apiserver answers
+/// `/readyz` from memory, and its priority and fairness exempts probes, so an answer
+/// slower than this is not a busy apiserver but a stuck one.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Probe the upstream once: `Up`, or `Down` with why.
+pub async fn probe(upstream: &Upstream) -> Health {
+    let since = tokio::time::Instant::now();
+    let down = |reason, why: String| Health::Down { since, why, reason };
+    let answer = tokio::time::timeout(PROBE_TIMEOUT, async {
+        let resp = upstream.get("/readyz", "text/plain").await?;
+        let code = resp.status();
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        Ok::<_, crate::serve::body::BoxError>((code, body))
+    })
+    .await;
+    match answer {
+        Err(_) => down("hung", format!("no answer to /readyz within {PROBE_TIMEOUT:?}")),
+        Ok(Err(e)) if is_timeout(&e) => down("hung", e.to_string()),
+        Ok(Err(e)) => down("unreachable", format!("unreachable: {e}")),
+        Ok(Ok((code, _))) if code.is_success() => Health::Up,
+        Ok(Ok((code, body))) => down("unready", format!("/readyz answered {}: {}", code.as_u16(), failed_checks(&body))),
+    }
+}
+
+/// The failing checks of a verbose-style `/readyz` answer on one line (`[-]informer-sync
+/// failed: reason withheld`), else the answer described as text.
+fn failed_checks(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("[-]")).collect();
+    if failed.is_empty() {
+        crate::api::status::describe_body(body).lines().next().unwrap_or("").trim().to_string()
+    } else {
+        failed.join("; ")
+    }
+}
+
+/// Probe every [`INTERVAL`] while `serve` lives, recording each change.
+pub(crate) async fn monitor(serve: std::sync::Weak<crate::serve::Serve>) {
+    // Every series from the start, so a rate or an alert sees the first fault.
+    for reason in ["hung", "unreachable", "unready"] {
+        metrics::counter!(telemetry::UPSTREAM_FAULTS, "reason" => reason).increment(0);
+    }
+    let mut every = tokio::time::interval(INTERVAL);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(upstream) = serve.upgrade().map(|s| s.upstream.clone()) else { return };
+        let found = probe(&upstream).await;
+        record(&upstream, found);
+    }
+}
+
+/// Keep `found` unless it repeats the state held, with the metric and one log line per
+/// change. An outage keeps the `since` of its first failed probe when its reason changes
+/// (a paused upstream is first hung, then unreachable once its connections are closed), and
+/// is counted once.
+pub fn record(upstream: &Upstream, mut found: Health) {
+    let before = upstream.health().borrow().clone();
+    metrics::gauge!(telemetry::UPSTREAM_UP).set(if found.is_down() { 0.0 } else { 1.0 });
+    match (&before, &mut found) {
+        (Health::Down { reason: a, .. }, Health::Down { reason: b, .. }) if a == b => return,
+        (Health::Up, Health::Up) => return,
+        (Health::Down { since: first, .. }, Health::Down { since, why, reason }) => {
+            *since = *first;
+            tracing::info!(reason = *reason, why = %why, "upstream apiserver still down");
+        }
+        (_, Health::Down { why, reason, .. }) => {
+            metrics::counter!(telemetry::UPSTREAM_FAULTS, "reason" => *reason).increment(1);
+            tracing::warn!(reason = *reason, why = %why, "upstream apiserver is down");
+        }
+        (Health::Down { since, .. }, Health::Up) => {
+            tracing::info!(down_seconds = since.elapsed().as_secs_f64(), "upstream apiserver answers again")
+        }
+        (_, Health::Up) => {}
+        (_, Health::Unknown) => return,
+    }
+    upstream.set_health(found);
+}

@@ -1,0 +1,468 @@
+//! kache through upstream faults, driven by the simulator's fault switches
+//! (`kache::sim::fault`): a relay between kache and the simulator that pauses (connections
+//! accepted, nothing answered), drops connections and goes down, and the simulator's own
+//! restart (fresh window: 410 for old resourceVersions, a 429 "(re)initializing" warm-up)
+//! and slow answers. What must hold:
+//!
+//! - a hung, dead or slow upstream is found by the health monitor and shown as a `[-]upstream`
+//!   line in `/readyz?verbose` (and cleared when it is back);
+//! - reads kache holds (RV=0) keep answering from memory; what needs the upstream gets a
+//!   Status (503 or 504 with Retry-After) within kache's deadline instead of hanging;
+//! - after dropped connections or a restart, kache's caches come back and clients (a kube-rs
+//!   reflector, a raw watch) converge without losing, repeating or reordering events;
+//! - one client's passed-through watches cannot take the upstream from reviews and other
+//!   clients, and are bounded per client;
+//! - a client's malformed body is its own 400, not an upstream outage.
+//!
+//! Nothing here sleeps for a fixed time or asserts a duration: tests wait on kache's health
+//! channel, on cache progress, or poll a condition with a bound.
+
+use crate::support::auth::{SecureKache, SecureSim, Who};
+use crate::support::{deadline, eventually, faulty, keys_rvs, list_rv, obj_rv, Next, QUICK};
+use http::Method;
+use k8s_openapi::api::core::v1::Pod;
+use kache::serve::upstream::Health;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A watch in this view is always passed through (kache serves Tables for GET and LIST only).
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+const SIM: &[&str] = &["--nodes", "5", "--pods", "60", "--namespaces", "3", "--bookmark-interval-seconds", "1"];
+/// Short deadlines, so each test's outage is found and answered quickly.
+const DEADLINES: &[&str] = &["--upstream-timeout-seconds", "2", "--passthrough-timeout-seconds", "2"];
+
+fn flags(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut f = vec!["--preload", "pods"];
+    f.extend_from_slice(DEADLINES);
+    f.extend_from_slice(extra);
+    f
+}
+
+/// A failed answer that is a Status with a retry hint (503 or 504).
+fn assert_retryable_status(what: &str, r: &crate::support::Resp) {
+    assert!(r.status == 503 || r.status == 504, "{what}: {} {}", r.status, r.text());
+    let v = r.json();
+    assert_eq!(v["kind"], "Status", "{what}: {v}");
+    assert_eq!(v["code"], r.status, "{what}: {v}");
+    assert!(r.header("retry-after").is_some(), "{what}: no Retry-After: {:?}", r.headers);
+}
+
+fn upstream_line(verbose: &str) -> &str {
+    verbose.lines().find(|l| l[3..].starts_with("upstream")).unwrap_or_else(|| panic!("no upstream check in:\n{verbose}"))
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_upstream_is_reported_while_cached_reads_answer_and_the_rest_get_a_status() {
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let (code, verbose) = f.readyz().await;
+    assert_eq!((code, upstream_line(&verbose)), (200, "[+]upstream ok"), "{verbose}");
+    let list = f.kache.api.get_ok("/api/v1/pods?resourceVersion=0").await;
+    let pod = &list["items"][0]["metadata"];
+    let one = format!("/api/v1/namespaces/{}/pods/{}?resourceVersion=0", pod["namespace"].as_str().unwrap(), pod["name"].as_str().unwrap());
+
+    f.relay.pause(true);
+    match f.upstream_becomes(false).await {
+        Health::Down { reason, .. } => assert_eq!(reason, "hung"),
+        h => panic!("{h:?}"),
+    }
+    let (_, verbose) = f.readyz().await;
+    assert!(upstream_line(&verbose).starts_with("[-]upstream hung"), "{verbose}");
+
+    // Reads kache holds answer from memory.
+    let again = f.kache.api.get("/api/v1/pods?resourceVersion=0").await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(keys_rvs(again.json()["items"].as_array().unwrap()), keys_rvs(list["items"].as_array().unwrap()));
+    assert_eq!(f.kache.api.get(&one).await.status, 200);
+    // What needs the upstream gets a Status within kache's deadline (the client's own
+    // bound, QUICK, is far longer), never a hang.
+    assert_retryable_status("a write", &f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("while-paused")).await);
+    assert_retryable_status("a consistent list", &f.kache.api.get("/api/v1/pods?limit=5").await);
+
+    f.relay.pause(false);
+    f.upstream_becomes(true).await;
+    let (code, verbose) = f.readyz().await;
+    assert_eq!((code, upstream_line(&verbose)), (200, "[+]upstream ok"), "{verbose}");
+    let created = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("after-pause")).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upstream_gives_pass_through_a_timeout_status_and_a_slower_one_is_found_hung() {
+    let f = faulty(SIM, &["--preload", "pods", "--passthrough-timeout-seconds", "1"]).await;
+    f.upstream_becomes(true).await;
+    // Slower than the pass-through deadline (1 s), faster than the health probe's (3 s).
+    f.sim.sim.set_delay(Duration::from_secs(2));
+    let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slow")).await;
+    assert_retryable_status("a write to a slow upstream", &r);
+    assert_eq!((r.status, r.json()["reason"].as_str()), (504, Some("Timeout")), "{}", r.text());
+    assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0").await.status, 200);
+    // Slower than the probe's deadline: found hung, and pass-through fails at once.
+    f.sim.sim.set_delay(Duration::from_secs(5));
+    match f.upstream_becomes(false).await {
+        Health::Down { reason, .. } => assert_eq!(reason, "hung"),
+        h => panic!("{h:?}"),
+    }
+    let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slower")).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("has been hung for"), "{}", r.text());
+    f.sim.sim.set_delay(Duration::ZERO);
+    f.upstream_becomes(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_connections_are_resumed_and_a_watch_through_kache_misses_nothing() {
+    let f = faulty(SIM, &flags(&[])).await;
+    let from = list_rv(&f.kache.api.get_ok("/api/v1/pods?resourceVersion=0").await);
+    let mut watch = f.kache.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={from}"), "application/json").await;
+    assert_eq!(watch.status, 200);
+    let (_, pods) = f.sim.all_pods().await;
+    let mut written = Vec::new();
+    for (i, p) in pods.iter().take(12).enumerate() {
+        if i % 4 == 0 {
+            f.relay.drop_connections();
+        }
+        let m = &p["metadata"];
+        let path = format!("/api/v1/namespaces/{}/pods/{}", m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap());
+        let patched = f.sim.must("patch", f.sim.patch(&path, &json!({"metadata": {"labels": {"dropped": i.to_string()}}})).await).await;
+        written.push(obj_rv(&patched));
+    }
+    let end = deadline(QUICK.as_secs());
+    let mut seen = Vec::new();
+    while seen.len() < written.len() {
+        match watch.next_json(end).await {
+            Next::Item(ev) if ev["type"] == "BOOKMARK" => {}
+            Next::Item(ev) => {
+                assert_eq!(ev["type"], "MODIFIED", "{ev}");
+                seen.push(obj_rv(&ev["object"]));
+            }
+            other => panic!("watch through kache ended or stalled after {seen:?} of {written:?}: {other:?}"),
+        }
+    }
+    assert_eq!(seen, written, "every write once, in order, across dropped upstream connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_upstream_restart_caches_come_back_and_a_kube_rs_reflector_converges() {
+    use futures_util::StreamExt;
+    use kube::runtime::{reflector, watcher, WatchStreamExt};
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let client = kube::Client::try_from(kube::Config::new(format!("http://{}", f.kache.serving.addr).parse().unwrap())).unwrap();
+    let (reader, writer) = reflector::store::<Pod>();
+    let stream = reflector(writer, watcher(kube::Api::<Pod>::all(client), watcher::Config::default())).applied_objects();
+    let drain = tokio::spawn(async move {
+        tokio::pin!(stream);
+        while let Some(item) = stream.next().await {
+            let _ = item;
+        }
+    });
+    reader.wait_until_ready().await.expect("reflector ready");
+
+    // The upstream dies: found, and what needs it gets a Status at once.
+    f.relay.down(true);
+    match f.upstream_becomes(false).await {
+        Health::Down { reason, .. } => assert_eq!(reason, "unreachable"),
+        h => panic!("{h:?}"),
+    }
+    assert_retryable_status(
+        "a write while the upstream is down",
+        &f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("down")).await,
+    );
+    assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0").await.status, 200);
+    // Changes happen meanwhile; then it restarts with no history and a warm-up of 429s.
+    let (_, pods) = f.sim.all_pods().await;
+    for (i, p) in pods.iter().take(10).enumerate() {
+        let m = &p["metadata"];
+        let path = format!("/api/v1/namespaces/{}/pods/{}", m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap());
+        if i % 5 == 4 {
+            f.sim.must("delete", f.sim.delete(&path).await).await;
+        } else {
+            f.sim.must("patch", f.sim.patch(&path, &json!({"metadata": {"labels": {"restart": i.to_string()}}})).await).await;
+        }
+    }
+    f.sim.sim.restart(Duration::from_secs(2));
+    let rv = f.sim.sim.resource_version();
+    f.relay.down(false);
+    f.upstream_becomes(true).await;
+
+    // Both encodings' caches reach the restarted upstream's state.
+    for fmt in [kache::serve::query::Format::Json, kache::serve::query::Format::Protobuf] {
+        let cache = f.kache.serving.serve.cache("", "pods", fmt).expect("pods cache");
+        assert!(cache.wait_for(rv, QUICK).await, "{fmt:?} cache reached RV {rv} after the restart (at {})", cache.progress());
+    }
+    let want: BTreeMap<String, String> = keys_rvs(&f.sim.all_pods().await.1).into_iter().collect();
+    let (reader, want) = (&reader, &want);
+    eventually(60, 100, || async move {
+        let got: BTreeMap<String, String> = reader
+            .state()
+            .iter()
+            .map(|p| {
+                let m = &p.metadata;
+                (
+                    format!("{}/{}", m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default()),
+                    m.resource_version.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        if got == *want {
+            Ok(())
+        } else {
+            Err(format!("reflector: {} objects, simulator: {}", got.len(), want.len()))
+        }
+    })
+    .await;
+    drain.abort();
+    let (code, verbose) = f.readyz().await;
+    assert_eq!(code, 200, "{verbose}");
+    assert!(!verbose.contains("[-]"), "{verbose}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pass_through_is_bounded_per_client() {
+    let f = faulty(SIM, &flags(&["--max-passthrough-per-client", "2"])).await;
+    let pod = &f.kache.api.get_ok("/api/v1/pods?resourceVersion=0&limit=1").await["items"][0]["metadata"];
+    // A watch of Tables is always passed through.
+    let path = format!("/api/v1/namespaces/{}/pods?watch=1", pod["namespace"].as_str().unwrap());
+    let w1 = f.kache.api.watch(&path, TABLE).await;
+    let w2 = f.kache.api.watch(&path, TABLE).await;
+    assert_eq!((w1.status, w2.status), (200, 200));
+    let third = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("third")).await;
+    assert_eq!(third.status, 429, "{}", third.text());
+    assert_eq!(third.header("retry-after"), Some("1"));
+    // Cached reads are not pass-through and not held back.
+    assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0&limit=1").await.status, 200);
+    drop(w1);
+    // The slot comes back when kache sees the watch's client go.
+    let api = &f.kache.api;
+    eventually(30, 50, || async move {
+        let r = api.post("/api/v1/namespaces/default/configmaps", &cm("after")).await;
+        if r.status == 201 {
+            Ok(())
+        } else {
+            Err(format!("{} {}", r.status, r.text()))
+        }
+    })
+    .await;
+    drop(w2);
+}
+
+/// A chunked request body whose chunk size is not hexadecimal: the client's fault.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_chunked_body_is_the_clients_400() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let f = faulty(SIM, &flags(&[])).await;
+    let mut s = tokio::net::TcpStream::connect(f.kache.serving.addr).await.unwrap();
+    let head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: kache\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(b"5\r\n{\"a\":\r\nZZ-not-hex\r\n").await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(QUICK, s.read_to_end(&mut out)).await.expect("an answer in time").unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(text.contains("\"kind\":\"Status\"") && text.contains("request body"), "{text}");
+    assert!(!f.kache.serving.serve.upstream().is_down(), "a client's bad body says nothing about the upstream");
+}
+
+/// With security on: reviews ride kache's own connections, so a hundred and fifty watches
+/// passed through for one client (more than the upstream's 100 streams per HTTP/2
+/// connection) neither starve a new client's TokenReview and SubjectAccessReview nor
+/// another client's pass-through write; and a paused upstream leaves cached reads of
+/// callers whose decisions are cached answering, while a caller never seen gets a Status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviews_and_other_clients_are_not_starved_and_cached_decisions_hold_through_a_pause() {
+    let sim = SecureSim::start().await;
+    let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", sim.running.addr).await.unwrap();
+    let kubeconfig = sim.upstream_kubeconfig_at(&format!("https://{}", relay.addr));
+    let k = SecureKache::start_at(&sim, &kubeconfig, DEADLINES).await;
+    let admin = k.client(Who::Token("admin-token"));
+    let mut held = Vec::new();
+    for i in 0..150 {
+        let r = admin.open("/api/v1/namespaces/a/pods?watch=1", &[("accept", TABLE)]).await;
+        assert_eq!(r.status(), 200, "passed-through watch {i}");
+        held.push(r);
+    }
+    let (passthrough, own) = k.serving.serve.upstream().connections();
+    assert!(passthrough >= 2, "150 pass-through streams need a second upstream connection: {passthrough}");
+    assert_eq!(own, 1, "kache's own calls keep a connection of their own");
+    let alice = k.client(Who::Token("alice-token"));
+    let r = alice.get("/api/v1/namespaces/a/pods?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "a new client's reviews are not starved: {}", r.text());
+    let bob = k.client(Who::Token("bob-token"));
+    let r =
+        bob.post("/api/v1/namespaces/a/configmaps", &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bob-1"}})).await;
+    assert_eq!(r.status, 201, "another client's pass-through write: {}", r.text());
+    drop(held);
+
+    relay.pause(true);
+    upstream_down(&k).await;
+    let r = alice.get("/api/v1/namespaces/a/pods?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "alice's decisions are cached: {}", r.text());
+    let node = k.client(Who::Token("node-token"));
+    let r = node.get("/api/v1/nodes?resourceVersion=0").await;
+    assert_retryable_status("a caller never reviewed, with the upstream paused", &r);
+    relay.pause(false);
+    crate::support::upstream_becomes(&k.serving.serve, true).await;
+    assert_eq!(node.get("/api/v1/nodes?resourceVersion=0").await.status, 200);
+}
+
+async fn upstream_down(k: &SecureKache) {
+    crate::support::upstream_becomes(&k.serving.serve, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_fault_endpoint_flips_the_switches() {
+    let sim = crate::support::start(&crate::support::cluster(SIM)).await;
+    let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", sim.addr).await.unwrap();
+    let addr = kache::sim::fault::serve_control("127.0.0.1:0", None, sim.sim.clone(), Some(relay.clone())).await.unwrap();
+    let api = crate::support::Api::new(&addr.to_string());
+    assert_eq!(api.request(Method::POST, "/pause", None, None, vec![]).await.status, 200);
+    assert!(relay.relay().paused);
+    assert_eq!(api.request(Method::POST, "/resume", None, None, vec![]).await.status, 200);
+    assert!(!relay.relay().paused);
+    assert_eq!(api.request(Method::POST, "/restart?warmup_ms=60000", None, None, vec![]).await.status, 200);
+    let r = sim.get("/api/v1/pods?limit=1").await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.json()["message"], "storage is (re)initializing");
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(sim.get("/readyz").await.status, 200, "the restarted apiserver says ready before its caches are");
+}
+
+/// Item 2 of the reliability issue: within `--serve-stale-seconds` (300 by default) kache
+/// stays ready and answers what it holds, says `[-]upstream` in `/readyz?verbose`, and fails
+/// what needs the upstream at once (503 from the health monitor's finding, not a 504 after a
+/// deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_from_memory_through_an_outage_within_the_stale_bound() {
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let before = f.kache.api.get_ok("/api/v1/pods?resourceVersion=0").await;
+    f.relay.down(true);
+    f.upstream_becomes(false).await;
+    let r = f.kache.api.get("/api/v1/pods?resourceVersion=0").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(keys_rvs(r.json()["items"].as_array().unwrap()), keys_rvs(before["items"].as_array().unwrap()));
+    let (code, verbose) = f.readyz().await;
+    assert_eq!(code, 200, "ready while serving from memory:\n{verbose}");
+    let line = upstream_line(&verbose);
+    assert!(line.starts_with("[-]upstream unreachable for ") && line.contains("; serving from memory for up to "), "{verbose}");
+    assert!(verbose.contains("[-]cache pods json upstream unreachable; serving from memory"), "{verbose}");
+    let w = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("fast")).await;
+    assert_retryable_status("a write while the upstream is known down", &w);
+    assert_eq!(w.status, 503);
+    assert!(
+        w.json()["message"].as_str().unwrap().contains("has been unreachable for"),
+        "failed fast on the monitor's finding: {}",
+        w.text()
+    );
+    let c = f.kache.api.get("/api/v1/pods?limit=5").await;
+    assert_retryable_status("a consistent list while the upstream is known down", &c);
+    assert_eq!(c.status, 503);
+    let m = crate::support::ops::Scrape::parse(&f.admin.get("/metrics").await.text());
+    assert!(
+        m.find("kache_cache_stale_seconds", &[("resource", "pods"), ("encoding", "json")]).iter().any(|s| s.value > 0.0),
+        "the staleness gauge moves during the outage"
+    );
+    f.relay.down(false);
+    f.upstream_becomes(true).await;
+}
+
+/// Past `--serve-stale-seconds` without the upstream kache is unready and refuses cached
+/// reads too; when the upstream is back it serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_stale_bound_kache_is_unready_and_refuses_cached_reads() {
+    let f = faulty(SIM, &flags(&["--serve-stale-seconds", "1"])).await;
+    f.upstream_becomes(true).await;
+    f.relay.down(true);
+    f.upstream_becomes(false).await;
+    let admin = &f.admin;
+    let verbose = eventually(30, 100, || async move {
+        let r = admin.get("/readyz?verbose").await;
+        if r.status == 503 {
+            Ok(r.text())
+        } else {
+            Err(r.text())
+        }
+    })
+    .await;
+    assert!(verbose.lines().any(|l| l.starts_with("[-]") && l.ends_with("past --serve-stale-seconds (1s)")), "{verbose}");
+    let r = f.kache.api.get("/api/v1/pods?resourceVersion=0").await;
+    assert_retryable_status("a cached read past the bound", &r);
+    assert!(r.json()["message"].as_str().unwrap().contains("longer than kache serves from memory (1s)"), "{}", r.text());
+    f.relay.down(false);
+    f.upstream_becomes(true).await;
+    let api = &f.kache.api;
+    eventually(30, 100, || async move {
+        let r = api.get("/api/v1/pods?resourceVersion=0").await;
+        if r.status == 200 {
+            Ok(())
+        } else {
+            Err(r.text())
+        }
+    })
+    .await;
+}
+
+/// With security on, decisions past their TTL are used while the upstream cannot be asked
+/// (within `--serve-stale-seconds`); a caller never judged gets 503 at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_known_decisions_hold_cached_reads_through_an_outage() {
+    let sim = SecureSim::start().await;
+    let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", sim.running.addr).await.unwrap();
+    let kubeconfig = sim.upstream_kubeconfig_at(&format!("https://{}", relay.addr));
+    let mut extra = DEADLINES.to_vec();
+    extra.extend(["--token-cache-ttl-seconds", "1", "--authz-cache-allow-ttl-seconds", "1", "--authz-cache-deny-ttl-seconds", "1"]);
+    let k = SecureKache::start_at(&sim, &kubeconfig, &extra).await;
+    crate::support::upstream_becomes(&k.serving.serve, true).await;
+    let alice = k.client(Who::Token("alice-token"));
+    assert_eq!(alice.get("/api/v1/namespaces/a/pods?resourceVersion=0").await.status, 200);
+    assert_eq!(alice.get("/api/v1/namespaces/b/pods?resourceVersion=0").await.status, 403);
+    let reviews = sim.token_reviews();
+    // The hung upstream is found only after the monitor's 3 s probe deadline, which began
+    // after alice's decisions were made: by then their 1 s TTLs have passed.
+    relay.pause(true);
+    upstream_down(&k).await;
+    assert_eq!(alice.get("/api/v1/namespaces/a/pods?resourceVersion=0").await.status, 200, "last known allow");
+    assert_eq!(alice.get("/api/v1/namespaces/b/pods?resourceVersion=0").await.status, 403, "last known deny");
+    let node = k.client(Who::Token("node-token"));
+    let r = node.get("/api/v1/nodes?resourceVersion=0").await;
+    assert_retryable_status("a caller never judged", &r);
+    assert_eq!(r.status, 503);
+    relay.pause(false);
+    crate::support::upstream_becomes(&k.serving.serve, true).await;
+    assert_eq!(node.get("/api/v1/nodes?resourceVersion=0").await.status, 200);
+    assert!(sim.token_reviews() > reviews, "decisions are asked for again once the upstream is back");
+}
+
+/// kubectl through kache with the upstream hung: what kache holds still prints; what needs
+/// the upstream fails with kache's Status (kubectl prints its message) instead of hanging
+/// until kubectl's own timeout; after the upstream is back, `kubectl get pods` works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_through_a_paused_upstream() {
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let kubectl = crate::support::Kubectl::new(&format!("http://{}", f.kache.serving.addr));
+    f.relay.pause(true);
+    f.upstream_becomes(false).await;
+    // A resourceVersion=0 list is answered from memory.
+    let out = kubectl.run(&["get", "--raw", "/api/v1/pods?resourceVersion=0&limit=3"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "PodList");
+    // A list without a resourceVersion is a consistent read, the upstream's to answer: it
+    // fails with kache's Status (client-go retries it after each Retry-After first). Plain
+    // `kubectl get pods` needs discovery too, which kache passes through: it fails the same way.
+    let out = kubectl.run(&["get", "--raw", "/api/v1/pods?limit=3"]).await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has been hung for"), "kubectl shows kache's Status: {err}");
+    f.relay.pause(false);
+    f.upstream_becomes(true).await;
+    let out = kubectl.run(&["get", "pods", "-A", "-o", "name"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
