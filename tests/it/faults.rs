@@ -227,8 +227,8 @@ async fn after_an_upstream_restart_caches_come_back_and_a_kube_rs_reflector_conv
 async fn pass_through_is_bounded_per_client() {
     let f = faulty(SIM, &flags(&["--max-passthrough-per-client", "2"])).await;
     let pod = &f.kache.api.get_ok("/api/v1/pods?resourceVersion=0&limit=1").await["items"][0]["metadata"];
-    // A watch of Tables is always passed through.
-    let path = format!("/api/v1/namespaces/{}/pods?watch=1", pod["namespace"].as_str().unwrap());
+    // A watch of Tables carrying whole objects is always passed through.
+    let path = format!("/api/v1/namespaces/{}/pods?watch=1&includeObject=Object", pod["namespace"].as_str().unwrap());
     let w1 = f.kache.api.watch(&path, TABLE).await;
     let w2 = f.kache.api.watch(&path, TABLE).await;
     assert_eq!((w1.status, w2.status), (200, 200));
@@ -283,7 +283,7 @@ async fn reviews_and_other_clients_are_not_starved_and_cached_decisions_hold_thr
     let admin = k.client(Who::Token("admin-token"));
     let mut held = Vec::new();
     for i in 0..150 {
-        let r = admin.open("/api/v1/namespaces/a/pods?watch=1", &[("accept", TABLE)]).await;
+        let r = admin.open("/api/v1/namespaces/a/pods?watch=1&includeObject=Object", &[("accept", TABLE)]).await;
         assert_eq!(r.status(), 200, "passed-through watch {i}");
         held.push(r);
     }
