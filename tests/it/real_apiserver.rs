@@ -621,6 +621,38 @@ async fn printed_objects(k: &TestKache) {
     }
 }
 
+/// `kubectl ARGS` run directly against the real apiserver (its kubeconfig and context).
+fn direct_kubectl(cache: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let config = std::env::var("KACHE_REAL_KUBECONFIG").expect("the real tier is on");
+    let mut c = crate::support::kubectl_command(std::path::Path::new(&config), cache, args);
+    if let Some(context) = std::env::var("KACHE_REAL_CONTEXT").ok().filter(|c| !c.is_empty()) {
+        c.arg("--context").arg(context);
+    }
+    c
+}
+
+/// Run `kubectl ARGS` through kache and directly; both succeed and print the same table
+/// (ages aside), with rows. Returns the requests kache answered from cache meanwhile, and
+/// the lines printed.
+async fn prints_the_same(k: &TestKache, via: &crate::support::Kubectl, cache: &std::path::Path, args: &[&str]) -> (u64, usize) {
+    let before = k.serving.serve.cache_hits();
+    let got = via.run(args).await;
+    let hits = k.serving.serve.cache_hits() - before;
+    let mut direct = direct_kubectl(cache, args);
+    let want = tokio::task::spawn_blocking(move || direct.output()).await.unwrap().expect("kubectl direct");
+    let what = format!("kubectl {}", args.join(" "));
+    assert!(got.status.success() && want.status.success(), "{what}: {}", String::from_utf8_lossy(&got.stderr));
+    let (got_rows, want_rows) = (ageless_table(&got.stdout), ageless_table(&want.stdout));
+    assert!(want_rows.len() > 1, "{what}: the apiserver printed rows");
+    assert!(
+        got_rows == want_rows,
+        "{what}: printed differently\nthrough kache:\n{}\ndirect:\n{}",
+        String::from_utf8_lossy(&got.stdout),
+        String::from_utf8_lossy(&want.stdout)
+    );
+    (hits, want_rows.len())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
     let preload = "pods,nodes,namespaces,configmaps,secrets,serviceaccounts,services,deployments,replicasets,statefulsets,daemonsets,jobs,events,events.events.k8s.io,endpointslices,persistentvolumeclaims,roles,clusterroles";
@@ -638,8 +670,6 @@ async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
     }
     printed_objects(&k).await;
     let via = crate::support::Kubectl::new(&format!("http://{}", k.serving.addr));
-    let direct_config = std::env::var("KACHE_REAL_KUBECONFIG").unwrap();
-    let context = std::env::var("KACHE_REAL_CONTEXT").unwrap_or_default();
     let cache = tempfile::tempdir().unwrap();
     let field = format!("spec.nodeName={node}");
     let mut commands: Vec<Vec<&str>> = vec![
@@ -681,24 +711,8 @@ async fn real_kubectl_get_prints_what_the_apiserver_prints_from_cache() {
     commands.push(vec!["get", "roles", "-A"]);
     let mut served = 0;
     for args in &commands {
-        let before = k.serving.serve.cache_hits();
-        let got = via.run(args).await;
-        let hits = k.serving.serve.cache_hits() - before;
-        let mut direct = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), args);
-        if !context.is_empty() {
-            direct.arg("--context").arg(&context);
-        }
-        let want = tokio::task::spawn_blocking(move || direct.output()).await.unwrap().expect("kubectl direct");
+        let (hits, _) = prints_the_same(&k, &via, cache.path(), args).await;
         let what = format!("kubectl {}", args.join(" "));
-        assert!(got.status.success() && want.status.success(), "{what}: {}", String::from_utf8_lossy(&got.stderr));
-        let (got_rows, want_rows) = (ageless_table(&got.stdout), ageless_table(&want.stdout));
-        assert!(want_rows.len() > 1, "{what}: the apiserver printed rows");
-        assert!(
-            got_rows == want_rows,
-            "{what}: printed differently\nthrough kache:\n{}\ndirect:\n{}",
-            String::from_utf8_lossy(&got.stdout),
-            String::from_utf8_lossy(&want.stdout)
-        );
         // A consistent read of events is the upstream's: kache cannot show its events cache
         // current (see the README); the Tables of events at resourceVersion=0 are checked below.
         if args[1] != "events" {
@@ -759,8 +773,6 @@ async fn real_kubectl_get_watch_prints_what_the_apiserver_prints_from_cache() {
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
     k.api.post(&format!("/api/v1/namespaces/{NS}/serviceaccounts"), &sa).await;
     let via = crate::support::Kubectl::new(&format!("http://{}", k.serving.addr));
-    let direct_config = std::env::var("KACHE_REAL_KUBECONFIG").unwrap();
-    let context = std::env::var("KACHE_REAL_CONTEXT").unwrap_or_default();
     let cache = tempfile::tempdir().unwrap();
     let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     // One pod at least, so that both kubectls print their initial rows before the changes.
@@ -772,10 +784,7 @@ async fn real_kubectl_get_watch_prints_what_the_apiserver_prints_from_cache() {
         let listed = k.api.get_ok(&format!("/api/v1/namespaces/{NS}/{kind}")).await["items"].as_array().unwrap().len();
         let before = k.serving.serve.cache_hits();
         let mut through = via.command(&args);
-        let mut direct = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), &args);
-        if !context.is_empty() {
-            direct.arg("--context").arg(&context);
-        }
+        let mut direct = direct_kubectl(cache.path(), &args);
         let (mut a, got) = collect_lines(through.stdout(std::process::Stdio::piped()).spawn().expect("kubectl through kache"));
         let (mut b, want) = collect_lines(direct.stdout(std::process::Stdio::piped()).spawn().expect("kubectl direct"));
         // The header and the initial rows: both watches are open from their list's RV.
@@ -901,8 +910,6 @@ async fn real_kubectl_get_of_custom_resources_prints_their_printer_columns_and_m
     assert_eq!(k.api.post("/apis/crd.example.com/v1/plains", &plain).await.status, 201);
 
     let via = crate::support::Kubectl::new(&format!("http://{}", k.serving.addr));
-    let direct_config = std::env::var("KACHE_REAL_KUBECONFIG").unwrap();
-    let context = std::env::var("KACHE_REAL_CONTEXT").unwrap_or_default();
     let cache = tempfile::tempdir().unwrap();
     let commands: Vec<Vec<&str>> = vec![
         vec!["get", "widgets", "-n", CRD_NS],
@@ -915,26 +922,10 @@ async fn real_kubectl_get_of_custom_resources_prints_their_printer_columns_and_m
         vec!["get", "plains", "-o", "wide"],
     ];
     for args in &commands {
-        let before = k.serving.serve.cache_hits();
-        let got = via.run(args).await;
-        let hits = k.serving.serve.cache_hits() - before;
-        let mut direct = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), args);
-        if !context.is_empty() {
-            direct.arg("--context").arg(&context);
-        }
-        let want = tokio::task::spawn_blocking(move || direct.output()).await.unwrap().expect("kubectl direct");
+        let (hits, rows) = prints_the_same(&k, &via, cache.path(), args).await;
         let what = format!("kubectl {}", args.join(" "));
-        assert!(got.status.success() && want.status.success(), "{what}: {}", String::from_utf8_lossy(&got.stderr));
-        let (got_rows, want_rows) = (ageless_table(&got.stdout), ageless_table(&want.stdout));
-        assert!(want_rows.len() > 1, "{what}: the apiserver printed rows");
-        assert!(
-            got_rows == want_rows,
-            "{what}: printed differently\nthrough kache:\n{}\ndirect:\n{}",
-            String::from_utf8_lossy(&got.stdout),
-            String::from_utf8_lossy(&want.stdout)
-        );
         assert!(hits >= 1, "{what}: answered from cache");
-        eprintln!("{what}: {} rows equal, {hits} from cache", want_rows.len() - 1);
+        eprintln!("{what}: {} rows equal, {hits} from cache", rows - 1);
     }
 
     // Metadata LIST and GET: byte for byte (the list's resourceVersion aside), from cache.
@@ -975,10 +966,7 @@ async fn real_kubectl_get_of_custom_resources_prints_their_printer_columns_and_m
     let listed = names.len();
     let before = k.serving.serve.cache_hits();
     let mut through = via.command(&args);
-    let mut direct_cmd = crate::support::kubectl_command(std::path::Path::new(&direct_config), cache.path(), &args);
-    if !context.is_empty() {
-        direct_cmd.arg("--context").arg(&context);
-    }
+    let mut direct_cmd = direct_kubectl(cache.path(), &args);
     let (mut a, got) = collect_lines(through.stdout(std::process::Stdio::piped()).spawn().expect("kubectl through kache"));
     let (mut b, want) = collect_lines(direct_cmd.stdout(std::process::Stdio::piped()).spawn().expect("kubectl direct"));
     until_lines(&got, 1 + listed, "through kache").await;

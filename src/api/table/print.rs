@@ -591,13 +591,19 @@ pub(super) fn persistent_volume(w: &mut Writer, v: &Value) {
 }
 
 pub(super) fn replication_controller(w: &mut Writer, v: &Value) {
+    replicas(w, v, &format_labels(&v["spec"]["selector"]));
+}
+
+/// A ReplicationController's or ReplicaSet's row (they differ in how the selector prints):
+/// desired, current and ready replicas, age, then containers, images and the selector.
+fn replicas(w: &mut Writer, v: &Value, selector: &str) {
     let (spec, status) = (&v["spec"], &v["status"]);
     w.str(name(v));
     w.int(int(&spec["replicas"]));
     w.int(int(&status["replicas"]));
     w.int(int(&status["readyReplicas"]));
     w.since("", created(v), "");
-    containers_and_selector(w, &spec["template"], &format_labels(&spec["selector"]));
+    containers_and_selector(w, &spec["template"], selector);
 }
 
 pub(super) fn deployment(w: &mut Writer, v: &Value) {
@@ -612,13 +618,7 @@ pub(super) fn deployment(w: &mut Writer, v: &Value) {
 }
 
 pub(super) fn replica_set(w: &mut Writer, v: &Value) {
-    let (spec, status) = (&v["spec"], &v["status"]);
-    w.str(name(v));
-    w.int(int(&spec["replicas"]));
-    w.int(int(&status["replicas"]));
-    w.int(int(&status["readyReplicas"]));
-    w.since("", created(v), "");
-    containers_and_selector(w, &spec["template"], &format_label_selector(&spec["selector"]));
+    replicas(w, v, &format_label_selector(&v["spec"]["selector"]));
 }
 
 pub(super) fn stateful_set(w: &mut Writer, v: &Value) {

@@ -37,19 +37,7 @@ fn answered(name: &str) -> f64 {
 }
 
 fn resource(plural: &str, kind: &str, namespaced: bool) -> Arc<Resource> {
-    Arc::new(Resource {
-        group: "crd.example.com".into(),
-        version: "v1".into(),
-        plural: plural.into(),
-        singular: kind.to_lowercase(),
-        kind: kind.into(),
-        namespaced,
-        protobuf: false,
-        short_names: vec![],
-        categories: vec![],
-        fields: Arc::from([]),
-        index: None,
-    })
+    super::fidelity::custom("crd.example.com", plural, kind, namespaced)
 }
 
 fn columns(plural: &str) -> Arc<CustomColumns> {

@@ -16,12 +16,13 @@ use http_body_util::BodyExt;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
-fn custom(group: &str, plural: &str, kind: &str, namespaced: bool) -> Arc<Resource> {
+/// A custom resource (JSON only) of `group`/v1.
+pub(super) fn custom(group: &str, plural: &str, kind: &str, namespaced: bool) -> Arc<Resource> {
     Arc::new(Resource {
         group: group.into(),
         version: "v1".into(),
         plural: plural.into(),
-        singular: String::new(),
+        singular: kind.to_lowercase(),
         kind: kind.into(),
         namespaced,
         protobuf: false,
