@@ -42,7 +42,9 @@ pub const WINDOW_SECONDS: &str = "kache_cache_window_span_seconds";
 pub const RV_LAG: &str = "kache_cache_rv_lag";
 /// Upstream events ingested, by resource and encoding.
 pub const EVENTS_INGESTED: &str = "kache_informer_events_total";
-/// Relists (initial lists included), by resource and encoding.
+/// LISTs of the informers (the initial one included), by resource, encoding and outcome
+/// (`initial`; `diffed`: a relist told to open watchers as events; `replaced`: a relist that
+/// ended them; `failed`).
 pub const RELISTS: &str = "kache_informer_relists_total";
 /// Upstream watch restarts, by resource and encoding.
 pub const WATCH_RESTARTS: &str = "kache_informer_watch_restarts_total";

@@ -9,7 +9,7 @@ use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire;
 use crate::cache::object::Object;
 use crate::cache::window::EventType;
-use crate::cache::KindCache;
+use crate::cache::{KindCache, Relisted};
 use crate::serve::body::BoxError;
 use crate::serve::query::Format;
 use crate::serve::upstream::{Counted, Upstream};
@@ -184,6 +184,11 @@ impl Feed {
         [("resource", self.cache.resource.plural.clone()), ("encoding", format!("{:?}", self.fmt).to_lowercase())]
     }
 
+    fn outcome_labels(&self, outcome: &'static str) -> [(&'static str, String); 3] {
+        let [r, e] = self.labels();
+        [r, e, ("outcome", outcome.to_string())]
+    }
+
     /// Whether the initial list has been loaded.
     pub fn synced(&self) -> bool {
         *self.synced.borrow()
@@ -296,14 +301,31 @@ impl Feed {
         let r = self.cache.resource.clone();
         let mut backoff = Backoff::default();
         loop {
-            metrics::counter!(telemetry::RELISTS, &self.labels()).increment(1);
             let custom = self.custom_columns().await;
             let listed = self.list(custom.as_ref()).await;
             self.set_healthy(listed.is_ok());
             match listed {
                 Ok((objects, rv)) => {
-                    tracing::info!(resource = %r.plural, objects = objects.len(), rv, fmt = ?self.fmt, "informer synced");
-                    self.cache.replace_printed(objects, rv, custom);
+                    let n = objects.len();
+                    let outcome = if self.synced() {
+                        // A relist after the watch expired (an upstream restart, a long
+                        // outage): open watchers get the differences, not an end.
+                        match self.cache.relist(objects, rv, custom) {
+                            Relisted::Diffed { added, modified, deleted } => {
+                                tracing::info!(resource = %r.plural, objects = n, rv, fmt = ?self.fmt, added, modified, deleted, "relisted; watchers were sent the differences");
+                                "diffed"
+                            }
+                            Relisted::Replaced(why) => {
+                                tracing::warn!(resource = %r.plural, objects = n, rv, fmt = ?self.fmt, "relisted; state replaced and watchers ended: {why}");
+                                "replaced"
+                            }
+                        }
+                    } else {
+                        tracing::info!(resource = %r.plural, objects = n, rv, fmt = ?self.fmt, "informer synced");
+                        self.cache.replace_printed(objects, rv, custom);
+                        "initial"
+                    };
+                    metrics::counter!(telemetry::RELISTS, &self.outcome_labels(outcome)).increment(1);
                     self.relisting.store(false, Ordering::Relaxed);
                     self.synced.send_replace(true);
                     backoff = Backoff::default();
@@ -322,6 +344,7 @@ impl Feed {
                     return;
                 }
                 Err(e) => {
+                    metrics::counter!(telemetry::RELISTS, &self.outcome_labels("failed")).increment(1);
                     self.log_failure("list failed", None, &e);
                     self.pause(&e, &mut backoff).await;
                 }

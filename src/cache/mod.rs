@@ -27,8 +27,94 @@ pub enum Message {
     Event(Arc<Event>),
     /// Every change up to this RV has been sent (basis of bookmarks).
     Progress(u64),
+    /// A relist's differences up to this RV have all been sent: watchers that take
+    /// bookmarks send one now, ending the catch-up.
+    Caught(u64),
     /// The state was replaced wholesale (relist): watchers must end so clients resume.
     Reset,
+}
+
+/// How a relist was brought into a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relisted {
+    /// The differences were applied as ordinary events, which open watchers received; they
+    /// stay open.
+    Diffed {
+        /// Objects new to the cache (a name reused by a new object counts here and in
+        /// `deleted`).
+        added: usize,
+        /// Objects at a new resourceVersion.
+        modified: usize,
+        /// Objects gone.
+        deleted: usize,
+    },
+    /// The state was replaced and open watchers ended (their clients resume or relist),
+    /// because the differences could not be told soundly as events: why.
+    Replaced(&'static str),
+}
+
+/// One step of a relist's differences.
+enum Step {
+    /// The listed object at this index, as an ADDED or MODIFIED event.
+    Put(usize, EventType),
+    /// A held object the list no longer has, as a DELETED event.
+    Gone(Arc<Object>),
+}
+
+/// The events that take `cur` (complete up to `floor`) to the upstream's list `objects` at
+/// `rv`, in resourceVersion order, or why they cannot be told soundly.
+///
+/// Each listed object that is new or at another RV is one event at its own RV, which lies
+/// above `floor` (the cache has seen every change up to it) and at or below `rv`. A name
+/// whose uid changed was deleted and created again: a DELETED then an ADDED. Objects gone
+/// are DELETED, but the list does not say when: each is given an RV of its own above
+/// `floor` that no listed object holds, the lowest free ones, a recreated name's below its
+/// new object's RV. Every real deletion took an RV of its own in that range, so there are
+/// enough; if not, the upstream's history is not the one the cache followed (a restored
+/// etcd) and no events can describe it.
+fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
+    if rv < floor {
+        return Err("the new list is older than the cache");
+    }
+    let mut steps = Vec::new();
+    let mut used = std::collections::HashSet::new();
+    // (RV the deletion must precede, the object deleted)
+    let mut gone: Vec<(u64, Arc<Object>)> = Vec::new();
+    let mut listed = std::collections::HashSet::with_capacity(objects.len());
+    for (i, o) in objects.iter().enumerate() {
+        listed.insert(&*o.key);
+        let kind = match cur.get(&o.key) {
+            Some(old) if old.rv == o.rv => continue,
+            Some(old) if old.uid() != o.uid() => {
+                gone.push((o.rv, old.clone()));
+                EventType::Added
+            }
+            Some(_) => EventType::Modified,
+            None => EventType::Added,
+        };
+        if o.rv <= floor || o.rv > rv {
+            return Err("an object changed at a resourceVersion outside the span the cache missed");
+        }
+        if !used.insert(o.rv) {
+            return Err("two objects share a resourceVersion");
+        }
+        steps.push((o.rv, Step::Put(i, kind)));
+    }
+    gone.extend(cur.objects.values().filter(|o| !listed.contains(&*o.key)).map(|o| (rv + 1, o.clone())));
+    gone.sort_by(|a, b| (a.0, &a.1.key).cmp(&(b.0, &b.1.key)));
+    let mut slot = floor;
+    for (before, old) in gone {
+        slot += 1;
+        while used.contains(&slot) {
+            slot += 1;
+        }
+        if slot >= before {
+            return Err("more deletions than resourceVersions between the cache and the new list");
+        }
+        steps.push((slot, Step::Gone(old)));
+    }
+    steps.sort_by_key(|(at, _)| *at);
+    Ok(steps)
 }
 
 /// Largest ring per index value: one node's pods change far less often than all pods, and
@@ -242,6 +328,56 @@ impl KindCache {
         self.send_all(Message::Reset);
     }
 
+    /// Bring the cache to a new list of the upstream's (after its watch expired) at `rv`,
+    /// telling open watchers the differences as events (see [`plan`]) instead of ending
+    /// them, so their clients need not relist. All events are applied in one step (readers
+    /// see the old state or the new one), each leaving its state in the history for exact-RV
+    /// reads; then a [`Message::Caught`] at `rv`. When that cannot be done soundly (the
+    /// printer columns changed, or the list is not a later state of what the cache
+    /// followed), the state is replaced and watchers ended, as [`KindCache::replace`] does.
+    pub fn relist(&self, objects: Vec<Object>, rv: u64, custom: Option<Arc<CustomColumns>>) -> Relisted {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = self.snap.load_full();
+        let floor = (*self.progress.borrow()).max(cur.rv);
+        let steps = if custom != cur.custom { Err("the printer columns changed") } else { plan(&cur, &objects, rv, floor) };
+        let steps = match steps {
+            Ok(steps) => steps,
+            Err(why) => {
+                self.replace_locked(objects, rv, custom);
+                return Relisted::Replaced(why);
+            }
+        };
+        let (mut added, mut modified, mut deleted) = (0, 0, 0);
+        let mut objects: Vec<Option<Object>> = objects.into_iter().map(Some).collect();
+        let mut snap = cur;
+        let mut events = Vec::with_capacity(steps.len());
+        for (at, step) in steps {
+            let (kind, object) = match step {
+                Step::Put(i, kind) => match objects[i].take() {
+                    Some(o) => (kind, o),
+                    None => continue,
+                },
+                Step::Gone(old) => (EventType::Deleted, old.at_rv(at)),
+            };
+            match kind {
+                EventType::Added => added += 1,
+                EventType::Modified => modified += 1,
+                EventType::Deleted => deleted += 1,
+            }
+            let (next, ev) = snap.apply(kind, object, self.resource.index.as_deref());
+            self.remember(std::mem::replace(&mut snap, Arc::new(next)));
+            events.push(ev);
+        }
+        self.snap.store(snap);
+        for ev in &events {
+            let _ = self.tx.send(Message::Event(ev.clone()));
+            self.send_indexed(ev);
+        }
+        self.progress.send_if_modified(|p| (*p < rv).then(|| *p = rv).is_some());
+        self.send_all(Message::Caught(rv));
+        Relisted::Diffed { added, modified, deleted }
+    }
+
     /// Replace the whole state (initial load or relist) at `rv`. Open watchers are ended.
     pub fn replace(&self, objects: impl IntoIterator<Item = Object>, rv: u64) {
         let custom = self.snapshot().custom.clone();
@@ -252,6 +388,10 @@ impl KindCache {
     /// printer columns `custom`.
     pub fn replace_printed(&self, objects: impl IntoIterator<Item = Object>, rv: u64, custom: Option<Arc<CustomColumns>>) {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.replace_locked(objects, rv, custom);
+    }
+
+    fn replace_locked(&self, objects: impl IntoIterator<Item = Object>, rv: u64, custom: Option<Arc<CustomColumns>>) {
         let mut s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref());
         s.custom = custom;
         self.snap.store(Arc::new(s));
@@ -307,7 +447,7 @@ mod tests {
             while let Ok(m) = rx.try_recv() {
                 out.push(match m {
                     Message::Event(e) => e.rv,
-                    Message::Progress(p) => 1000 + p,
+                    Message::Progress(p) | Message::Caught(p) => 1000 + p,
                     Message::Reset => 0,
                 });
             }
@@ -384,5 +524,160 @@ mod tests {
         assert!(matches!(rx.recv().await.unwrap(), Message::Reset));
         assert!(c.wait_for(4, Duration::from_millis(1)).await);
         assert_eq!(c.snapshot().objects.len(), 1);
+    }
+
+    /// A pod with a uid, for relists.
+    fn pod(name: &str, uid: &str, rv: u64) -> Object {
+        let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv.to_string()}, "spec": {"nodeName": "n"}});
+        Object::new(&res(), &v, Some(&crate::cache::object::item_json(&v)), None).unwrap()
+    }
+
+    /// Messages waiting for a receiver, as (type, key, RV); progress as ("PROGRESS", "", rv).
+    fn drain(rx: &mut broadcast::Receiver<Message>) -> Vec<(String, String, u64)> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            out.push(match m {
+                Message::Event(e) => (e.kind.as_str().to_string(), e.object.key.to_string(), e.rv),
+                Message::Progress(p) => ("PROGRESS".into(), String::new(), p),
+                Message::Caught(p) => ("CAUGHT".into(), String::new(), p),
+                Message::Reset => ("RESET".into(), String::new(), 0),
+            });
+        }
+        out
+    }
+
+    fn row(t: &str, key: &str, rv: u64) -> (String, String, u64) {
+        (t.to_string(), key.to_string(), rv)
+    }
+
+    #[test]
+    fn a_relist_tells_open_watchers_the_differences_and_leaves_them_open() {
+        let c = KindCache::new(res(), 1, Limits::default());
+        c.replace(vec![pod("a", "ua", 2), pod("b", "ub", 3), pod("c", "uc", 4), pod("e", "ue", 5)], 5);
+        let mut all = c.subscribe();
+        let mut node = c.subscribe_indexed("n");
+        // Missed while the upstream was away: a modified at 9, d created at 8, c deleted,
+        // e deleted and created again at 11 (a new uid), b untouched; the list is at 12.
+        let listed = vec![pod("a", "ua", 9), pod("b", "ub", 3), pod("d", "ud", 8), pod("e", "ue2", 11)];
+        let got = c.relist(listed, 12, None);
+        assert_eq!(got, Relisted::Diffed { added: 2, modified: 1, deleted: 2 });
+        // Deletions take the lowest RVs above the cache's that no listed object holds.
+        let want = vec![
+            // e's deletion must come before its new object's ADDED at 11: it is placed first.
+            row("DELETED", "ns/e", 6),
+            row("DELETED", "ns/c", 7),
+            row("ADDED", "ns/d", 8),
+            row("MODIFIED", "ns/a", 9),
+            row("ADDED", "ns/e", 11),
+            row("CAUGHT", "", 12),
+        ];
+        assert_eq!(drain(&mut all), want);
+        assert_eq!(drain(&mut node), want, "indexed watchers get the same");
+        let s = c.snapshot();
+        let state: Vec<(String, u64)> = s.range(None, None).map(|o| (o.key.to_string(), o.rv)).collect();
+        assert_eq!(state, [("ns/a".to_string(), 9), ("ns/b".into(), 3), ("ns/d".into(), 8), ("ns/e".into(), 11)]);
+        assert_eq!(c.progress(), 12);
+        assert_eq!(s.get("ns/e").unwrap().uid().as_deref(), Some("ue2"));
+        // A client that saw part of it resumes from the window; exact-RV reads see each step.
+        let resumed: Vec<u64> = s.window.since(7).unwrap().map(|e| e.rv).collect();
+        assert_eq!(resumed, [8, 9, 11]);
+        assert_eq!(c.at(7).unwrap().objects.len(), 2, "c and e gone, nothing added yet");
+        assert_eq!(c.at(10).unwrap().get("ns/a").unwrap().rv, 9);
+        // The deleted object is its last state at the deletion's RV.
+        let deleted = s.window.since(5).unwrap().next().unwrap();
+        assert_eq!(deleted.object.rv, 6);
+        assert!(std::str::from_utf8(deleted.object.json_item_ref().unwrap()).unwrap().contains("\"resourceVersion\":\"6\""));
+    }
+
+    #[test]
+    fn a_relist_that_no_events_can_describe_replaces_the_state_and_ends_watchers() {
+        let fresh = || {
+            let c = KindCache::new(res(), 1, Limits::default());
+            c.replace(vec![pod("a", "ua", 2), pod("b", "ub", 3)], 3);
+            c.advance(5, false);
+            let rx = c.subscribe();
+            (c, rx)
+        };
+        let cases: [(Vec<Object>, u64, &str); 4] = [
+            (vec![pod("a", "ua", 2)], 4, "the new list is older than the cache"),
+            (vec![pod("a", "ua", 4), pod("b", "ub", 3)], 9, "an object changed at a resourceVersion outside the span the cache missed"),
+            (vec![pod("a", "ua", 6), pod("b", "ub", 6)], 7, "two objects share"),
+            (vec![pod("x", "ux", 6)], 6, "more deletions than resourceVersions"),
+        ];
+        for (listed, rv, why) in cases {
+            let (c, mut rx) = fresh();
+            let n = listed.len();
+            match c.relist(listed, rv, None) {
+                Relisted::Replaced(got) => assert!(got.starts_with(why), "{got} / {why}"),
+                other => panic!("{why}: {other:?}"),
+            }
+            assert_eq!(drain(&mut rx), [row("RESET", "", 0)], "{why}");
+            assert_eq!((c.snapshot().objects.len(), c.progress()), (n, rv), "{why}");
+        }
+        // Other printer columns: the cells of every object change.
+        let (c, mut rx) = fresh();
+        let crd = serde_json::json!({"spec": {"versions": [{"name": "v1"}]}});
+        let custom = Some(Arc::new(CustomColumns::of_crd(&crd, "v1").unwrap()));
+        assert_eq!(c.relist(vec![pod("a", "ua", 2), pod("b", "ub", 3)], 6, custom), Relisted::Replaced("the printer columns changed"));
+        assert_eq!(drain(&mut rx), [row("RESET", "", 0)]);
+    }
+
+    proptest::proptest! {
+        /// Whatever happened upstream while the cache was away (creates, updates, deletes,
+        /// names reused, other kinds' writes moving the RV), the relist's events, folded
+        /// into what the cache held, give exactly the new list; they come in increasing RV
+        /// order above the cache's progress, and the catch-up ends at the list's RV.
+        #[test]
+        fn relist_events_fold_into_the_new_list(
+            before in proptest::collection::vec((0usize..8, 0u8..4), 0..30),
+            missed in proptest::collection::vec((0usize..8, 0u8..5), 0..30),
+        ) {
+            use std::collections::BTreeMap;
+            // name -> (uid, rv), driven by (name, op) with one RV per write.
+            let mut rv = 1u64;
+            let mut uids = 0;
+            let mut model: BTreeMap<String, (String, u64)> = BTreeMap::new();
+            let mut run = |model: &mut BTreeMap<String, (String, u64)>, ops: &[(usize, u8)], rv: &mut u64| {
+                for &(n, op) in ops {
+                    *rv += 1;
+                    let name = format!("p{n}");
+                    match (op, model.contains_key(&name)) {
+                        (4, _) => {} // another kind's write
+                        (3, true) => { model.remove(&name); }
+                        (_, true) => { model.get_mut(&name).unwrap().1 = *rv; }
+                        (_, false) => {
+                            uids += 1;
+                            model.insert(name, (format!("u{uids}"), *rv));
+                        }
+                    }
+                }
+            };
+            run(&mut model, &before, &mut rv);
+            let c = KindCache::new(res(), 1, Limits::default());
+            c.replace(model.iter().map(|(n, (u, r))| pod(n, u, *r)), rv);
+            let floor = rv;
+            let mut rx = c.subscribe();
+            let old = model.clone();
+            run(&mut model, &missed, &mut rv);
+            let listed: Vec<Object> = model.iter().map(|(n, (u, r))| pod(n, u, *r)).collect();
+            let got = c.relist(listed, rv, None);
+            proptest::prop_assert!(matches!(got, Relisted::Diffed { .. }), "{:?}", got);
+            let msgs = drain(&mut rx);
+            let (last, events) = msgs.split_last().unwrap();
+            proptest::prop_assert_eq!(last, &row("CAUGHT", "", rv));
+            let mut folded: BTreeMap<String, u64> = old.iter().map(|(n, (_, r))| (format!("ns/{n}"), *r)).collect();
+            let mut prev = floor;
+            for (t, key, at) in events {
+                proptest::prop_assert!(*at > prev && *at <= rv, "RVs increase above the cache's: {:?}", msgs);
+                prev = *at;
+                match t.as_str() {
+                    "DELETED" => proptest::prop_assert!(folded.remove(key).is_some(), "deleted what was there"),
+                    "ADDED" => proptest::prop_assert!(folded.insert(key.clone(), *at).is_none(), "added what was not"),
+                    _ => proptest::prop_assert!(folded.insert(key.clone(), *at).is_some(), "modified what was there"),
+                }
+            }
+            let want: BTreeMap<String, u64> = model.iter().map(|(n, (_, r))| (format!("ns/{n}"), *r)).collect();
+            proptest::prop_assert_eq!(folded, want);
+        }
     }
 }

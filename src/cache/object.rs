@@ -279,6 +279,30 @@ impl Object {
         }
     }
 
+    /// `metadata.uid`, read from whichever encoding is held (decoded on demand: only a
+    /// relist compares uids, of the objects it finds changed).
+    pub fn uid(&self) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            uid: Option<String>,
+        }
+        if let Some(m) = self.json_metadata() {
+            return serde_json::from_slice::<Meta>(m).ok()?.uid;
+        }
+        let m = self.pb_metadata()?;
+        let mut pos = 0;
+        let (_, _, meta) = crate::api::wire::next_field(m, &mut pos)?;
+        let meta = &m[meta];
+        let mut p = 0;
+        while p < meta.len() {
+            let (f, wt, r) = crate::api::wire::next_field(meta, &mut p)?;
+            if f == 5 && wt == prost::encoding::WireType::LengthDelimited {
+                return std::str::from_utf8(&meta[r]).ok().map(str::to_string);
+            }
+        }
+        None
+    }
+
     /// Size of the encodings held (a custom resource's re-encoded metadata too), in bytes.
     pub fn encoded_len(&self) -> usize {
         self.json.as_ref().map_or(0, Bytes::len) + self.pb.as_ref().map_or(0, Bytes::len) + self.struct_meta.as_ref().map_or(0, Bytes::len)

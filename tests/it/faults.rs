@@ -147,6 +147,129 @@ async fn dropped_connections_are_resumed_and_a_watch_through_kache_misses_nothin
     assert_eq!(seen, written, "every write once, in order, across dropped upstream connections");
 }
 
+/// A pod's (namespace/name) and the API path of its object.
+fn pod_path(p: &Value) -> (String, String) {
+    let m = &p["metadata"];
+    let (ns, name) = (m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap());
+    (format!("{ns}/{name}"), format!("/api/v1/namespaces/{ns}/pods/{name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_restart_reaches_open_watches_as_the_changes_missed_not_as_a_relist() {
+    use futures_util::StreamExt;
+    use kube::runtime::watcher;
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    // Two clients watch through kache: a raw watch with bookmarks, and a kube-rs watcher
+    // (LIST, then WATCH), whose every event is recorded.
+    let from = list_rv(&f.kache.api.get_ok("/api/v1/pods?resourceVersion=0").await);
+    let mut raw =
+        f.kache.api.watch(&format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={from}"), "application/json").await;
+    assert_eq!(raw.status, 200);
+    let client = kube::Client::try_from(kube::Config::new(format!("http://{}", f.kache.serving.addr).parse().unwrap())).unwrap();
+    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let informer = tokio::spawn(async move {
+        let stream = watcher(kube::Api::<Pod>::all(client), watcher::Config::default());
+        tokio::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            let what = match ev {
+                Ok(watcher::Event::Init) => "init".to_string(),
+                Ok(watcher::Event::InitApply(_)) => "init-apply".into(),
+                Ok(watcher::Event::InitDone) => "init-done".into(),
+                Ok(watcher::Event::Apply(p)) => format!("apply {}/{}", p.metadata.namespace.unwrap(), p.metadata.name.unwrap()),
+                Ok(watcher::Event::Delete(p)) => format!("delete {}/{}", p.metadata.namespace.unwrap(), p.metadata.name.unwrap()),
+                Err(e) => format!("error {e}"),
+            };
+            if events_tx.send(what).is_err() {
+                return;
+            }
+        }
+    });
+    let (_, pods) = f.sim.all_pods().await;
+    let end = deadline(QUICK.as_secs());
+    let mut listed = 0;
+    loop {
+        match tokio::time::timeout_at(end, events.recv()).await.expect("the informer syncs").unwrap().as_str() {
+            "init-done" => break,
+            "init-apply" => listed += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(listed, pods.len());
+
+    // The upstream goes away; meanwhile pods change, go and come; then it restarts with no
+    // history (410 for kache's RV) and a warm-up of 429s.
+    f.relay.down(true);
+    f.upstream_becomes(false).await;
+    // (type, key, RV) of each change; a deletion's RV is not known to the list kache reads.
+    let mut changes: Vec<(String, String, u64)> = Vec::new();
+    for (i, p) in pods.iter().take(10).enumerate() {
+        let (key, path) = pod_path(p);
+        if i % 5 == 4 {
+            f.sim.must("delete", f.sim.delete(&path).await).await;
+            changes.push(("DELETED".into(), key, 0));
+        } else {
+            let patched = f.sim.must("patch", f.sim.patch(&path, &json!({"metadata": {"labels": {"restart": i.to_string()}}})).await).await;
+            changes.push(("MODIFIED".into(), key, obj_rv(&patched)));
+        }
+    }
+    let mut born = pods[20].clone();
+    born["metadata"] = json!({"name": "born-while-down", "namespace": p_ns(&pods[20])});
+    let (key, path) = pod_path(&born);
+    let created = f.sim.must("create", f.sim.post(path.rsplit_once('/').unwrap().0, &born).await).await;
+    changes.push(("ADDED".into(), key, obj_rv(&created)));
+    f.sim.sim.restart(Duration::from_secs(2));
+    let rv = f.sim.sim.resource_version();
+    f.relay.down(false);
+    f.upstream_becomes(true).await;
+
+    // The raw watch stays open and receives exactly the changes, in increasing RV order,
+    // then a bookmark at the new list's RV.
+    let end = deadline(QUICK.as_secs());
+    let mut seen: Vec<(String, String, u64)> = Vec::new();
+    loop {
+        match raw.next_json(end).await {
+            Next::Item(ev) if ev["type"] == "BOOKMARK" => {
+                if obj_rv(&ev["object"]) >= rv {
+                    break;
+                }
+            }
+            Next::Item(ev) => {
+                let (key, _) = pod_path(&ev["object"]);
+                seen.push((ev["type"].as_str().unwrap().to_string(), key, obj_rv(&ev["object"])));
+            }
+            other => panic!("the watch through kache ended or stalled after {seen:?}: {other:?}"),
+        }
+    }
+    let rvs: Vec<u64> = seen.iter().map(|e| e.2).collect();
+    assert!(rvs.windows(2).all(|w| w[0] < w[1]) && rvs[0] > from, "RVs increase: {seen:?}");
+    let mut got: Vec<(String, String, u64)> =
+        seen.iter().map(|(t, k, at)| (t.clone(), k.clone(), if t == "DELETED" { 0 } else { *at })).collect();
+    got.sort();
+    changes.sort();
+    assert_eq!(got, changes, "the changes missed, each once");
+
+    // The kube-rs watcher saw the same changes and no second list.
+    let mut want: Vec<String> =
+        changes.iter().map(|(t, k, _)| format!("{} {k}", if t == "DELETED" { "delete" } else { "apply" })).collect();
+    want.sort();
+    let end = deadline(QUICK.as_secs());
+    let mut after: Vec<String> = Vec::new();
+    while after.len() < want.len() {
+        match tokio::time::timeout_at(end, events.recv()).await {
+            Ok(Some(e)) => after.push(e),
+            other => panic!("the kube-rs watcher stalled after {after:?}: {other:?}"),
+        }
+    }
+    after.sort();
+    assert_eq!(after, want, "kube-rs: the changes, no relist");
+    informer.abort();
+}
+
+fn p_ns(p: &Value) -> String {
+    p["metadata"]["namespace"].as_str().unwrap().to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_upstream_restart_caches_come_back_and_a_kube_rs_reflector_converges() {
     use futures_util::StreamExt;

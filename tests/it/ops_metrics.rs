@@ -50,7 +50,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 }
 
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
-const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "view", "reason", "le", "quantile"];
+const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "quantile"];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
 fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {
@@ -177,6 +177,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 "encoding" => assert!(value == "json" || value == "protobuf", "{}: encoding {value}", s.name),
                 "view" => assert!(value == "metadata" || value == "table", "{}: view {value}", s.name),
                 "reason" => assert!(["hung", "unreachable", "unready"].contains(&value.as_str()), "{}: reason {value}", s.name),
+                "outcome" => assert!(["initial", "diffed", "replaced", "failed"].contains(&value.as_str()), "{}: outcome {value}", s.name),
                 _ => {}
             }
         }

@@ -272,6 +272,16 @@ impl Watcher {
                     self.last_rv = self.last_rv.max(p);
                     continue;
                 }
+                // A relist's differences have all been sent: a bookmark at the list's RV
+                // tells the client it has caught up.
+                Ok(Message::Caught(p)) => {
+                    self.last_rv = self.last_rv.max(p);
+                    if self.opts.bookmarks
+                        && !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await)
+                    {
+                        return;
+                    }
+                }
                 // Relisted state, a watcher too slow for the ring, or a closed cache: end the
                 // stream so the client resumes from its last RV (or relists on 410).
                 Err(broadcast::error::RecvError::Lagged(_)) => {
