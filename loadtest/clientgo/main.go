@@ -2,7 +2,11 @@
 // server (kache or the apiserver), and a digest of its store to compare the two.
 //
 // client-go 1.35+ lists with WatchList (a watch with sendInitialEvents=true) by default;
-// -watchlist=false falls back to LIST+WATCH. Built inside the Kubernetes tree that
+// -watchlist=false falls back to LIST+WATCH. With -follow D it keeps the informer running for
+// D after the sync, counting the events its handler receives (adds, updates, deletes), and
+// then prints them with the store's digest: an upstream restart that makes the client relist
+// shows as an update for every object. -digest-at F waits until the file F exists before
+// taking the final digest (a driver script creates it once writes have stopped). Built inside the Kubernetes tree that
 // ../../shared/real-apiserver/build.sh extracts (its vendored client-go), by build.sh here.
 package main
 
@@ -13,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +33,8 @@ func main() {
 	kctx := flag.String("context", "", "context in the kubeconfig")
 	server := flag.String("server", "", "override the server (kache's address)")
 	watchList := flag.Bool("watchlist", true, "use WatchList (client-go's default)")
+	follow := flag.Duration("follow", 0, "keep watching this long after the sync, counting events")
+	digestAt := flag.String("digest-at", "", "with -follow: take the final digest once this file exists (at most the -follow time)")
 	flag.Parse()
 	if !*watchList {
 		os.Setenv("KUBE_FEATURE_WatchListClient", "false")
@@ -46,7 +53,23 @@ func main() {
 	client := kubernetes.NewForConfigOrDie(cfg)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Pods().Informer()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	var synced atomic.Bool
+	var adds, updates, deletes, sameRV atomic.Int64
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(interface{}) {
+			if synced.Load() {
+				adds.Add(1)
+			}
+		},
+		UpdateFunc: func(old, cur interface{}) {
+			updates.Add(1)
+			if old.(*corev1.Pod).ResourceVersion == cur.(*corev1.Pod).ResourceVersion {
+				sameRV.Add(1)
+			}
+		},
+		DeleteFunc: func(interface{}) { deletes.Add(1) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+*follow)
 	defer cancel()
 	start := time.Now()
 	factory.Start(ctx.Done())
@@ -55,6 +78,21 @@ func main() {
 		os.Exit(1)
 	}
 	took := time.Since(start)
+	synced.Store(true)
+	if *follow > 0 {
+		fmt.Printf("synced %d pods in %.2f s watchlist=%v; following for %v\n", len(inf.GetStore().List()), took.Seconds(), *watchList, *follow)
+		end := time.Now().Add(*follow)
+		for time.Now().Before(end) {
+			if *digestAt != "" {
+				if _, err := os.Stat(*digestAt); err == nil {
+					time.Sleep(5 * time.Second) // the last writes' events arrive
+					break
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		fmt.Printf("events after sync: adds=%d updates=%d (same RV: %d) deletes=%d\n", adds.Load(), updates.Load(), sameRV.Load(), deletes.Load())
+	}
 	keys := []string{}
 	for _, o := range inf.GetStore().List() {
 		p := o.(*corev1.Pod)

@@ -80,10 +80,12 @@ impl Authenticator {
         if let Some(known) = self.cache.get(&key) {
             return Ok(known);
         }
-        let answer = match self.review(token).await {
+        let last = self.cache.get_stale(&key);
+        let answer = match review::patiently(self.review(token), last.is_some()).await {
             Ok(answer) => answer,
-            // The upstream cannot be asked: its last answer, within the staleness bound.
-            Err(e @ ReviewError::Transport(_)) => match self.cache.get_stale(&key) {
+            // The upstream cannot be asked (or is slow to answer): its last answer, within
+            // the staleness bound.
+            Err(e @ ReviewError::Transport(_)) => match last {
                 Some(known) => return Ok(known),
                 None => return Err(log_failure(&self.upstream, "token review failed", &e)),
             },
@@ -140,5 +142,36 @@ mod tests {
         assert_eq!(bearer(&h), None);
         h.insert(header::AUTHORIZATION, "Bearer ".parse().unwrap());
         assert_eq!(bearer(&h), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_review_gives_way_to_the_last_known_decision_after_the_patience() {
+        // An upstream that takes connections and answers nothing (just hung: the health
+        // monitor has not found it yet), and long deadlines.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        let settings = AuthnSettings {
+            allow_anonymous: false,
+            token_ttl: Duration::from_secs(10),
+            negative_ttl: Duration::from_secs(10),
+            cache_entries: 10,
+            stale: Duration::from_secs(300),
+        };
+        let authn = Authenticator::new(upstream, settings);
+        let alice: Identity = serde_json::from_value(json!({"username": "alice", "groups": ["devs"]})).unwrap();
+        let digest = ring::digest::digest(&ring::digest::SHA256, b"alice-token");
+        let key: [u8; 32] = digest.as_ref().try_into().unwrap();
+        authn.cache.insert(key, Some(alice.clone()), Duration::from_nanos(1));
+        let started = tokio::time::Instant::now();
+        let got = authn.token("alice-token").await.unwrap();
+        assert_eq!(got.map(|i| i.username), Some("alice".to_string()), "the last known identity");
+        assert_eq!(started.elapsed(), review::PATIENCE, "after the patience, not the review's own deadline");
+        assert_eq!(authn.reviews(), 1, "the upstream was asked first");
+        // A token never judged has nothing to fall back on: it waits for the review (which
+        // fails at its deadline here) and gets a 503.
+        let never = authn.token("bob-token").await.unwrap_err();
+        assert_eq!(never.code, 503);
+        drop(listener);
     }
 }

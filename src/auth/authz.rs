@@ -135,10 +135,12 @@ impl Authorizer {
         if let Some(d) = self.cache.get(&key) {
             return Ok(d);
         }
-        let d = match self.review(review_spec(id, a)).await {
+        let last = self.cache.get_stale(&key);
+        let d = match super::review::patiently(self.review(review_spec(id, a)), last.is_some()).await {
             Ok(d) => d,
-            // The upstream cannot be asked: its last answer, within the staleness bound.
-            Err(e @ ReviewError::Transport(_)) => match self.cache.get_stale(&key) {
+            // The upstream cannot be asked (or is slow to answer): its last answer, within
+            // the staleness bound.
+            Err(e @ ReviewError::Transport(_)) => match last {
                 Some(known) => return Ok(known),
                 None => return Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
             },

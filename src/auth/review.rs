@@ -47,6 +47,25 @@ impl ReviewError {
     }
 }
 
+/// How long a request waits for a review when a last known decision exists (one expired
+/// less than `--serve-stale-seconds` ago): past this it takes that decision. An upstream
+/// that has just hung is found by the health monitor only after its probe deadline (a few
+/// seconds); until then a review would wait for its own deadline, and every cached read
+/// whose decision just expired with it. A healthy apiserver answers reviews in
+/// milliseconds.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `review`, or, when a last known decision exists and the review takes longer than
+/// [`PATIENCE`], a [`ReviewError::Transport`] saying so (the caller then uses that decision).
+pub(crate) async fn patiently<T>(review: impl std::future::Future<Output = Result<T, ReviewError>>, known: bool) -> Result<T, ReviewError> {
+    match known {
+        false => review.await,
+        true => tokio::time::timeout(PATIENCE, review)
+            .await
+            .unwrap_or_else(|_| Err(ReviewError::Transport(format!("no answer within {PATIENCE:?}; the last known decision holds")))),
+    }
+}
+
 /// POST `review` to `path` and return the response's `status` object.
 pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, review: &Value) -> Result<Value, ReviewError> {
     // Fail fast while the upstream is known hung or unreachable: the caller then uses its
