@@ -27,6 +27,12 @@ use tokio::sync::watch;
 /// Items per page of the initial LIST.
 const PAGE: u64 = 500;
 
+/// Changed objects a relist reads one by one at most; beyond that it lists them all.
+const FETCH_AT_MOST: usize = 1000;
+
+/// A metadata LIST in protobuf.
+const METADATA_LIST_PB: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+
 /// `timeoutSeconds` of a freshness probe: the apiserver's watch cache sends a bookmark 2 s
 /// before a watch's deadline, so 3 is the shortest that gets one (about 1-2 s after the
 /// start, on its bookmark timer's next tick).
@@ -302,7 +308,15 @@ impl Feed {
         let mut backoff = Backoff::default();
         loop {
             let custom = self.custom_columns().await;
-            let listed = self.list(custom.as_ref()).await;
+            let listed = match self.synced() && self.cache.resource.protobuf {
+                // A relist: only the objects that changed are read whole, when few did.
+                true => match self.list_changes().await {
+                    Ok(Some(listed)) => Ok(listed),
+                    Ok(None) => self.list(custom.as_ref()).await,
+                    Err(e) => Err(e),
+                },
+                false => self.list(custom.as_ref()).await,
+            };
             self.set_healthy(listed.is_ok());
             match listed {
                 Ok((objects, rv)) => {
@@ -457,6 +471,105 @@ impl Feed {
             return false;
         }
         self.custom_columns().await != self.cache.snapshot().custom
+    }
+
+    /// The upstream's state for a relist, reading whole only the objects that changed: a
+    /// metadata LIST (protobuf PartialObjectMetadataList: name, namespace, uid and RV of
+    /// each object, a fraction of the objects' bytes) at some RV `L`, compared with the
+    /// cache; each object that is new or at another RV (or uid) is read at exactly `L`; the
+    /// others are the cache's own. `None` when more than [`FETCH_AT_MOST`] (or a quarter of
+    /// the objects) changed: a full LIST costs less then.
+    ///
+    /// After an upstream restart this is the difference between re-reading every object in
+    /// every encoding (30,000 pods: 170 MB of protobuf and 520 MB of JSON for the restarted
+    /// apiserver to encode) and a 100 MB metadata list plus the few objects that changed.
+    async fn list_changes(&self) -> Result<Option<(Vec<Object>, u64)>, InformerError> {
+        let r = self.cache.resource.clone();
+        let base = collection_path(&r);
+        let mut listed: Vec<Identity> = Vec::new();
+        let mut cont = String::new();
+        let rv = loop {
+            let mut path = format!("{base}?limit={PAGE}");
+            if !cont.is_empty() {
+                path.push_str("&continue=");
+                path.push_str(&cont);
+            }
+            let body = fetch(&self.upstream, &path, METADATA_LIST_PB).await?;
+            let (_, _, raw) = wire::open_envelope(&body).ok_or_else(|| InformerError::Decode("bad metadata list envelope".into()))?;
+            let (rv, next) = pb_identities(raw, &mut listed)?;
+            if next.is_empty() {
+                break rv;
+            }
+            cont = next;
+        };
+        let snap = self.cache.snapshot();
+        let changed: Vec<crate::cache::object::Key> = listed
+            .iter()
+            .filter(|id| match snap.get(&id.key) {
+                Some(o) => o.rv != id.rv || o.uid().as_deref() != Some(id.uid.as_str()),
+                None => true,
+            })
+            .map(|id| id.key.clone())
+            .collect();
+        if changed.len() > FETCH_AT_MOST || changed.len() > listed.len() / 4 + 1 {
+            tracing::info!(resource = %r.plural, changed = changed.len(), "many objects changed; listing them all");
+            return Ok(None);
+        }
+        use futures_util::StreamExt;
+        let fetched: Vec<Result<Vec<Object>, InformerError>> =
+            futures_util::stream::iter(changed.iter().cloned().map(|key| self.object_at(key, rv))).buffer_unordered(8).collect().await;
+        let mut fresh: std::collections::HashMap<crate::cache::object::Key, Object> = std::collections::HashMap::new();
+        for objects in fetched {
+            for o in objects? {
+                fresh.insert(o.key.clone(), o);
+            }
+        }
+        let mut objects = Vec::with_capacity(listed.len());
+        for id in &listed {
+            match fresh.remove(&id.key) {
+                Some(o) => objects.push(o),
+                None => match snap.get(&id.key) {
+                    Some(o) if o.rv == id.rv => objects.push(Object::clone(o)),
+                    // Read at `rv` but gone: the upstream's answers disagree; list it all.
+                    _ => return Ok(None),
+                },
+            }
+        }
+        tracing::debug!(resource = %r.plural, listed = listed.len(), read = changed.len(), rv, "relist by metadata");
+        Ok(Some((objects, rv)))
+    }
+
+    /// One object as it was at exactly `rv`: a LIST of its name with resourceVersionMatch
+    /// Exact (a GET would give its current state, which may be newer than the RV the cache
+    /// resumes watching from).
+    async fn object_at(&self, key: crate::cache::object::Key, rv: u64) -> Result<Vec<Object>, InformerError> {
+        let r = &self.cache.resource;
+        let (ns, name) = match key.split_once('/') {
+            Some((ns, name)) => (Some(ns), name),
+            None => (None, &*key),
+        };
+        let base = match (ns, r.group.is_empty()) {
+            (Some(ns), true) => format!("/api/{}/namespaces/{ns}/{}", r.version, r.plural),
+            (Some(ns), false) => format!("/apis/{}/{}/namespaces/{ns}/{}", r.group, r.version, r.plural),
+            (None, _) => collection_path(r),
+        };
+        let path = format!("{base}?fieldSelector=metadata.name%3D{name}&resourceVersion={rv}&resourceVersionMatch=Exact");
+        let mut objects = Vec::new();
+        match self.fmt {
+            Format::Json => {
+                let body = fetch(&self.upstream, &path, "application/json").await?;
+                let list: ListJson<'_> = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
+                for item in &list.items {
+                    objects.push(json_object(r, item.get().as_bytes(), None)?);
+                }
+            }
+            Format::Protobuf => {
+                let body = fetch(&self.upstream, &path, wire::PROTOBUF).await?;
+                let (_, _, raw) = wire::open_envelope(&body).ok_or_else(|| InformerError::Decode("bad protobuf list envelope".into()))?;
+                pb_list(r, raw, &mut objects)?;
+            }
+        }
+        Ok(objects)
     }
 
     async fn list_pages(&self, page: Option<u64>, custom: Option<&Arc<CustomColumns>>) -> Result<(Vec<Object>, u64), InformerError> {
@@ -732,6 +845,64 @@ fn pb_list(r: &Resource, raw: &[u8], out: &mut Vec<Object>) -> Result<(u64, Stri
     Ok((rv, cont))
 }
 
+/// What a metadata list says of an object: enough to tell whether the cache's copy is it.
+#[derive(Debug, PartialEq, Eq)]
+struct Identity {
+    key: crate::cache::object::Key,
+    uid: String,
+    rv: u64,
+}
+
+/// The identities of a protobuf PartialObjectMetadataList's items, and its (RV, continue).
+fn pb_identities(raw: &[u8], out: &mut Vec<Identity>) -> Result<(u64, String), InformerError> {
+    let bad = || InformerError::Decode("bad protobuf metadata list".into());
+    let (mut pos, mut rv, mut cont) = (0, 0, String::new());
+    while pos < raw.len() {
+        let (field, _, range) = wire::next_field(raw, &mut pos).ok_or_else(bad)?;
+        let m = &raw[range];
+        match field {
+            1 => {
+                let mut p = 0;
+                while p < m.len() {
+                    let (f, _, r) = wire::next_field(m, &mut p).ok_or_else(bad)?;
+                    let text = std::str::from_utf8(&m[r]).map_err(|_| bad());
+                    match f {
+                        2 => rv = parse_rv(text?)?,
+                        3 => cont = text?.to_string(),
+                        _ => {}
+                    }
+                }
+            }
+            2 => {
+                // PartialObjectMetadata { metadata: ObjectMeta = 1 }
+                let (mut p, mut meta) = (0, None);
+                while p < m.len() {
+                    let (f, _, r) = wire::next_field(m, &mut p).ok_or_else(bad)?;
+                    if f == 1 {
+                        meta = Some(&m[r]);
+                    }
+                }
+                let meta = meta.ok_or_else(bad)?;
+                let (mut p, mut name, mut ns, mut uid, mut orv) = (0, "", "", "", "");
+                while p < meta.len() {
+                    let (f, _, r) = wire::next_field(meta, &mut p).ok_or_else(bad)?;
+                    let text = || std::str::from_utf8(&meta[r.clone()]).map_err(|_| bad());
+                    match f {
+                        1 => name = text()?,
+                        3 => ns = text()?,
+                        5 => uid = text()?,
+                        6 => orv = text()?,
+                        _ => {}
+                    }
+                }
+                out.push(Identity { key: crate::cache::object::key(ns, name), uid: uid.to_string(), rv: parse_rv(orv)? });
+            }
+            _ => {}
+        }
+    }
+    Ok((rv, cont))
+}
+
 /// (type, bare object) of a protobuf WatchEvent.
 fn pb_event(frame: &Bytes) -> Option<RawEvent> {
     let (mut pos, mut kind, mut object) = (0, String::new(), Bytes::new());
@@ -817,6 +988,36 @@ mod tests {
         let ev: EventJson<'_> = serde_json::from_slice(event.body.trim_ascii_end()).unwrap();
         assert_eq!(strip_type_meta(ev.object.get().as_bytes(), &r), item);
         assert!(item.starts_with(b"{\"apiVersion\":\"fid.example.com/v1\",\"kind\":\"Widget\","));
+    }
+
+    #[test]
+    fn identities_of_a_protobuf_metadata_list_are_its_items_names_uids_and_rvs() {
+        // The same PartialObjectMetadataList a real apiserver sent in protobuf and JSON.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
+        let pb = std::fs::read(format!("{dir}/11e-list-pods-as-partialobjectmetadatalist.pb.body")).unwrap();
+        let json: Value =
+            serde_json::from_slice(&std::fs::read(format!("{dir}/11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap()).unwrap();
+        let (_, kind, raw) = wire::open_envelope(&pb).unwrap();
+        assert_eq!(kind, "PartialObjectMetadataList");
+        let mut got = Vec::new();
+        let (rv, cont) = pb_identities(raw, &mut got).unwrap();
+        let want: Vec<Identity> = json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let m = &i["metadata"];
+                Identity {
+                    key: crate::cache::object::key(m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap()),
+                    uid: m["uid"].as_str().unwrap().to_string(),
+                    rv: m["resourceVersion"].as_str().unwrap().parse().unwrap(),
+                }
+            })
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want);
+        assert_eq!(rv.to_string(), json["metadata"]["resourceVersion"].as_str().unwrap());
+        assert_eq!(cont, json["metadata"]["continue"].as_str().unwrap_or(""));
     }
 
     #[test]
