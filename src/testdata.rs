@@ -1,6 +1,7 @@
 //! Test support: the real kube-apiserver's answers captured by `tools/capture_fidelity.py`
 //! into `testdata/fidelity/` (request, status, Content-Type, body bytes), the expected
-//! values of the fidelity tests.
+//! values of the fidelity tests; and those of `tools/capture_crd_fixtures.sh` (custom
+//! resources' CRDs, objects, Tables and metadata views) in `tests/golden/crd/`.
 
 /// One captured request and the apiserver's answer.
 pub(crate) struct Capture {
@@ -53,4 +54,35 @@ pub(crate) fn captures(prefix: &str) -> Vec<(String, Capture)> {
         .collect();
     names.sort();
     names.into_iter().map(|n| (n.clone(), capture(&n))).collect()
+}
+
+/// The file `name` of `tests/golden/crd/`.
+pub(crate) fn crd_golden(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/golden/crd/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A body with every relative time (a JSON string like `"5d"`, `"2m17s"`) replaced by
+/// `"T"`: they count from the moment of the answer.
+pub(crate) fn timeless(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('"') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let end = rest.find('"').unwrap_or(rest.len());
+        let text = &rest[..end];
+        let relative = !text.is_empty()
+            && text.ends_with(['s', 'm', 'h', 'd', 'y'])
+            && text.split_inclusive(['s', 'm', 'h', 'd', 'y']).all(|p| p.len() > 1 && p[..p.len() - 1].bytes().all(|c| c.is_ascii_digit()));
+        out.push_str(if relative { "T" } else { text });
+        if end < rest.len() {
+            out.push('"');
+            rest = &rest[end + 1..];
+        } else {
+            rest = "";
+        }
+    }
+    out.push_str(rest);
+    out
 }

@@ -2,6 +2,7 @@
 //! (`/api`, `/apis`, group and resource lists) as a v1.36 apiserver writes them.
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};
+use crate::sim::crd;
 use serde_json::{json, Value};
 
 #[allow(clippy::too_many_arguments)]
@@ -34,8 +35,28 @@ pub fn simulated() -> Vec<Resource> {
         builtin("", "events", "event", "Event", true, true, &["ev"], false),
         builtin("", "endpoints", "endpoints", "Endpoints", true, true, &["ep"], false),
         builtin("apps", "deployments", "deployment", "Deployment", true, true, &["deploy"], true),
+        Resource {
+            categories: vec!["api-extensions".to_string()],
+            ..builtin(crd::GROUP, crd::PLURAL, "customresourcedefinition", "CustomResourceDefinition", false, true, &["crd", "crds"], false)
+        },
+        // Custom resources (each with its CRD above, `sim::crd`) last, as an apiserver lists
+        // the groups of CRDs after its own.
         builtin("example.com", "widgets", "widget", "Widget", true, false, &["wd"], false),
     ]
+}
+
+/// Whether the simulator serves the kind in protobuf: every built-in kind except
+/// CustomResourceDefinitions. kache's protobuf schema lacks their JSONSchemaProps (whose
+/// fields are either-or types), so the simulator serves them as JSON only, where a real
+/// apiserver serves protobuf too: a client asking only for protobuf gets 406.
+pub fn serves_protobuf(r: &Resource) -> bool {
+    r.protobuf && !crd::is_crd(r)
+}
+
+/// Whether the simulator refuses writes to the kind (405): its CRDs, which follow from the
+/// catalogue (a new or changed CRD would not change what it serves), are only read.
+pub fn read_only(r: &Resource) -> bool {
+    crd::is_crd(r)
 }
 
 /// Subresources the simulator serves for a resource (`status` for kinds that have one).
@@ -60,6 +81,7 @@ fn resource_entry(r: &Resource) -> Value {
     let verbs: Vec<&str> = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         .into_iter()
         .filter(|v| *v != "deletecollection" || allows_delete_collection(r))
+        .filter(|v| !read_only(r) || matches!(*v, "get" | "list" | "watch"))
         .collect();
     let mut e = json!({
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs,

@@ -1,11 +1,15 @@
 //! The simulated kube-apiserver: the test upstream and `kache sim`. It keeps every kind in a
 //! [`KindCache`] (the same store and read path `kache serve` uses) and is its only writer:
 //! writes take one global lock, get the next resourceVersion (like etcd's revision), are
-//! encoded once (JSON and, for built-in kinds, protobuf) and applied. With [`SimAuth`] it
-//! authenticates, honours impersonation, authorizes every request by its RBAC rules, serves
-//! TokenReview and SubjectAccessReview, and keeps an audit log; without, it is open.
+//! encoded once (JSON and, for built-in kinds, protobuf) and applied. Its custom resources
+//! have CRDs it serves (read only), whose printer columns print their Tables ([`crd`]). With
+//! [`SimAuth`] it authenticates, honours impersonation, authorizes every request by its RBAC
+//! rules, serves TokenReview and SubjectAccessReview, and keeps an audit log; without, it is
+//! open.
 
 pub mod catalog;
+
+pub mod crd;
 
 pub mod fault;
 
@@ -26,6 +30,7 @@ pub use rbac::{AuditRecord, SimAuth};
 
 use crate::api::resource::{Resource, ResourceRef};
 use crate::api::status::Status;
+use crate::api::table::CustomColumns;
 use crate::api::transcode::{json_to_pb, MessageType};
 use crate::auth::{impersonate, Attributes};
 use crate::cache::object::{self, Object};
@@ -74,9 +79,12 @@ impl Sim {
     pub fn new(cfg: SimConfig) -> Result<Sim, Status> {
         let synth = Synth::new(cfg.cluster.clone());
         let resources: Vec<ResourceRef> = catalog::simulated().into_iter().map(Arc::new).collect();
+        let crds: Vec<Value> = synth.crds(&resources).collect();
         let mut rv = 1000u64;
         let mut caches = HashMap::new();
         for r in &resources {
+            // A custom resource's Tables print with the columns of the CRD served below.
+            let custom = if r.custom() { Some(crd::columns(&crds, r)?) } else { None };
             let values: Box<dyn Iterator<Item = Value>> = match r.plural.as_str() {
                 "namespaces" => Box::new(synth.namespaces()),
                 "nodes" => Box::new(synth.nodes()),
@@ -86,16 +94,17 @@ impl Sim {
                 "configmaps" => Box::new(synth.configmaps()),
                 "secrets" => Box::new(synth.secrets()),
                 "events" => Box::new(synth.events()),
+                crd::PLURAL => Box::new(crds.iter().cloned()),
                 _ => Box::new(std::iter::empty()),
             };
             let mut objects = Vec::new();
             for mut v in values {
                 rv += 1;
                 v["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-                objects.push(encode(r, &v)?);
+                objects.push(encode_printed(r, &v, custom.as_ref())?);
             }
             let cache = KindCache::new(r.clone(), rv, cfg.limits);
-            cache.replace(objects, rv);
+            cache.replace_printed(objects, rv, custom);
             caches.insert((r.group.clone(), r.plural.clone()), Arc::new(cache));
         }
         for c in caches.values() {
@@ -229,15 +238,19 @@ impl Sim {
         if !p.in_scope(r.namespaced) {
             return Err(Status::no_route());
         }
+        if catalog::read_only(&r) && req.method() != Method::GET {
+            return Err(Status::method_not_allowed());
+        }
         if req.method() == Method::GET && self.faults.initializing() {
             return Err(Status::too_many_requests("storage is (re)initializing", 1));
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let (fmt, view) = match negotiate(accept.as_deref(), r.protobuf) {
-            // Kinds kache prints answer GET, LIST and WATCH through the read path; the
-            // rest (and `includeObject=Object`) through the simulator's own tables.
+        let (fmt, view) = match negotiate(accept.as_deref(), catalog::serves_protobuf(&r)) {
+            // Kinds kache prints (built-in printers, CRDs' columns) answer GET, LIST and
+            // WATCH through the read path; the rest (and `includeObject=Object`) through the
+            // simulator's own tables.
             Negotiated::Serve(f, v @ View::Table { .. })
-                if crate::api::table::Printer::of(&r.group, &r.plural).is_some()
+                if cache.snapshot().printer(&r.group, &r.plural).is_some()
                     && req.method() == Method::GET
                     && Options::parse(req.uri().query()).is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some()) =>
             {
@@ -369,17 +382,22 @@ impl Sim {
     }
 }
 
-/// Encode a JSON object of resource `r` once, in every encoding the kind has.
+/// Encode a JSON object of resource `r` once, in every encoding the simulator serves it in.
 pub fn encode(r: &Resource, v: &Value) -> Result<Object, Status> {
+    encode_printed(r, v, None)
+}
+
+/// [`encode`], a custom resource's Table cells computed with its CRD's columns `custom`.
+pub fn encode_printed(r: &Resource, v: &Value, custom: Option<&Arc<CustomColumns>>) -> Result<Object, Status> {
     let json = object::list_item_json(r, v);
-    let pb = if r.protobuf {
+    let pb = if catalog::serves_protobuf(r) {
         let ty = MessageType::for_kind(&r.group, &r.version, &r.kind)
             .ok_or_else(|| Status::internal(format!("no protobuf schema for {}", r.kind)))?;
         Some(json_to_pb(ty, v).map_err(|e| Status::invalid(&r.kind, v["metadata"]["name"].as_str().unwrap_or(""), &e.to_string()))?)
     } else {
         None
     };
-    Object::new(r, v, Some(&json), pb.as_deref()).map_err(|e| Status::bad_request(e.to_string()))
+    Object::printed(r, v, Some(&json), pb.as_deref(), custom).map_err(|e| Status::bad_request(e.to_string()))
 }
 
 /// A discovery document (`/version` is indented, the rest compact with a newline).

@@ -17,7 +17,7 @@ fn gv_path(r: &ResourceRef) -> String {
 /// `/openapi/v3`: the index of group/version documents.
 pub fn index(resources: &[ResourceRef]) -> Value {
     let mut paths = Map::new();
-    for r in resources {
+    for r in resources.iter().filter(|r| !crate::sim::catalog::read_only(r)) {
         let p = gv_path(r);
         paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=kache")}));
     }
@@ -27,7 +27,8 @@ pub fn index(resources: &[ResourceRef]) -> Value {
 /// `/openapi/v3/{api/v1 | apis/g/v}`: operations of every resource in that group/version.
 pub fn group_version(resources: &[ResourceRef], gv: &str) -> Option<Value> {
     let mut paths = Map::new();
-    for r in resources.iter().filter(|r| gv_path(r) == gv) {
+    // Read-only kinds (the simulator's CRDs) have no write operations to validate.
+    for r in resources.iter().filter(|r| gv_path(r) == gv && !crate::sim::catalog::read_only(r)) {
         let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
         let param = json!({"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}});
         let op = |verb: &str| json!({"operationId": format!("{verb}{}", r.kind), "parameters": [param.clone()], "x-kubernetes-action": verb, "x-kubernetes-group-version-kind": gvk.clone(), "responses": {}});

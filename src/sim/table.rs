@@ -2,12 +2,12 @@
 //! has no printer for (a Name and Age column), for GET, LIST and WATCH (each watch event's
 //! object a one-row Table with the column definitions only in the first event, as the
 //! apiserver does). Printed kinds use the same printers and column definitions as the read
-//! path (`api::table`). Rows carry the object's metadata as PartialObjectMetadata, as the
-//! apiserver's do. A LIST takes the same resourceVersion, selector and `limit`/`continue`
-//! path as any other LIST.
+//! path (`api::table`; for a custom resource, its CRD's columns kept with its objects). Rows
+//! carry the object's metadata as PartialObjectMetadata, as the apiserver's do. A LIST takes
+//! the same resourceVersion, selector and `limit`/`continue` path as any other LIST.
 
 use crate::api::status::Status;
-use crate::api::table::{human_duration, Printer};
+use crate::api::table::{human_duration, TablePrinter};
 use crate::cache::KindCache;
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
@@ -22,52 +22,63 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// Which columns a kind's table has: a printer's, or Name and Age.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Columns {
-    Printed(Printer),
+    Printed(TablePrinter),
     Plain,
 }
 
 impl Columns {
     fn of(cache: &KindCache) -> Columns {
-        Printer::of(&cache.resource.group, &cache.resource.plural).map_or(Columns::Plain, Columns::Printed)
+        cache.snapshot().printer(&cache.resource.group, &cache.resource.plural).map_or(Columns::Plain, Columns::Printed)
     }
 
-    fn definitions(self) -> Value {
+    /// The `columnDefinitions` (JSON).
+    fn definitions(&self) -> Vec<u8> {
         match self {
-            Columns::Printed(p) => serde_json::from_slice(p.columns()).unwrap_or(Value::Null),
+            Columns::Printed(p) => p.columns().to_vec(),
             Columns::Plain => {
                 let col =
                     |name: &str, format: &str| json!({"name": name, "type": "string", "format": format, "description": "", "priority": 0});
-                json!([col("Name", "name"), col("Age", "")])
+                crate::api::json::to_vec(&json!([col("Name", "name"), col("Age", "")]))
             }
         }
     }
 }
 
-/// One row: the cells (and a printer's row conditions) and the object's metadata.
-fn row(v: &Value, cols: Columns) -> Value {
+/// One row (JSON): the cells (and a printer's row conditions) and the object's metadata. A
+/// printer's cells are written as its template renders them, not re-encoded, so numbers keep
+/// Go's form (`0.000001234`, `1e+21`).
+fn row(v: &Value, cols: &Columns) -> Vec<u8> {
     let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
-    let object = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta});
+    let mut out = b"{\"cells\":".to_vec();
     match cols {
-        Columns::Printed(p) => {
-            // The template renders what follows `"cells":` in a row, conditions included.
-            let rendered = [b"{\"cells\":".as_slice(), &p.cells(v).render(now()), b"}"].concat();
-            let mut r: Value = serde_json::from_slice(&rendered).unwrap_or_else(|_| json!({"cells": []}));
-            r["object"] = object;
-            r
-        }
+        // The template renders what follows `"cells":` in a row, conditions included.
+        Columns::Printed(p) => out.extend_from_slice(&p.cells(v).render(now())),
         Columns::Plain => {
             let age =
                 crate::api::table::time(&meta["creationTimestamp"]).map_or("<unknown>".into(), |t| human_duration(now() - t as f64 / 1e6));
-            json!({"cells": [meta["name"].clone(), age], "object": object})
+            out.extend_from_slice(&crate::api::json::to_vec(&json!([meta["name"].clone(), age])));
         }
     }
+    out.extend_from_slice(b",\"object\":");
+    let object = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta});
+    out.extend_from_slice(&crate::api::json::to_vec(&object));
+    out.push(b'}');
+    out
 }
 
-fn table(meta: Value, columns: Value, rows: Vec<Value>) -> Vec<u8> {
-    let t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": columns, "rows": rows});
-    crate::api::json::to_vec(&t)
+/// A Table of `rows` with list metadata `meta` and `columns` (JSON; `null` after a watch's
+/// first event).
+fn table(meta: Value, columns: &[u8], rows: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut out = b"{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":".to_vec();
+    out.extend_from_slice(&crate::api::json::to_vec(&meta));
+    out.extend_from_slice(b",\"columnDefinitions\":");
+    out.extend_from_slice(columns);
+    out.extend_from_slice(b",\"rows\":[");
+    out.extend_from_slice(&rows.join(&b','));
+    out.extend_from_slice(b"]}");
+    out
 }
 
 /// Answer a GET, LIST or WATCH asked for as a Table.
@@ -90,7 +101,7 @@ pub(super) async fn respond<B: RequestBody>(
             let snap = cache.snapshot();
             let o =
                 snap.get(&crate::cache::object::key(ns.unwrap_or(""), name)).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
-            table(json!({"resourceVersion": o.rv.to_string()}), cols.definitions(), vec![row(&decode(o)?, cols)])
+            table(json!({"resourceVersion": o.rv.to_string()}), &cols.definitions(), vec![row(&decode(o)?, &cols)])
         }
         None if opts.watch => {
             let events =
@@ -106,8 +117,8 @@ pub(super) async fn respond<B: RequestBody>(
             if let Some(n) = page.remaining {
                 meta["remainingItemCount"] = Value::from(n);
             }
-            let rows = page.items.iter().map(|o| decode(o).map(|v| row(&v, cols))).collect::<Result<Vec<_>, _>>()?;
-            table(meta, cols.definitions(), rows)
+            let rows = page.items.iter().map(|o| decode(o).map(|v| row(&v, &cols))).collect::<Result<Vec<_>, _>>()?;
+            table(meta, &cols.definitions(), rows)
         }
     };
     out.push(b'\n');
@@ -135,9 +146,9 @@ fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
                 let out = match serde_json::from_slice::<Value>(&line) {
                     Ok(ev) if matches!(ev["type"].as_str(), Some("ADDED" | "MODIFIED" | "DELETED")) => {
                         let obj = &ev["object"];
-                        let columns = if first { cols.definitions() } else { Value::Null };
+                        let columns = if first { cols.definitions() } else { b"null".to_vec() };
                         first = false;
-                        let t = table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), columns, vec![row(obj, cols)]);
+                        let t = table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), &columns, vec![row(obj, &cols)]);
                         let mut line = format!("{{\"type\":{},\"object\":", ev["type"]).into_bytes();
                         line.extend_from_slice(&t);
                         line.extend_from_slice(b"}\n");
@@ -164,8 +175,9 @@ mod tests {
         let golden: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/11b-get-pod-as-table.json.body")).unwrap()).unwrap();
         let pod: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/01-get-pod.json.body")).unwrap()).unwrap();
         let names = |cols: &Value| cols.as_array().unwrap().iter().map(|c| (c["name"].clone(), c["priority"].clone())).collect::<Vec<_>>();
-        assert_eq!(names(&Columns::Printed(Printer::Pod).definitions()), names(&golden["columnDefinitions"]));
-        let r = row(&pod, Columns::Printed(Printer::Pod));
+        let pods = Columns::Printed(TablePrinter::Builtin(crate::api::table::Printer::Pod));
+        assert_eq!(names(&serde_json::from_slice(&pods.definitions()).unwrap()), names(&golden["columnDefinitions"]));
+        let r: Value = serde_json::from_slice(&row(&pod, &pods)).unwrap();
         let cells = r["cells"].as_array().unwrap();
         let want = golden["rows"][0]["cells"].as_array().unwrap();
         for i in [0, 1, 2, 3, 5, 6, 7, 8] {

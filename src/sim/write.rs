@@ -3,7 +3,7 @@
 //! change gets the next resourceVersion and conflicts are judged against the latest state.
 //! Bodies are JSON, or protobuf for built-in kinds.
 
-use super::{encode, object_response, patch, Sim};
+use super::{encode, encode_printed, object_response, patch, Sim};
 use crate::api::status::{Details, Status};
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire::PROTOBUF;
@@ -151,7 +151,7 @@ impl Sim {
         let next = *rv + 1;
         v["metadata"]["resourceVersion"] = Value::String(next.to_string());
         let v = ordered(&cache.resource, v);
-        let o = encode(&cache.resource, &v)?;
+        let o = encode_printed(&cache.resource, &v, cache.snapshot().custom.as_ref())?;
         if !dry {
             *rv = next;
             let ev = cache.apply(kind, o);

@@ -2,25 +2,37 @@
 //! calls on the upstream with its own identity.
 //!
 //! How: the simulator authenticates tokens and enforces RBAC; kache's service account gets
-//! exactly the rules of the ClusterRole (read from the YAML file), nothing else. kache (the
-//! binary, default --preload, --passthrough-auth=impersonate) runs in front of it through a
-//! recording proxy, and clients drive every path that makes kache call the upstream: start
-//! (discovery, LIST+WATCH of each preloaded kind, consistency probes), cached reads (token
-//! review, access review) and pass-through writes as a plain user and as a service account
-//! with uid and extras (impersonation of users, groups, service accounts, uids, extras).
-//! Then from the recorded requests made with kache's own token:
-//! - covered: none of them was refused (no 401/403), and each is allowed by the ClusterRole;
+//! exactly the rules of the ClusterRole (read from the YAML file), plus the `list`/`watch` of
+//! one custom resource that deploy/README.md ("Caching more kinds") tells operators to add,
+//! nothing else. kache (the binary, the default --preload plus that custom resource,
+//! --passthrough-auth=impersonate) runs in front of it through a recording proxy, and clients
+//! drive every path that makes kache call the upstream: start (discovery, LIST+WATCH of each
+//! preloaded kind, the custom resource's CRD for its Table columns, consistency probes),
+//! cached reads (token review, access review) and pass-through writes as a plain user and as
+//! a service account with uid and extras (impersonation of users, groups, service accounts,
+//! uids, extras). Then from the recorded requests made with kache's own token:
+//! - covered: none of them was refused (no 401/403), and each is allowed by the ClusterRole
+//!   (or the custom resource's added rule);
 //! - exact: every (API group, resource, verb) the ClusterRole grants was used at least once.
 //!
 //! The list of calls is thus kept next to the code that makes them, by running that code.
 
-use crate::support::ops::{request_as, AuthSim, Call, KacheBin, Proxy};
+use crate::support::ops::{request_as, request_as_accepting, AuthSim, Call, KacheBin, Proxy, Scrape};
 use http::Method;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
 
 const KACHE_USER: &str = "system:serviceaccount:kache:kache";
+
+/// The default --preload, plus a custom resource (cached with its CRD's printer columns).
+const PRELOAD: &str = "pods,nodes,namespaces,services,configmaps,widgets.example.com";
+
+/// The rule an operator adds to the ClusterRole to cache the custom resource in [`PRELOAD`]
+/// (deploy/README.md, "Caching more kinds").
+fn custom_resource_rule() -> Value {
+    json!({"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list", "watch"]})
+}
 
 /// The extras a bound service-account token carries (what a pod's client presents).
 const SA_EXTRAS: &[&str] = &[
@@ -78,6 +90,7 @@ fn rbac(rules: &[Value]) -> String {
         out.push(json!({"name": format!("kache-{i}"), "users": [KACHE_USER], "verbs": r["verbs"], "apiGroups": r["apiGroups"], "resources": r["resources"]}));
     }
     out.push(json!({"name": "alice", "users": ["alice"], "verbs": ["get", "list", "watch", "create"], "apiGroups": [""], "resources": ["pods", "configmaps"]}));
+    out.push(json!({"name": "alice-widgets", "users": ["alice"], "verbs": ["get", "list", "watch"], "apiGroups": ["example.com"], "resources": ["widgets"]}));
     out.push(json!({"name": "worker", "users": ["system:serviceaccount:apps:worker"], "verbs": ["get", "list", "watch", "create"], "apiGroups": [""], "resources": ["pods", "configmaps"]}));
     json!({"rules": out}).to_string()
 }
@@ -152,16 +165,30 @@ fn needs(c: &Call) -> Vec<(String, String, String)> {
 async fn the_cluster_role_covers_exactly_what_kache_calls() {
     let rules = cluster_role_rules();
     let grants = granted(&rules);
+    let with_custom: Vec<Value> = rules.iter().cloned().chain([custom_resource_rule()]).collect();
+    let allowed = granted(&with_custom);
     let sim = AuthSim::start(
         &users(),
-        &rbac(&rules),
+        &rbac(&with_custom),
         &["--nodes", "10", "--pods", "100", "--namespaces", "3", "--bookmark-interval-seconds", "1"],
     )
     .await;
     let proxy = Proxy::start(&sim.addr, true).await;
-    // Default --preload and --passthrough-auth: what deploy/replicas runs.
-    let k = KacheBin::spawn_with_token(&proxy.url(), "kache-token", &[], &[], 120).await;
+    // Default --passthrough-auth and --preload (what deploy/replicas runs), plus a custom
+    // resource.
+    let k = KacheBin::spawn_with_token(&proxy.url(), "kache-token", &["--preload", PRELOAD], &[], 120).await;
     k.readyz_becomes(200, 120).await;
+
+    // A custom resource's Table from cache: kache read the CRD's printer columns.
+    let table = |views: &Scrape| views.sum(kache::telemetry::CACHED_VIEWS, &[("view", "table")]);
+    let before = table(&k.scrape().await);
+    let table_accept = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let path = "/apis/example.com/v1/widgets?resourceVersion=0";
+    let (code, body) = request_as_accepting(k.addr, "alice-token", Method::GET, path, None, table_accept).await;
+    assert_eq!(code, 200, "a Table of widgets: {body}");
+    let columns = serde_json::from_str::<Value>(&body).expect("a Table")["columnDefinitions"].as_array().map_or(0, Vec::len);
+    assert_eq!(columns, 18, "Name and the CRD's 17 printer columns: {body}");
+    assert_eq!(table(&k.scrape().await), before + 1.0, "answered from cache");
 
     for (token, ns) in [("alice-token", "default"), ("worker-token", "ns-0001")] {
         // Cached reads: token review, access review.
@@ -187,7 +214,7 @@ async fn the_cluster_role_covers_exactly_what_kache_calls() {
     for c in &calls {
         for n in needs(c) {
             assert!(
-                grants.contains(&n),
+                allowed.contains(&n),
                 "kache needs {n:?} for {} {} (impersonating {:?}), which deploy/base/clusterrole.yaml does not grant",
                 c.method,
                 c.path,

@@ -1,10 +1,11 @@
 //! kache in front of the simulator, driven by real clients and compared with the simulator
 //! itself: every LIST shape in JSON and protobuf, watches in order across an upstream
 //! disconnect and a relist after 410, a kube-rs reflector under churn, kubectl, the Python
-//! client, and kache in front of kache.
+//! client, kache in front of kache, and a custom resource's Tables printed by its CRD's columns.
 
 use crate::support::{
-    cluster, deadline, eventually, kache_in_front, keys_rvs, list_rv, start, Api, Kubectl, Next, TestKache, TestSim, PROTOBUF,
+    captured_widget, cluster, crd_golden, deadline, eventually, kache_in_front, keys_rvs, list_rv, start, Api, Kubectl, Next, TestKache,
+    TestSim, PROTOBUF,
 };
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
@@ -475,6 +476,50 @@ async fn a_feed_the_upstream_refuses_stops_and_says_why() {
     let why = feed.refused().expect("the feed says why");
     assert!(why.contains("406") && why.contains("NotAcceptable"), "{why}");
     assert!(!feed.synced());
+}
+
+/// kache in front of the simulator caches a custom resource, reads its CRD from the simulator
+/// and answers the resource's Tables from its cache with the CRD's columns: those a real
+/// apiserver printed for the same CRD (tests/golden/crd; issue #13).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resources_table_is_answered_from_cache_with_its_crds_columns() {
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "widgets.example.com"]).await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    for name in ["w1", "w2", "w3"] {
+        sim.must("create widget", sim.post(widgets, &captured_widget(name, "default")).await).await;
+    }
+    let rv = list_rv(&sim.get_ok(widgets).await);
+    caught_up(&k, &sim, rv, &[("example.com", "widgets")]).await;
+    let cache = k.serving.serve.cache("example.com", "widgets", kache::serve::query::Format::Json).expect("the widgets cache");
+    assert!(cache.snapshot().custom.is_some(), "kache read the simulator's CRD");
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let path = format!("{widgets}?resourceVersion={rv}&resourceVersionMatch=Exact");
+    let hits = k.serving.serve.cache_hits();
+    let ours = k.api.request(http::Method::GET, &path, Some(table), None, Vec::new()).await;
+    assert_eq!(ours.status, 200, "{}", ours.text());
+    assert_eq!(k.serving.serve.cache_hits(), hits + 1, "answered from kache's cache");
+    let ours = ours.json();
+    let real = crd_golden("widgets.table.json");
+    assert_eq!(ours["columnDefinitions"], real["columnDefinitions"], "the CRD's columns, as the apiserver wrote them");
+    // The rows: what the simulator prints for the same objects at the same RV, relative times
+    // (its date columns) aside.
+    let upstream = sim.request(http::Method::GET, &path, Some(table), None, Vec::new()).await.json();
+    let dates: Vec<usize> =
+        real["columnDefinitions"].as_array().unwrap().iter().enumerate().filter(|(_, c)| c["type"] == "date").map(|(i, _)| i).collect();
+    let rows = |t: &Value| -> Vec<Value> {
+        let mut rows = t["rows"].as_array().unwrap().clone();
+        for r in &mut rows {
+            for &i in &dates {
+                r["cells"][i] = Value::Null;
+            }
+        }
+        rows
+    };
+    assert_eq!(rows(&ours).len(), 3);
+    assert_eq!(rows(&ours), rows(&upstream));
+    let cells = |t: &Value| t["rows"][0]["cells"].as_array().unwrap()[..5].to_vec();
+    assert_eq!(cells(&ours), cells(&real), "w1's first cells, as the apiserver printed them");
 }
 
 /// A watch from before kache's window is the upstream's: the upstream's longer window still

@@ -1,6 +1,7 @@
 //! The simulator against real kubectl (/usr/bin/kubectl) and as the `kache sim` binary:
-//! listing all pods, field and label selectors, chunked lists, a streaming `get -w`, and
-//! `apply`/`delete` of a ConfigMap and of a custom resource.
+//! listing all pods, field and label selectors, chunked lists, a streaming `get -w`, a custom
+//! resource's Table in its CRD's columns, and `apply`/`delete` of a ConfigMap and of a custom
+//! resource.
 
 use crate::support::*;
 use serde_json::Value;
@@ -185,6 +186,34 @@ async fn kubectl_watch_streams_added_then_modified() {
     assert!(initial.contains(&key) || added_later.contains(&key), "MODIFIED {key} is a pod seen before");
     assert!(modified["metadata"]["annotations"]["kache.dev/changed-at"].is_string(), "a churn update of {key}");
     drop(child);
+}
+
+/// `kubectl get` of a custom resource prints the printer columns of the CRD the simulator
+/// serves: those a real apiserver printed for the same CRD (tests/golden/crd), `-o wide` the
+/// ones of priority above 0 too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_widgets_prints_the_crds_columns() {
+    let s = start(&cluster(&["--nodes", "2", "--pods", "10"])).await;
+    s.must("create widget", s.post("/apis/example.com/v1/namespaces/default/widgets", &captured_widget("w1", "default")).await).await;
+    let real = crd_golden("widgets.table.json");
+    let columns = real["columnDefinitions"].as_array().unwrap();
+    let k = Kubectl::new(&s.base);
+    for wide in [false, true] {
+        let mut args = vec!["get", "widgets", "-n", "default"];
+        if wide {
+            args.extend(["-o", "wide"]);
+        }
+        let out = k.run(&args).await;
+        assert!(out.status.success(), "kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut lines = stdout.lines();
+        let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+        let want: Vec<String> =
+            columns.iter().filter(|c| wide || c["priority"] == 0).map(|c| c["name"].as_str().unwrap().to_uppercase()).collect();
+        assert_eq!(header, want, "kubectl {}", args.join(" "));
+        let row: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+        assert_eq!(row[..5], ["w1", "Running", "3", "0.5", "true"], "{stdout}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,14 +10,10 @@ use crate::cache::object::{item_json, Object};
 use crate::cache::window::EventType;
 use crate::cache::{KindCache, Limits};
 use crate::serve::query::{Format, Options, View};
+use crate::testdata::{crd_golden as golden, timeless};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use std::sync::Arc;
-
-fn golden(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/golden/crd/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 fn json(name: &str) -> Value {
     serde_json::from_slice(&golden(name)).unwrap()
@@ -59,31 +55,6 @@ fn cache(plural: &str, kind: &str, namespaced: bool) -> Arc<KindCache> {
 
 async fn body(resp: http::Response<crate::serve::body::Body>) -> String {
     String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
-}
-
-/// A body with every relative time (a JSON string like `"5d"`, `"2m17s"`) replaced by
-/// `"T"`: they count from the moment of the answer.
-fn timeless(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(at) = rest.find('"') {
-        out.push_str(&rest[..=at]);
-        rest = &rest[at + 1..];
-        let end = rest.find('"').unwrap_or(rest.len());
-        let text = &rest[..end];
-        let relative = !text.is_empty()
-            && text.ends_with(['s', 'm', 'h', 'd', 'y'])
-            && text.split_inclusive(['s', 'm', 'h', 'd', 'y']).all(|p| p.len() > 1 && p[..p.len() - 1].bytes().all(|c| c.is_ascii_digit()));
-        out.push_str(if relative { "T" } else { text });
-        if end < rest.len() {
-            out.push('"');
-            rest = &rest[end + 1..];
-        } else {
-            rest = "";
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 const TABLE: View = View::Table { beta: false };

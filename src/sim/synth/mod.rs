@@ -1,11 +1,11 @@
 //! Deterministic synthetic Kubernetes cluster for the simulator and load tests.
 //!
 //! [`Synth`] turns a [`ClusterSpec`] (counts plus a `u64` seed) into realistic
-//! Namespaces, Nodes, Deployments, Pods, Services, ConfigMaps, Secrets and
-//! Events as `serde_json::Value`s whose keys follow the order the real
-//! apiserver writes them (struct fields in Go declaration order, map-typed
-//! fields such as labels sorted). Objects carry no `resourceVersion`; the store
-//! assigns it.
+//! Namespaces, Nodes, Deployments, Pods, Services, ConfigMaps, Secrets, Events
+//! and the CustomResourceDefinitions of the simulated custom resources as
+//! `serde_json::Value`s whose keys follow the order the real apiserver writes
+//! them (struct fields in Go declaration order, map-typed fields such as labels
+//! sorted). Objects carry no `resourceVersion`; the store assigns it.
 //!
 //! Output depends only on the spec: randomness comes from a splitmix64
 //! generator defined here (not `rand`), so bytes are identical across runs,
@@ -137,7 +137,7 @@ const INSTANCES: [(&str, u64, u64); 4] = [
 #[derive(Clone, Copy)]
 #[rustfmt::skip]
 enum Stream {
-    Namespace = 1, Node, Deploy, Pod, PodTime, Mutate, Churn, Service, ConfigMap, Secret, Event,
+    Namespace = 1, Node, Deploy, Pod, PodTime, Mutate, Churn, Service, ConfigMap, Secret, Event, Crd,
 }
 
 /// splitmix64 finaliser.
@@ -341,6 +341,16 @@ impl Synth {
                 "status": obj! { "phase": "Active" },
             }
         })
+    }
+
+    /// The CustomResourceDefinitions of the custom resources among `resources`, in their
+    /// order, created with the cluster (see [`crate::sim::crd::definition`]).
+    pub fn crds<'a>(&'a self, resources: &'a [crate::api::resource::ResourceRef]) -> impl Iterator<Item = Value> + 'a {
+        resources
+            .iter()
+            .filter(|r| r.custom())
+            .zip(0u64..)
+            .map(move |(r, k)| crate::sim::crd::definition(r, &self.rng(Stream::Crd, k).uid(), &ts(0)))
     }
 
     /// Nodes `node-0000`, … (`max(1, spec.nodes)` of them).

@@ -486,6 +486,27 @@ pub fn golden(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A capture of tests/golden/crd (a real apiserver's CRDs, their custom resources and
+/// Tables), as JSON.
+pub fn crd_golden(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/crd").join(name);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The captured Widget `name` (tests/golden/crd/widgets.objects.json) as its author wrote it,
+/// for the simulator's `example.com` group and namespace `ns`: what the apiserver set dropped.
+pub fn captured_widget(name: &str, ns: &str) -> Value {
+    let list = crd_golden("widgets.objects.json");
+    let item = list["items"].as_array().unwrap().iter().find(|i| i["metadata"]["name"] == name).expect("a captured widget").clone();
+    let mut w = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name, "namespace": ns},
+                                   "spec": item["spec"], "status": item["status"]});
+    if let Some(labels) = item["metadata"].get("labels") {
+        w["metadata"]["labels"] = labels.clone();
+    }
+    w
+}
+
 // ---- protobuf ----
 
 pub use k8s_pb::apimachinery::pkg::runtime::Unknown;

@@ -549,12 +549,24 @@ impl AuthSim {
 
 /// A request to `addr` with a bearer token; (status, body).
 pub async fn request_as(addr: SocketAddr, token: &str, method: http::Method, path: &str, body: Option<serde_json::Value>) -> (u16, String) {
+    request_as_accepting(addr, token, method, path, body, "application/json").await
+}
+
+/// [`request_as`] asking for `accept` (a Table, a metadata view).
+pub async fn request_as_accepting(
+    addr: SocketAddr,
+    token: &str,
+    method: http::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+    accept: &str,
+) -> (u16, String) {
     let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let mut b = Request::builder()
         .method(method)
         .uri(format!("http://{addr}{path}"))
         .header("authorization", format!("Bearer {token}"))
-        .header("accept", "application/json");
+        .header("accept", accept);
     if body.is_some() {
         b = b.header("content-type", "application/json");
     }
