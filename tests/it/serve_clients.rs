@@ -4,8 +4,8 @@
 //! client, kache in front of kache, and a custom resource's Tables printed by its CRD's columns.
 
 use crate::support::{
-    captured_widget, cluster, crd_golden, deadline, eventually, kache_in_front, keys_rvs, list_rv, start, Api, Kubectl, Next, TestKache,
-    TestSim, PROTOBUF,
+    captured_widget, cluster, crd_golden, deadline, eventually, kache_in_front, keys_rvs, list_rv, obj_rv, start, Api, Kubectl, Next,
+    TestKache, TestSim, PROTOBUF,
 };
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
@@ -191,41 +191,39 @@ async fn watches_through_kache_deliver_every_event_in_order_across_a_disconnect(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_relist_after_410_ends_watches_and_old_resume_points_get_410() {
+async fn a_relist_after_410_reaches_open_watches_and_old_resume_points_as_the_changes() {
     let sim = sim_with(&[]).await;
     let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
     let before = list_rv(&k.api.get_ok("/api/v1/configmaps?resourceVersion=0&limit=1").await);
-    let mut open = k.api.watch(&format!("/api/v1/configmaps?watch=1&resourceVersion={before}"), "application/json").await;
-    // Compaction upstream: kache's resume point expires, it relists and swaps the state in.
+    let path = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={before}");
+    let mut open = k.api.watch(&path, "application/json").await;
+    // Compaction upstream: kache's resume point expires and it relists; the changes it
+    // missed reach the open watch as events (three configmaps created), which stays open.
     sim.sim.compact();
     churn_configmaps(&sim, "b", 3).await;
     sim.sim.disconnect_watchers();
     let end = deadline(60);
-    loop {
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
         match open.next_json(end).await {
-            Next::End => break,
-            Next::Item(_) => continue,
-            Next::TimedOut => panic!("watch through kache was not ended by the relist"),
+            Next::Item(ev) => {
+                let m = &ev["object"]["metadata"];
+                seen.push((ev["type"].as_str().unwrap().to_string(), m["name"].as_str().unwrap().to_string(), obj_rv(&ev["object"])));
+            }
+            other => panic!("the watch through kache ended or stalled after {seen:?}: {other:?}"),
         }
     }
-    // After the relist kache holds the new state; the old RV is too old for its window.
+    let created: Vec<(String, String, u64)> = ["b-0", "b-1", "b-2"].iter().map(|n| ("ADDED".to_string(), n.to_string(), 0)).collect();
+    let names: Vec<(String, String, u64)> = seen.iter().map(|(t, n, _)| (t.clone(), n.clone(), 0)).collect();
+    assert_eq!(names, created, "the three creations, in order");
+    // kache holds the new state, and a client resuming from the old RV gets the same events.
     let want = sim.get_ok("/api/v1/configmaps?resourceVersion=0").await;
-    let (kr, want) = (&k, &want);
-    eventually(60, 50, || async move {
-        let now = kr.api.get_ok("/api/v1/configmaps?resourceVersion=0").await;
-        let (got, want) = (keys_rvs(now["items"].as_array().unwrap()), keys_rvs(want["items"].as_array().unwrap()));
-        if got == want {
-            Ok(())
-        } else {
-            Err(format!("kache did not converge after the relist: {} vs {} objects", got.len(), want.len()))
-        }
-    })
-    .await;
-    let mut old = k.api.watch(&format!("/api/v1/configmaps?watch=1&resourceVersion={before}"), "application/json").await;
-    let evs = old.json_until_end(deadline(30)).await;
-    assert_eq!(evs.len(), 1, "{evs:?}");
-    assert_eq!(evs[0]["type"], "ERROR");
-    assert_eq!(evs[0]["object"]["code"], 410);
+    let now = k.api.get_ok("/api/v1/configmaps?resourceVersion=0").await;
+    assert_eq!(keys_rvs(now["items"].as_array().unwrap()), keys_rvs(want["items"].as_array().unwrap()));
+    let resumed = events(&k.api, &path, 3).await;
+    let again: Vec<(String, String, u64)> =
+        resumed.iter().map(|(t, key, rv)| (t.clone(), key.trim_start_matches("default/").to_string(), *rv)).collect();
+    assert_eq!(again, seen);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
