@@ -10,7 +10,8 @@ go on while the second one is away, as with several apiservers behind a load bal
 
 Timeline: informers sync; 10 s; SIGSTOP for $PAUSE s (default 30); SIGCONT; 10 s; SIGKILL for
 $KILL s (default 30); start again; wait for its /readyz; 30 s; writes stop; informers take
-their final digest. Meanwhile kache's /readyz?verbose is read every 250 ms: the time its
+their final digest.
+($AFTER s, default 30, is how long writes go on after the restart.) Meanwhile kache's /readyz?verbose is read every 250 ms: the time its
 `[-]cache` lines clear after the upstream's /readyz is when its caches are back.
 
 Printed: per informer the events its handler got after its initial sync (adds, updates, of
@@ -29,6 +30,7 @@ urllib3.disable_warnings()
 PAUSE = int(os.environ.get("PAUSE", "30"))
 KILL = int(os.environ.get("KILL", "30"))
 RATE = float(os.environ.get("RATE", "10"))
+AFTER = int(os.environ.get("AFTER", "30"))
 A, WORK, H = rf.A, rf.WORK, rf.H
 SYNC = f"{A}/bin/informer-sync"
 MAIN = "https://127.0.0.1:6443"
@@ -133,7 +135,7 @@ def main():
     rf.wait_ready()
     tready = time.time() - t0
     print(f"upstream /readyz ok at {tready:.1f}s", flush=True)
-    time.sleep(30)
+    time.sleep(AFTER)
     stop.set()
     print(f"writes stopped at {time.time()-t0:.1f}s: {writes[0]} pod patches", flush=True)
     time.sleep(2)
