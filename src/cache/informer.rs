@@ -474,9 +474,9 @@ impl Feed {
     }
 
     /// The upstream's state for a relist, reading whole only the objects that changed: a
-    /// metadata LIST (protobuf PartialObjectMetadataList: name, namespace, uid and RV of
-    /// each object, a fraction of the objects' bytes) at some RV `L`, compared with the
-    /// cache; each object that is new or at another RV (or uid) is read at exactly `L`; the
+    /// metadata LIST (protobuf PartialObjectMetadataList: name, namespace and RV of each
+    /// object, a fraction of the objects' bytes) at some RV `L`, compared with the cache;
+    /// each object that is new or at another RV is read at exactly `L`; the
     /// others are the cache's own. `None` when more than [`FETCH_AT_MOST`] (or a quarter of
     /// the objects) changed: a full LIST costs less then.
     ///
@@ -505,10 +505,9 @@ impl Feed {
         let snap = self.cache.snapshot();
         let changed: Vec<crate::cache::object::Key> = listed
             .iter()
-            .filter(|id| match snap.get(&id.key) {
-                Some(o) => o.rv != id.rv || o.uid().as_deref() != Some(id.uid.as_str()),
-                None => true,
-            })
+            // The same RV is the same write of the same object (a new uid came with its own
+            // RV; `KindCache::relist` tells the two apart).
+            .filter(|id| snap.get(&id.key).is_none_or(|o| o.rv != id.rv))
             .map(|id| id.key.clone())
             .collect();
         if changed.len() > FETCH_AT_MOST || changed.len() > listed.len() / 4 + 1 {
@@ -849,7 +848,6 @@ fn pb_list(r: &Resource, raw: &[u8], out: &mut Vec<Object>) -> Result<(u64, Stri
 #[derive(Debug, PartialEq, Eq)]
 struct Identity {
     key: crate::cache::object::Key,
-    uid: String,
     rv: u64,
 }
 
@@ -883,19 +881,18 @@ fn pb_identities(raw: &[u8], out: &mut Vec<Identity>) -> Result<(u64, String), I
                     }
                 }
                 let meta = meta.ok_or_else(bad)?;
-                let (mut p, mut name, mut ns, mut uid, mut orv) = (0, "", "", "", "");
+                let (mut p, mut name, mut ns, mut orv) = (0, "", "", "");
                 while p < meta.len() {
                     let (f, _, r) = wire::next_field(meta, &mut p).ok_or_else(bad)?;
                     let text = || std::str::from_utf8(&meta[r.clone()]).map_err(|_| bad());
                     match f {
                         1 => name = text()?,
                         3 => ns = text()?,
-                        5 => uid = text()?,
                         6 => orv = text()?,
                         _ => {}
                     }
                 }
-                out.push(Identity { key: crate::cache::object::key(ns, name), uid: uid.to_string(), rv: parse_rv(orv)? });
+                out.push(Identity { key: crate::cache::object::key(ns, name), rv: parse_rv(orv)? });
             }
             _ => {}
         }
@@ -991,7 +988,7 @@ mod tests {
     }
 
     #[test]
-    fn identities_of_a_protobuf_metadata_list_are_its_items_names_uids_and_rvs() {
+    fn identities_of_a_protobuf_metadata_list_are_its_items_names_and_rvs() {
         // The same PartialObjectMetadataList a real apiserver sent in protobuf and JSON.
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
         let pb = std::fs::read(format!("{dir}/11e-list-pods-as-partialobjectmetadatalist.pb.body")).unwrap();
@@ -1009,7 +1006,6 @@ mod tests {
                 let m = &i["metadata"];
                 Identity {
                     key: crate::cache::object::key(m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap()),
-                    uid: m["uid"].as_str().unwrap().to_string(),
                     rv: m["resourceVersion"].as_str().unwrap().parse().unwrap(),
                 }
             })
