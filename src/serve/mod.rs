@@ -12,6 +12,7 @@ pub(crate) mod compress;
 pub(crate) mod discovery;
 pub mod handler;
 pub mod health;
+pub(crate) mod kept;
 pub(crate) mod limit;
 pub(crate) mod proxy;
 pub mod query;
@@ -141,6 +142,8 @@ pub struct Serve {
     feeds: DashMap<FeedKey, Arc<Feed>>,
     pub(crate) settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
+    /// The upstream's last discovery answers, for an outage.
+    kept: Arc<kept::Kept>,
     /// Reads answered from cache as PartialObjectMetadata.
     pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
@@ -162,6 +165,7 @@ impl Serve {
             feeds: DashMap::new(),
             settings,
             hits: Default::default(),
+            kept: Default::default(),
             metadata_hits: Default::default(),
             metrics: Default::default(),
             inflight,
@@ -345,6 +349,19 @@ impl Serve {
         security.caller(cert.as_deref(), req.headers()).await.map(Some)
     }
 
+    /// The upstream's last answer to a discovery request, while the upstream is hung or
+    /// unreachable (within `--serve-stale-seconds` of its going down) and the caller is
+    /// authenticated, as the apiserver's discovery roles require.
+    fn kept_doc(&self, doc: &kept::DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
+        self.upstream.unavailable()?;
+        let down_for = match &*self.upstream.health().borrow() {
+            upstream::Health::Down { since, .. } => since.elapsed(),
+            _ => return None,
+        };
+        let authenticated = self.settings.security.is_none() || caller.is_some_and(|c| c.identity.in_group(crate::auth::AUTHENTICATED));
+        (down_for < self.settings.serve_stale && authenticated).then(|| self.kept.answer(doc)).flatten()
+    }
+
     /// A pass-through slot for the client (its user name, else its address) and the
     /// credentials to send with, or the Status to answer instead.
     fn pass<B: RequestBody>(&self, req: &mut Request<B>, caller: Option<&Caller>) -> Result<(Credentials, limit::Permit), Status> {
@@ -389,13 +406,23 @@ impl Handler for Serve {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (resp, Source::Cache)
                 }
-                None => match self.pass(&mut req, caller.as_ref()) {
-                    Ok((creds, permit)) => {
-                        let resp = proxy::forward(&self.upstream, req, creds).await;
-                        (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
+                None => {
+                    let doc = kept::DocKey::of(&req);
+                    match doc.as_ref().and_then(|d| self.kept_doc(d, caller.as_ref())) {
+                        Some(resp) => (resp, Source::Cache),
+                        None => match self.pass(&mut req, caller.as_ref()) {
+                            Ok((creds, permit)) => {
+                                let resp = proxy::forward(&self.upstream, req, creds).await;
+                                let resp = match doc {
+                                    Some(d) => self.kept.keep(d, resp),
+                                    None => resp,
+                                };
+                                (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
+                            }
+                            Err(status) => (status.into_response(protobuf), Source::Kache),
+                        },
                     }
-                    Err(status) => (status.into_response(protobuf), Source::Kache),
-                },
+                }
             },
         };
         // The upstream indents and compresses its own answers; kache's are indented here

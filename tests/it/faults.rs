@@ -569,17 +569,26 @@ async fn last_known_decisions_hold_cached_reads_through_an_outage() {
 async fn kubectl_through_a_paused_upstream() {
     let f = faulty(SIM, &flags(&[])).await;
     f.upstream_becomes(true).await;
-    let kubectl = crate::support::Kubectl::new(&format!("http://{}", f.kache.serving.addr));
+    let server = format!("http://{}", f.kache.serving.addr);
+    let kubectl = crate::support::Kubectl::new(&server);
+    // Discovery passes through kache while the upstream is up, which keeps its answers.
+    let before = kubectl.run(&["api-resources"]).await;
+    assert!(before.status.success(), "{}", String::from_utf8_lossy(&before.stderr));
     f.relay.pause(true);
     f.upstream_becomes(false).await;
+    // A kubectl without a discovery cache (a fresh pod, a restarted controller) still finds
+    // the resources: kache answers discovery with the upstream's last answers.
+    let fresh = crate::support::Kubectl::new(&server);
+    let during = fresh.run(&["api-resources"]).await;
+    assert!(during.status.success(), "{}", String::from_utf8_lossy(&during.stderr));
+    assert_eq!(String::from_utf8_lossy(&during.stdout), String::from_utf8_lossy(&before.stdout));
     // A resourceVersion=0 list is answered from memory.
     let out = kubectl.run(&["get", "--raw", "/api/v1/pods?resourceVersion=0&limit=3"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(list["kind"], "PodList");
     // A list without a resourceVersion is a consistent read, the upstream's to answer: it
-    // fails with kache's Status (client-go retries it after each Retry-After first). Plain
-    // `kubectl get pods` needs discovery too, which kache passes through: it fails the same way.
+    // fails with kache's Status (client-go retries it after each Retry-After first).
     let out = kubectl.run(&["get", "--raw", "/api/v1/pods?limit=3"]).await;
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
