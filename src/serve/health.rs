@@ -19,6 +19,13 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Probe the upstream once: `Up`, or `Down` with why.
 pub async fn probe(upstream: &Upstream) -> Health {
     let since = tokio::time::Instant::now();
+    upstream.set_probing(Some(since));
+    let found = ask(upstream, since).await;
+    upstream.set_probing(None);
+    found
+}
+
+async fn ask(upstream: &Upstream, since: tokio::time::Instant) -> Health {
     let down = |reason, why: String| Health::Down { since, why, reason };
     let answer = tokio::time::timeout(PROBE_TIMEOUT, async {
         let resp = upstream.get("/readyz", "text/plain").await?;
@@ -89,4 +96,35 @@ pub fn record(upstream: &Upstream, mut found: Health) {
         (_, Health::Unknown) => return,
     }
     upstream.set_health(found);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_waiting_on_the_upstream_give_up_once_a_probe_is_unanswered_for_a_second() {
+        // An upstream that takes connections and answers nothing: a paused process.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let upstream = crate::app::plain_upstream(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let started = tokio::time::Instant::now();
+        let waiting = tokio::spawn(upstream.until_unavailable());
+        let monitor = tokio::spawn({
+            let upstream = upstream.clone();
+            async move { probe(&upstream).await }
+        });
+        let why = waiting.await.unwrap();
+        assert_eq!(why, "the upstream apiserver has not answered /readyz for 1s");
+        assert_eq!(started.elapsed(), crate::serve::upstream::SUSPECT_AFTER, "before the probe's deadline");
+        // The probe itself declares the upstream hung only at its deadline.
+        match monitor.await.unwrap() {
+            Health::Down { reason, .. } => assert_eq!(reason, "hung"),
+            h => panic!("{h:?}"),
+        }
+        assert_eq!(started.elapsed(), PROBE_TIMEOUT);
+        // Between probes nothing is suspected: a call waits for the monitor's next finding.
+        let quiet = tokio::time::timeout(std::time::Duration::from_secs(30), upstream.until_unavailable()).await;
+        assert!(quiet.is_err(), "no probe in flight, no finding recorded: {quiet:?}");
+        drop(listener);
+    }
 }

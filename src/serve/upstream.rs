@@ -236,7 +236,15 @@ pub struct Upstream {
     timeouts: Timeouts,
     /// What the health monitor last found (see `serve::health`).
     health: Arc<tokio::sync::watch::Sender<Health>>,
+    /// Since when the monitor's probe in flight has gone unanswered (`None` between probes).
+    probing: Arc<tokio::sync::watch::Sender<Option<tokio::time::Instant>>>,
 }
+
+/// A health probe unanswered this long makes calls waiting on the upstream give up (a
+/// Status for the client, the last known decision for a review) before the monitor
+/// declares it hung: the apiserver answers `/readyz` from memory, exempt from priority and
+/// fairness, in milliseconds.
+pub const SUSPECT_AFTER: Duration = Duration::from_secs(1);
 
 /// The upstream's health as kache's monitor last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,6 +326,7 @@ impl Upstream {
             base: config.cluster_url.clone(),
             timeouts: Timeouts::default(),
             health: Arc::new(tokio::sync::watch::Sender::new(Health::Unknown)),
+            probing: Arc::new(tokio::sync::watch::Sender::new(None)),
         })
     }
 
@@ -351,13 +360,38 @@ impl Upstream {
 
     /// Resolves, with why, once the monitor finds the upstream hung or unreachable (at once
     /// if it already has): a call that would otherwise wait out its deadline races this.
+    ///
+    /// Also once the monitor's probe in flight has gone unanswered for [`SUSPECT_AFTER`]:
+    /// a hung upstream is declared only at the probe's deadline, and calls need not wait
+    /// that long.
     pub fn until_unavailable(&self) -> impl std::future::Future<Output = String> + Send + 'static {
         let mut rx = self.health.subscribe();
+        let mut probing = self.probing.subscribe();
         let this = self.clone();
         async move {
-            let _ = rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await;
+            loop {
+                let unanswered = *probing.borrow_and_update();
+                let suspect = async move {
+                    match unanswered {
+                        Some(since) => tokio::time::sleep_until(since + SUSPECT_AFTER).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let down = async { rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await.is_ok() };
+                tokio::select! {
+                    biased;
+                    _ = down => break,
+                    _ = suspect => return format!("the upstream apiserver has not answered /readyz for {SUSPECT_AFTER:?}"),
+                    changed = probing.changed() => if changed.is_err() { std::future::pending::<()>().await },
+                }
+            }
             this.unavailable().unwrap_or_else(|| "the upstream apiserver is unavailable".into())
         }
+    }
+
+    /// Note that a health probe is in flight since `since` (or none is).
+    pub(crate) fn set_probing(&self, since: Option<tokio::time::Instant>) {
+        self.probing.send_replace(since);
     }
 
     /// Record a change the monitor found.
