@@ -205,7 +205,15 @@ impl Serve {
 
     /// Whether the cache has reached `rv` (waiting a little for it): a request for a newer
     /// RV than the cache has is passed through rather than answered late or with 504.
+    /// An upstream found hung or unreachable meanwhile cannot prove it: the request passes
+    /// through at once (and gets its Status there) rather than waiting out the bound.
     async fn reached(&self, feed: &Arc<Feed>, rv: u64) -> bool {
-        feed.cache.progress() >= rv || feed.prove(rv, self.settings.consistent_wait).await
+        if feed.cache.progress() >= rv {
+            return true;
+        }
+        tokio::select! {
+            proven = feed.prove(rv, self.settings.consistent_wait) => proven,
+            _ = self.upstream.until_unavailable() => false,
+        }
     }
 }
