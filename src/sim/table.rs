@@ -3,8 +3,9 @@
 //! object a one-row Table with the column definitions only in the first event, as the
 //! apiserver does). Printed kinds use the same printers and column definitions as the read
 //! path (`api::table`; for a custom resource, its CRD's columns kept with its objects). Rows
-//! carry the object's metadata as PartialObjectMetadata, as the apiserver's do. A LIST takes
-//! the same resourceVersion, selector and `limit`/`continue` path as any other LIST.
+//! carry what `includeObject` asks for, as the apiserver's do: the object's metadata as
+//! PartialObjectMetadata (the default), the whole object, or nothing. A LIST takes the same
+//! resourceVersion, selector and `limit`/`continue` path as any other LIST.
 
 use crate::api::status::Status;
 use crate::api::table::{human_duration, TablePrinter};
@@ -46,10 +47,49 @@ impl Columns {
     }
 }
 
-/// One row (JSON): the cells (and a printer's row conditions) and the object's metadata. A
-/// printer's cells are written as its template renders them, not re-encoded, so numbers keep
-/// Go's form (`0.000001234`, `1e+21`).
-fn row(v: &Value, cols: &Columns) -> Vec<u8> {
+/// What a row's `object` holds (`includeObject`).
+#[derive(Debug, Clone)]
+enum Embed {
+    /// The object's metadata as PartialObjectMetadata.
+    Metadata,
+    /// The whole object, with its `kind` and `apiVersion`.
+    Object { kind: String, api_version: String },
+    /// Nothing (`null`).
+    None,
+}
+
+impl Embed {
+    fn of(include: Option<&str>, r: &crate::api::resource::Resource) -> Embed {
+        match include {
+            Some("Object") => Embed::Object { kind: r.kind.clone(), api_version: r.api_version() },
+            Some("None") => Embed::None,
+            _ => Embed::Metadata,
+        }
+    }
+
+    fn object(&self, v: &Value) -> Value {
+        match self {
+            Embed::Metadata => {
+                let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
+                json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta})
+            }
+            Embed::Object { kind, api_version } => {
+                let mut o = v.clone();
+                if let Some(m) = o.as_object_mut() {
+                    m.entry("kind").or_insert_with(|| Value::String(kind.clone()));
+                    m.entry("apiVersion").or_insert_with(|| Value::String(api_version.clone()));
+                }
+                o
+            }
+            Embed::None => Value::Null,
+        }
+    }
+}
+
+/// One row (JSON): the cells (and a printer's row conditions) and the object as `embed`
+/// says. A printer's cells are written as its template renders them, not re-encoded, so
+/// numbers keep Go's form (`0.000001234`, `1e+21`).
+fn row(v: &Value, cols: &Columns, embed: &Embed) -> Vec<u8> {
     let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
     let mut out = b"{\"cells\":".to_vec();
     match cols {
@@ -62,8 +102,7 @@ fn row(v: &Value, cols: &Columns) -> Vec<u8> {
         }
     }
     out.extend_from_slice(b",\"object\":");
-    let object = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta});
-    out.extend_from_slice(&crate::api::json::to_vec(&object));
+    out.extend_from_slice(&crate::api::json::to_vec(&embed.object(v)));
     out.push(b'}');
     out
 }
@@ -91,6 +130,7 @@ pub(super) async fn respond<B: RequestBody>(
     let r = &cache.resource;
     let cols = Columns::of(cache);
     let opts = Options::parse(req.uri().query())?;
+    let embed = Embed::of(opts.include_object.as_deref(), r);
     let ns = p.namespace.as_deref();
     let decode = |o: &crate::cache::object::Object| -> Result<Value, Status> {
         let j = o.json_item().ok_or_else(|| Status::internal("object has no JSON form"))?;
@@ -101,12 +141,12 @@ pub(super) async fn respond<B: RequestBody>(
             let snap = cache.snapshot();
             let o =
                 snap.get(&crate::cache::object::key(ns.unwrap_or(""), name)).ok_or_else(|| Status::not_found(&r.group, &r.plural, name))?;
-            table(json!({"resourceVersion": o.rv.to_string()}), &cols.definitions(), vec![row(&decode(o)?, &cols)])
+            table(json!({"resourceVersion": o.rv.to_string()}), &cols.definitions(), vec![row(&decode(o)?, &cols, &embed)])
         }
         None if opts.watch => {
             let events =
                 handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, crate::serve::query::View::Object, settings).await?;
-            return Ok(watch_tables(events, cols));
+            return Ok(watch_tables(events, cols, embed));
         }
         None => {
             let page = handler::page(cache, ns, &opts).await?;
@@ -117,7 +157,7 @@ pub(super) async fn respond<B: RequestBody>(
             if let Some(n) = page.remaining {
                 meta["remainingItemCount"] = Value::from(n);
             }
-            let rows = page.items.iter().map(|o| decode(o).map(|v| row(&v, &cols))).collect::<Result<Vec<_>, _>>()?;
+            let rows = page.items.iter().map(|o| decode(o).map(|v| row(&v, &cols, &embed))).collect::<Result<Vec<_>, _>>()?;
             table(meta, &cols.definitions(), rows)
         }
     };
@@ -127,7 +167,7 @@ pub(super) async fn respond<B: RequestBody>(
 
 /// Turn a JSON watch stream into a stream of one-row Tables (ERROR and BOOKMARK events pass
 /// unchanged). Only the first Table carries column definitions: kubectl reuses them.
-fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
+fn watch_tables(events: Response<Body>, cols: Columns, embed: Embed) -> Response<Body> {
     let (parts, mut events) = events.into_parts();
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
@@ -148,7 +188,8 @@ fn watch_tables(events: Response<Body>, cols: Columns) -> Response<Body> {
                         let obj = &ev["object"];
                         let columns = if first { cols.definitions() } else { b"null".to_vec() };
                         first = false;
-                        let t = table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), &columns, vec![row(obj, &cols)]);
+                        let t =
+                            table(json!({"resourceVersion": obj["metadata"]["resourceVersion"]}), &columns, vec![row(obj, &cols, &embed)]);
                         let mut line = format!("{{\"type\":{},\"object\":", ev["type"]).into_bytes();
                         line.extend_from_slice(&t);
                         line.extend_from_slice(b"}\n");
@@ -177,7 +218,7 @@ mod tests {
         let names = |cols: &Value| cols.as_array().unwrap().iter().map(|c| (c["name"].clone(), c["priority"].clone())).collect::<Vec<_>>();
         let pods = Columns::Printed(TablePrinter::Builtin(crate::api::table::Printer::Pod));
         assert_eq!(names(&serde_json::from_slice(&pods.definitions()).unwrap()), names(&golden["columnDefinitions"]));
-        let r: Value = serde_json::from_slice(&row(&pod, &pods)).unwrap();
+        let r: Value = serde_json::from_slice(&row(&pod, &pods, &Embed::Metadata)).unwrap();
         let cells = r["cells"].as_array().unwrap();
         let want = golden["rows"][0]["cells"].as_array().unwrap();
         for i in [0, 1, 2, 3, 5, 6, 7, 8] {

@@ -11,7 +11,8 @@
 //! - after dropped connections or a restart, kache's caches come back and clients (a kube-rs
 //!   reflector, a raw watch) converge without losing, repeating or reordering events;
 //! - one client's passed-through watches cannot take the upstream from reviews and other
-//!   clients, and are bounded per client;
+//!   clients, and are bounded per client; one it has stopped reading holds only its own
+//!   stream's window of the upstream connection, not the connection;
 //! - a client's malformed body is its own 400, not an upstream outage.
 //!
 //! Nothing here sleeps for a fixed time or asserts a duration: tests wait on kache's health
@@ -432,6 +433,67 @@ async fn reviews_and_other_clients_are_not_starved_and_cached_decisions_hold_thr
     relay.pause(false);
     crate::support::upstream_becomes(&k.serving.serve, true).await;
     assert_eq!(node.get("/api/v1/nodes?resourceVersion=0").await.status, 200);
+}
+
+/// A passed-through watch whose client stopped reading (a kubectl piped into a pager, a
+/// suspended process) holds at most its own stream's flow-control window on kache's upstream
+/// HTTP/2 connection, never the whole connection's: with megabytes of changes piled up behind
+/// the stalled stream, another client's writes and reads riding the same connection are
+/// answered. (With one window for the stream and the connection, they would wait for the
+/// stalled reader, for ever.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_pass_through_watch_does_not_hold_up_its_upstream_connection() {
+    let sim = SecureSim::start().await;
+    let k = SecureKache::start(&sim, DEADLINES).await;
+    let _watch = stalled_watch(&k, "admin-token", "/api/v1/namespaces/a/configmaps?watch=1&includeObject=Object", TABLE).await;
+    // 24 MB of changes for the stalled watch, written to the upstream directly: more than
+    // every buffer on its way holds (sockets, hyper's write buffer, HTTP/2 windows).
+    let admin = sim.client(Who::Token("admin-token"));
+    let big = "x".repeat(512 * 1024);
+    for i in 0..48 {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"big": big}});
+        admin.must(admin.post("/api/v1/namespaces/a/configmaps", &cm).await);
+    }
+    let bob = k.client(Who::Token("bob-token"));
+    for i in 0..8 {
+        let small = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("bob-{i}")}, "data": {"k": "v"}});
+        let r = bob.post("/api/v1/namespaces/a/configmaps", &small).await;
+        assert_eq!(r.status, 201, "write {i} beside a stalled watch: {}", r.text());
+    }
+    let r = bob.get_with("/api/v1/namespaces/a/configmaps/big-0?includeObject=Object", &[("accept", TABLE)]).await;
+    assert_eq!(r.status, 200, "a passed-through read beside a stalled watch: {}", r.text());
+    assert_eq!(r.json()["rows"][0]["object"]["data"]["big"].as_str().map(str::len), Some(big.len()));
+}
+
+/// A watch through kache over HTTP/1.1 and TLS whose client reads its response head and
+/// then nothing more, on a socket with a small receive buffer.
+async fn stalled_watch(k: &SecureKache, token: &str, path: &str, accept: &str) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(k.serving.ca_pem.as_deref().expect("TLS").as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let tcp = socket.connect(k.serving.addr).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: kache\r\nAuthorization: Bearer {token}\r\nAccept: {accept}\r\n\r\n");
+    tls.write_all(head.as_bytes()).await.unwrap();
+    // The status line only (byte by byte, so nothing past it is taken off the socket).
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        line.push(tls.read_u8().await.unwrap());
+    }
+    assert!(line.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&line));
+    tls
 }
 
 async fn upstream_down(k: &SecureKache) {
