@@ -1,6 +1,8 @@
-//! The upstream health monitor: `/readyz` of the upstream every [`INTERVAL`], on kache's
-//! own connections, bounded by [`PROBE_TIMEOUT`]. A hung upstream (a paused process, a
-//! partition) is found within `INTERVAL + PROBE_TIMEOUT`; a dead one at the next probe.
+//! The upstream health monitor: `/readyz` of the upstream every [`INTERVAL`], and at once
+//! when a call has waited on the upstream a while (at most one probe per [`MIN_GAP`]), on
+//! kache's own connections, bounded by [`PROBE_TIMEOUT`]. A hung upstream (a paused
+//! process, a partition) is found within `INTERVAL + PROBE_TIMEOUT` (and suspected by the
+//! calls waiting on it within a second); a dead one at the next probe.
 //! The finding is kept in the [`Upstream`] (awaitable), shown in kache's `/readyz?verbose`,
 //! exported as metrics, and logged once per change, never once per request.
 
@@ -15,6 +17,8 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 /// `/readyz` from memory, and its priority and fairness exempts probes, so an answer
 /// slower than this is not a busy apiserver but a stuck one.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// The least time between the starts of two probes, however often calls ask for one.
+pub const MIN_GAP: Duration = Duration::from_millis(250);
 
 /// Probe the upstream once: `Up`, or `Down` with why.
 pub async fn probe(upstream: &Upstream) -> Health {
@@ -64,10 +68,16 @@ pub(crate) async fn monitor(serve: std::sync::Weak<crate::serve::Serve>) {
     let mut every = tokio::time::interval(INTERVAL);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        every.tick().await;
         let Some(upstream) = serve.upgrade().map(|s| s.upstream.clone()) else { return };
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = upstream.kicked() => {}
+        }
+        let started = tokio::time::Instant::now();
         let found = probe(&upstream).await;
         record(&upstream, found);
+        drop(upstream);
+        tokio::time::sleep_until(started + MIN_GAP).await;
     }
 }
 
@@ -102,11 +112,16 @@ pub fn record(upstream: &Upstream, mut found: Health) {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn calls_waiting_on_the_upstream_give_up_once_a_probe_is_unanswered_for_a_second() {
-        // An upstream that takes connections and answers nothing: a paused process.
+    /// An upstream that takes connections and answers nothing: a paused process.
+    fn hung() -> (std::net::TcpListener, Upstream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let upstream = crate::app::plain_upstream(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        (listener, upstream)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_waiting_on_the_upstream_give_up_once_a_probe_is_unanswered_a_while() {
+        let (listener, upstream) = hung();
         let started = tokio::time::Instant::now();
         let waiting = tokio::spawn(upstream.until_unavailable());
         let monitor = tokio::spawn({
@@ -114,7 +129,7 @@ mod tests {
             async move { probe(&upstream).await }
         });
         let why = waiting.await.unwrap();
-        assert_eq!(why, "the upstream apiserver has not answered /readyz for 1s");
+        assert_eq!(why, "the upstream apiserver has not answered /readyz for 600ms");
         assert_eq!(started.elapsed(), crate::serve::upstream::SUSPECT_AFTER, "before the probe's deadline");
         // The probe itself declares the upstream hung only at its deadline.
         match monitor.await.unwrap() {
@@ -122,9 +137,34 @@ mod tests {
             h => panic!("{h:?}"),
         }
         assert_eq!(started.elapsed(), PROBE_TIMEOUT);
-        // Between probes nothing is suspected: a call waits for the monitor's next finding.
+        // With no monitor to answer its call for a probe, a call waits for a finding.
         let quiet = tokio::time::timeout(std::time::Duration::from_secs(30), upstream.until_unavailable()).await;
         assert!(quiet.is_err(), "no probe in flight, no finding recorded: {quiet:?}");
+        drop(listener);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waiting_between_probes_asks_for_one_and_gives_up_within_a_second() {
+        use crate::serve::upstream::{KICK_AFTER, SUSPECT_AFTER};
+        let (listener, upstream) = hung();
+        let started = tokio::time::Instant::now();
+        let waiting = tokio::spawn(upstream.until_unavailable());
+        // The monitor is between probes: it probes when asked.
+        let monitor = tokio::spawn({
+            let upstream = upstream.clone();
+            async move {
+                upstream.kicked().await;
+                let asked = started.elapsed();
+                (asked, probe(&upstream).await)
+            }
+        });
+        let why = waiting.await.unwrap();
+        assert_eq!(why, "the upstream apiserver has not answered /readyz for 600ms");
+        assert_eq!(started.elapsed(), KICK_AFTER + SUSPECT_AFTER);
+        assert!(KICK_AFTER + SUSPECT_AFTER < std::time::Duration::from_secs(1));
+        let (asked, found) = monitor.await.unwrap();
+        assert_eq!(asked, KICK_AFTER, "asked for a probe once it had waited KICK_AFTER");
+        assert!(found.is_down(), "{found:?}");
         drop(listener);
     }
 }

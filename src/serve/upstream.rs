@@ -249,13 +249,20 @@ pub struct Upstream {
     health: Arc<tokio::sync::watch::Sender<Health>>,
     /// Since when the monitor's probe in flight has gone unanswered (`None` between probes).
     probing: Arc<tokio::sync::watch::Sender<Option<tokio::time::Instant>>>,
+    /// Asks the monitor for a probe now: a call has waited [`KICK_AFTER`] with none in flight.
+    kick: Arc<tokio::sync::Notify>,
 }
 
 /// A health probe unanswered this long makes calls waiting on the upstream give up (a
 /// Status for the client, the last known decision for a review) before the monitor
 /// declares it hung: the apiserver answers `/readyz` from memory, exempt from priority and
-/// fairness, in milliseconds.
-pub const SUSPECT_AFTER: Duration = Duration::from_secs(1);
+/// fairness, in milliseconds (a real one with 30,000 pods, two full LISTs in flight on
+/// two cores: see README, "When the upstream fails").
+pub const SUSPECT_AFTER: Duration = Duration::from_millis(600);
+/// A call that has waited this long on the upstream with no probe in flight asks the
+/// monitor for one at once, so that a hang that began just after the last probe is
+/// suspected within `KICK_AFTER + SUSPECT_AFTER` of the call, not a probe interval later.
+pub const KICK_AFTER: Duration = Duration::from_millis(200);
 
 /// The upstream's health as kache's monitor last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,6 +346,7 @@ impl Upstream {
             timeouts: Timeouts::default(),
             health: Arc::new(tokio::sync::watch::Sender::new(Health::Unknown)),
             probing: Arc::new(tokio::sync::watch::Sender::new(None)),
+            kick: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -375,18 +383,26 @@ impl Upstream {
     ///
     /// Also once the monitor's probe in flight has gone unanswered for [`SUSPECT_AFTER`]:
     /// a hung upstream is declared only at the probe's deadline, and calls need not wait
-    /// that long.
+    /// that long. A call still waiting after [`KICK_AFTER`] with no probe in flight asks
+    /// for one, so it learns of a hang within `KICK_AFTER + SUSPECT_AFTER`.
     pub fn until_unavailable(&self) -> impl std::future::Future<Output = String> + Send + 'static {
         let mut rx = self.health.subscribe();
         let mut probing = self.probing.subscribe();
+        let kick = self.kick.clone();
+        let kick_at = tokio::time::Instant::now() + KICK_AFTER;
         let this = self.clone();
         async move {
             loop {
                 let unanswered = *probing.borrow_and_update();
+                let kick = kick.clone();
                 let suspect = async move {
                     match unanswered {
                         Some(since) => tokio::time::sleep_until(since + SUSPECT_AFTER).await,
-                        None => std::future::pending().await,
+                        None => {
+                            tokio::time::sleep_until(kick_at).await;
+                            kick.notify_one();
+                            std::future::pending().await
+                        }
                     }
                 };
                 let down = async { rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await.is_ok() };
@@ -399,6 +415,11 @@ impl Upstream {
             }
             this.unavailable().unwrap_or_else(|| "the upstream apiserver is unavailable".into())
         }
+    }
+
+    /// Resolves when a call waiting on the upstream asks for a probe now.
+    pub(crate) async fn kicked(&self) {
+        self.kick.notified().await
     }
 
     /// Note that a health probe is in flight since `since` (or none is).
