@@ -37,5 +37,6 @@ mod ops_shutdown;
 mod real_apiserver;
 mod real_differential;
 mod real_kcm;
+mod real_restart;
 
 mod support;
