@@ -405,7 +405,7 @@ pub struct SimArgs {
     #[arg(long, env = "KACHE_SIM_ADDR_FILE")]
     pub addr_file: Option<PathBuf>,
     /// Serve fault switches on this address (loopback only): POST /pause, /resume, /drop,
-    /// /down, /up, /restart?warmup_ms=N, /slow?ms=N. The simulator then sits behind a
+    /// /down, /up, /restart?warmup_ms=N, /slow?ms=N[&health=1]. The simulator then sits behind a
     /// relay on --listen that the switches pause, cut and take down.
     #[arg(long, env = "KACHE_SIM_FAULT_LISTEN")]
     pub fault_listen: Option<String>,

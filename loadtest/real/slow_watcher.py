@@ -20,6 +20,7 @@ told from the watcher's. 127.0.0.1 only; nothing is deleted.
 """
 import argparse, json, os, random, socket, ssl, string, subprocess, tempfile, threading, time
 import requests, urllib3
+import rawwatch
 
 urllib3.disable_warnings()
 p = argparse.ArgumentParser()
@@ -72,22 +73,8 @@ def metrics(adm):
 
 
 def open_watch(base, rv, rcvbuf=None):
-    host, port = base.split("//")[1].split(":")
-    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf:
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: sets the window
-    raw.settimeout(30)
-    raw.connect((host, int(port)))
-    ctx = ssl._create_unverified_context()
-    ctx.set_alpn_protocols(["http/1.1"])
-    s = ctx.wrap_socket(raw, server_hostname=host)
     path = f"/api/v1/namespaces/{NS}/configmaps?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: application/json\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(1)  # byte by byte: nothing past the head is taken off the socket
-    assert head.split(b" ", 2)[1] == b"200", head
-    return s
+    return rawwatch.open_watch(base, TOKEN, path, rcvbuf=rcvbuf)
 
 
 def main():

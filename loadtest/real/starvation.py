@@ -26,6 +26,7 @@ accounts and a TokenRequest for each. Nothing is deleted. 127.0.0.1 only; bounde
 """
 import argparse, json, os, random, selectors, socket, ssl, string, subprocess, sys, tempfile, threading, time
 import requests, urllib3
+import rawwatch
 
 urllib3.disable_warnings()
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -214,21 +215,9 @@ def connections(adm):
 
 
 def stalled_watch(base, token):
-    """A passed-through watch read up to its status line and never again."""
-    host, port = base.split("//")[1].split(":")
-    raw = socket.socket()
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    raw.connect((host, int(port)))
-    ctx = ssl._create_unverified_context()
-    ctx.set_alpn_protocols(["http/1.1"])
-    s = ctx.wrap_socket(raw, server_hostname=host)
+    """A passed-through watch read up to its response head and never again."""
     path = f"/api/v1/namespaces/{NS}/configmaps?watch=1&includeObject=Object"
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\nAccept: {TABLE}\r\n\r\n".encode())
-    line = b""
-    while not line.endswith(b"\r\n"):
-        line += s.recv(1)
-    assert line.startswith(b"HTTP/1.1 200"), line
-    return s
+    return rawwatch.open_watch(base, token, path, accept=TABLE, rcvbuf=4096, timeout=None)
 
 
 def churn(stop, rate=50, objects=10):

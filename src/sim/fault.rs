@@ -9,8 +9,10 @@
 //! - switches on the [`Sim`](crate::sim::Sim) itself: **restart** (every watch ended, the
 //!   event history forgotten so old resourceVersions get 410, and reads answered with the
 //!   apiserver's 429 "storage is (re)initializing" for a warm-up while `/readyz` already
-//!   says ok, as a restarted kube-apiserver does) and **slow** responses (every answer
-//!   delayed);
+//!   says ok, as a restarted kube-apiserver does) and **slow** responses (every API answer
+//!   delayed, as priority and fairness queues them, while `/readyz`, `/livez` and
+//!   `/healthz`, which it exempts, answer at once; or those too, as an apiserver stuck on
+//!   its storage is);
 //! - [`control`], an HTTP endpoint that flips them (`kache sim --fault-listen`).
 
 use crate::serve::body::{self, Body, RequestBody};
@@ -129,15 +131,24 @@ async fn pump(
 /// The simulator's own switches (see the module documentation).
 #[derive(Debug, Default)]
 pub struct SimFaults {
-    /// Every answer waits this long first.
-    pub(crate) delay: std::sync::Mutex<Duration>,
+    /// Answers wait this long first (health endpoints too when `.1`).
+    pub(crate) delay: std::sync::Mutex<(Duration, bool)>,
     /// Reads are refused with 429 until then.
     pub(crate) initializing_until: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl SimFaults {
-    pub(crate) fn delay(&self) -> Duration {
-        *self.delay.lock().unwrap_or_else(|e| e.into_inner())
+    /// How long the answer to a request for `path` waits first.
+    pub(crate) fn delay(&self, path: &str) -> Duration {
+        let (delay, health_too) = *self.delay.lock().unwrap_or_else(|e| e.into_inner());
+        let health = ["/readyz", "/livez", "/healthz"]
+            .iter()
+            .any(|h| path.strip_prefix(h).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
+        if health && !health_too {
+            Duration::ZERO
+        } else {
+            delay
+        }
     }
 
     pub(crate) fn initializing(&self) -> bool {
@@ -146,9 +157,11 @@ impl SimFaults {
 }
 
 impl Sim {
-    /// Delay every answer by `delay` (zero: answer at once).
-    pub fn set_delay(&self, delay: Duration) {
-        *self.faults.delay.lock().unwrap_or_else(|e| e.into_inner()) = delay;
+    /// Delay every API answer by `delay` (zero: answer at once), and the health endpoints'
+    /// too when `health_too` (else they answer at once, as the apiserver's priority and
+    /// fairness exempts them).
+    pub fn set_delay(&self, delay: Duration, health_too: bool) {
+        *self.faults.delay.lock().unwrap_or_else(|e| e.into_inner()) = (delay, health_too);
     }
 
     /// Restart, as a kube-apiserver restart looks to a client that reconnects: every watch
@@ -163,7 +176,7 @@ impl Sim {
 }
 
 /// The fault switches over HTTP: `POST /pause`, `/resume`, `/drop`, `/down`, `/up`
-/// (the relay, when there is one), `/restart?warmup_ms=N`, `/slow?ms=N` (the simulator);
+/// (the relay, when there is one), `/restart?warmup_ms=N`, `/slow?ms=N[&health=1]` (the simulator);
 /// `GET /` shows the relay's state.
 pub struct Control {
     /// The simulator.
@@ -203,7 +216,7 @@ impl Handler for Control {
                 text(StatusCode::OK, "restarted\n".into())
             }
             (&Method::POST, "/slow", _) => {
-                self.sim.set_delay(Duration::from_millis(param(q, "ms").unwrap_or(0)));
+                self.sim.set_delay(Duration::from_millis(param(q, "ms").unwrap_or(0)), param(q, "health").unwrap_or(0) != 0);
                 text(StatusCode::OK, "ok\n".into())
             }
             (&Method::POST, path, Some(p)) => {

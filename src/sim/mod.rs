@@ -360,7 +360,7 @@ impl Handler for Sim {
 
 impl Sim {
     async fn answer<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
-        let delay = self.faults.delay();
+        let delay = self.faults.delay(req.uri().path());
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }

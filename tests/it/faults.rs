@@ -94,17 +94,21 @@ async fn a_paused_upstream_is_reported_while_cached_reads_answer_and_the_rest_ge
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_upstream_gives_pass_through_a_timeout_status_and_a_slower_one_is_found_hung() {
+async fn a_slow_upstream_gives_pass_through_a_timeout_status_and_one_whose_readyz_is_slow_too_is_found_hung() {
     let f = faulty(SIM, &["--preload", "pods", "--passthrough-timeout-seconds", "1"]).await;
     f.upstream_becomes(true).await;
-    // Slower than the pass-through deadline (1 s), faster than the health probe's (3 s).
-    f.sim.sim.set_delay(Duration::from_secs(2));
+    // API answers slower than the pass-through deadline (1 s) while /readyz answers at
+    // once (an apiserver whose priority and fairness queues requests): a 504, and the
+    // upstream is not taken for hung.
+    f.sim.sim.set_delay(Duration::from_secs(2), false);
     let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slow")).await;
     assert_retryable_status("a write to a slow upstream", &r);
     assert_eq!((r.status, r.json()["reason"].as_str()), (504, Some("Timeout")), "{}", r.text());
     assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0").await.status, 200);
-    // Slower than the probe's deadline: found hung, and pass-through fails at once.
-    f.sim.sim.set_delay(Duration::from_secs(5));
+    let (code, verbose) = f.readyz().await;
+    assert_eq!((code, upstream_line(&verbose)), (200, "[+]upstream ok"), "{verbose}");
+    // /readyz slower than the probe's deadline too: found hung, and pass-through fails at once.
+    f.sim.sim.set_delay(Duration::from_secs(5), true);
     match f.upstream_becomes(false).await {
         Health::Down { reason, .. } => assert_eq!(reason, "hung"),
         h => panic!("{h:?}"),
@@ -112,7 +116,7 @@ async fn a_slow_upstream_gives_pass_through_a_timeout_status_and_a_slower_one_is
     let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slower")).await;
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.json()["message"].as_str().unwrap().contains("has been hung for"), "{}", r.text());
-    f.sim.sim.set_delay(Duration::ZERO);
+    f.sim.sim.set_delay(Duration::ZERO, false);
     f.upstream_becomes(true).await;
 }
 

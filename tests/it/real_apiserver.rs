@@ -210,13 +210,18 @@ async fn real_watch_list_is_served_from_cache_and_equals_the_apiservers_list() {
     assert!(got == want, "the initial events equal the consistent LIST");
 }
 
-/// A kube-rs client of the real apiserver itself (not through kache).
-async fn direct_client() -> kube::Client {
+/// The real apiserver's client configuration: `KACHE_REAL_KUBECONFIG` at
+/// `KACHE_REAL_CONTEXT` (the tier is on).
+pub(crate) async fn real_config() -> kube::Config {
     let path = std::env::var_os("KACHE_REAL_KUBECONFIG").expect("the tier is on");
     let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
     let options = kube::config::KubeConfigOptions { context: std::env::var("KACHE_REAL_CONTEXT").ok(), ..Default::default() };
-    let config = kube::Config::from_custom_kubeconfig(kc, &options).await.expect("config");
-    kube::Client::try_from(config).expect("client")
+    kube::Config::from_custom_kubeconfig(kc, &options).await.expect("config")
+}
+
+/// A kube-rs client of the real apiserver itself (not through kache).
+async fn direct_client() -> kube::Client {
+    kube::Client::try_from(real_config().await).expect("client")
 }
 
 fn key(o: &Value) -> String {
@@ -1096,14 +1101,12 @@ async fn real_a_crds_changed_printer_columns_are_printed_from_cache_once_its_wat
 /// and restarting a real apiserver process is `tools/real_fault_run.py`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering() {
-    let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
+    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
         eprintln!("real_a_black_holed_apiserver: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
         return;
-    };
+    }
     kache::serve::upstream::install_crypto_provider();
-    let options = kube::config::KubeConfigOptions { context: std::env::var("KACHE_REAL_CONTEXT").ok(), ..Default::default() };
-    let kc = kube::config::Kubeconfig::read_from(std::path::Path::new(&path)).expect("kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &options).await.expect("config");
+    let mut config = real_config().await;
     let authority = config.cluster_url.authority().expect("server address").to_string();
     let target = tokio::net::lookup_host(&authority).await.unwrap().next().expect("server resolves");
     let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", target).await.unwrap();
