@@ -81,6 +81,14 @@ pub enum InformerError {
     Expired,
 }
 
+/// The field selector `metadata.name=NAME` as a query value: the name escaped as field
+/// selectors read values, then URL-encoded (RBAC object names may hold spaces, `,`, `=` and
+/// any character but `/`).
+fn name_selector(name: &str) -> String {
+    let selector = format!("metadata.name={}", crate::api::selector::escape_value(name));
+    form_urlencoded::byte_serialize(selector.as_bytes()).collect()
+}
+
 /// Collection path of a resource across all namespaces.
 pub fn collection_path(r: &Resource) -> String {
     if r.group.is_empty() {
@@ -313,7 +321,13 @@ impl Feed {
                 true => match self.list_changes().await {
                     Ok(Some(listed)) => Ok(listed),
                     Ok(None) => self.list(custom.as_ref()).await,
-                    Err(e) => Err(e),
+                    Err(e @ InformerError::Transport(_)) => Err(e),
+                    // Anything else the metadata relist met (a refusal, an answer it could
+                    // not read) is no reason not to list the objects whole.
+                    Err(e) => {
+                        tracing::info!(resource = %self.cache.resource.plural, error = %e, "relist by metadata failed; listing every object");
+                        self.list(custom.as_ref()).await
+                    }
                 },
                 false => self.list(custom.as_ref()).await,
             };
@@ -552,7 +566,7 @@ impl Feed {
             (Some(ns), false) => format!("/apis/{}/{}/namespaces/{ns}/{}", r.group, r.version, r.plural),
             (None, _) => collection_path(r),
         };
-        let path = format!("{base}?fieldSelector=metadata.name%3D{name}&resourceVersion={rv}&resourceVersionMatch=Exact");
+        let path = format!("{base}?fieldSelector={}&resourceVersion={rv}&resourceVersionMatch=Exact", name_selector(name));
         let mut objects = Vec::new();
         match self.fmt {
             Format::Json => {
@@ -974,6 +988,18 @@ impl Backoff {
 mod tests {
     use super::*;
     use crate::testdata::capture;
+
+    #[test]
+    fn an_objects_name_is_escaped_for_its_field_selector_and_the_url() {
+        let name = "system:a b,c=d\\e\u{e9}";
+        let q = name_selector(name);
+        assert!(q.bytes().all(|b| b.is_ascii_alphanumeric() || b"%+-._*".contains(&b)), "{q}");
+        // As the apiserver reads it: the query value decoded, then the selector parsed.
+        let query = format!("fieldSelector={q}");
+        let (_, decoded) = form_urlencoded::parse(query.as_bytes()).next().unwrap();
+        let selector = crate::api::selector::FieldSelector::parse(&decoded).unwrap();
+        assert_eq!(selector.exact("metadata.name"), Some(name));
+    }
 
     #[test]
     fn a_custom_resources_watch_object_is_stored_as_its_list_item() {

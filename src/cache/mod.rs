@@ -67,11 +67,13 @@ enum Step {
 /// Each listed object that is new or at another RV is one event at its own RV, which lies
 /// above `floor` (the cache has seen every change up to it) and at or below `rv`. A name
 /// whose uid changed was deleted and created again: a DELETED then an ADDED. Objects gone
-/// are DELETED, but the list does not say when: each is given an RV of its own above
-/// `floor` that no listed object holds, the lowest free ones, a recreated name's below its
-/// new object's RV. Every real deletion took an RV of its own in that range, so there are
-/// enough; if not, the upstream's history is not the one the cache followed (a restored
-/// etcd) and no events can describe it.
+/// are DELETED, but the list does not say when: each is given an RV of its own that no
+/// listed object holds, the highest free ones at or below `rv` (a recreated name's below its
+/// new object's RV), so that a client holding a real RV of the span from the upstream, below
+/// them all, still gets every deletion when it watches from there (see [`Gap`]). Every real
+/// deletion took an RV of its own in that range, so there are enough; if not, the
+/// upstream's history is not the one the cache followed (a restored etcd) and no events can
+/// describe it.
 fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
     if rv < floor {
         return Err("the new list is older than the cache");
@@ -101,21 +103,44 @@ fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(
         steps.push((o.rv, Step::Put(i, kind)));
     }
     gone.extend(cur.objects.values().filter(|o| !listed.contains(&*o.key)).map(|o| (rv + 1, o.clone())));
-    gone.sort_by(|a, b| (a.0, &a.1.key).cmp(&(b.0, &b.1.key)));
-    let mut slot = floor;
+    // From the top down: each takes the highest free RV below its bound and below the
+    // deletions placed before it.
+    gone.sort_by(|a, b| (b.0, &b.1.key).cmp(&(a.0, &a.1.key)));
+    let mut ceiling = rv + 1;
     for (before, old) in gone {
-        slot += 1;
-        while used.contains(&slot) {
-            slot += 1;
+        let mut slot = before.min(ceiling) - 1;
+        while slot > floor && used.contains(&slot) {
+            slot -= 1;
         }
-        if slot >= before {
+        if slot <= floor {
             return Err("more deletions than resourceVersions between the cache and the new list");
         }
+        used.insert(slot);
+        ceiling = slot;
         steps.push((slot, Step::Gone(old)));
     }
     steps.sort_by_key(|(at, _)| *at);
     Ok(steps)
 }
+
+/// The span of resourceVersions a relist told as differences: the cache had followed the
+/// upstream up to `floor`, and the list was at `rv`. Inside it the cache's states are not
+/// the upstream's (its deletions sit at RVs of its choosing), so a client holding an RV of
+/// the span that came from the upstream (a passed-through LIST) cannot be answered from the
+/// cache as if it were the cache's: an exact-RV read in `(floor, rv)` is the upstream's, and
+/// so is a watch from `[deletions, rv)`, where a deletion the client has not seen may lie
+/// below its RV. A watch from below `deletions` gets every deletion (and maybe some the
+/// client never saw the object of, which it ignores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Gap {
+    floor: u64,
+    /// The lowest RV given to a deletion (`rv` when there were none).
+    deletions: u64,
+    rv: u64,
+}
+
+/// Relist spans remembered (relists are rare: an upstream restart or a long outage each).
+const GAPS: usize = 16;
 
 /// Largest ring per index value: one node's pods change far less often than all pods, and
 /// every value watched holds a ring (~48 bytes a slot: 1,024 slots were ~48 KB per watched
@@ -160,6 +185,8 @@ pub struct KindCache {
     /// One ring per value of the indexed field that has watchers (a kubelet's node), so a
     /// change reaches only the watchers it can concern instead of every watcher.
     by_index: Mutex<HashMap<Arc<str>, broadcast::Sender<Message>>>,
+    /// The spans recent relists told as differences, newest last.
+    gaps: Mutex<VecDeque<Gap>>,
 }
 
 impl std::fmt::Debug for KindCache {
@@ -181,7 +208,20 @@ impl KindCache {
             history: Mutex::new(VecDeque::new()),
             writer: Mutex::new(()),
             by_index: Mutex::new(HashMap::new()),
+            gaps: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Whether a watch from `rv` can be answered from the cache's events: not when `rv` lies
+    /// where a relist's deletions may be below it (see [`Gap`]).
+    pub fn resumable(&self, rv: u64) -> bool {
+        !self.gaps.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|g| g.deletions <= rv && rv < g.rv)
+    }
+
+    /// Whether the cache's state at exactly `rv` is the upstream's: not inside a span a
+    /// relist told as differences (see [`Gap`]).
+    pub fn vouches_for(&self, rv: u64) -> bool {
+        !self.gaps.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|g| g.floor < rv && rv < g.rv)
     }
 
     /// The current state.
@@ -347,6 +387,14 @@ impl KindCache {
                 return Relisted::Replaced(why);
             }
         };
+        let deletions = steps.iter().filter(|(_, step)| matches!(step, Step::Gone(_))).map(|(at, _)| *at).min().unwrap_or(rv);
+        {
+            let mut gaps = self.gaps.lock().unwrap_or_else(|e| e.into_inner());
+            if gaps.len() == GAPS {
+                gaps.pop_front();
+            }
+            gaps.push_back(Gap { floor, deletions, rv });
+        }
         let (mut added, mut modified, mut deleted) = (0, 0, 0);
         let mut objects: Vec<Option<Object>> = objects.into_iter().map(Some).collect();
         let mut snap = cur;
@@ -396,6 +444,8 @@ impl KindCache {
         s.custom = custom;
         self.snap.store(Arc::new(s));
         self.history.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // Nothing before `rv` is answered from the cache any more.
+        self.gaps.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.send_all(Message::Reset);
         self.progress.send_replace(rv);
     }
@@ -561,14 +611,14 @@ mod tests {
         let listed = vec![pod("a", "ua", 9), pod("b", "ub", 3), pod("d", "ud", 8), pod("e", "ue2", 11)];
         let got = c.relist(listed, 12, None);
         assert_eq!(got, Relisted::Diffed { added: 2, modified: 1, deleted: 2 });
-        // Deletions take the lowest RVs above the cache's that no listed object holds.
+        // Deletions take the highest RVs up to the list's that no listed object holds; a
+        // recreated name's, the highest below its new object's.
         let want = vec![
-            // e's deletion must come before its new object's ADDED at 11: it is placed first.
-            row("DELETED", "ns/e", 6),
-            row("DELETED", "ns/c", 7),
             row("ADDED", "ns/d", 8),
             row("MODIFIED", "ns/a", 9),
+            row("DELETED", "ns/e", 10),
             row("ADDED", "ns/e", 11),
+            row("DELETED", "ns/c", 12),
             row("CAUGHT", "", 12),
         ];
         assert_eq!(drain(&mut all), want);
@@ -579,14 +629,23 @@ mod tests {
         assert_eq!(c.progress(), 12);
         assert_eq!(s.get("ns/e").unwrap().uid().as_deref(), Some("ue2"));
         // A client that saw part of it resumes from the window; exact-RV reads see each step.
-        let resumed: Vec<u64> = s.window.since(7).unwrap().map(|e| e.rv).collect();
-        assert_eq!(resumed, [8, 9, 11]);
-        assert_eq!(c.at(7).unwrap().objects.len(), 2, "c and e gone, nothing added yet");
+        let resumed: Vec<u64> = s.window.since(8).unwrap().map(|e| e.rv).collect();
+        assert_eq!(resumed, [9, 10, 11, 12]);
+        assert_eq!(c.at(8).unwrap().objects.len(), 5, "d added, nothing deleted yet");
         assert_eq!(c.at(10).unwrap().get("ns/a").unwrap().rv, 9);
         // The deleted object is its last state at the deletion's RV.
-        let deleted = s.window.since(5).unwrap().next().unwrap();
-        assert_eq!(deleted.object.rv, 6);
-        assert!(std::str::from_utf8(deleted.object.json_item_ref().unwrap()).unwrap().contains("\"resourceVersion\":\"6\""));
+        let deleted = s.window.since(11).unwrap().next().unwrap();
+        assert_eq!((deleted.kind, deleted.object.rv), (EventType::Deleted, 12));
+        assert!(std::str::from_utf8(deleted.object.json_item_ref().unwrap()).unwrap().contains("\"resourceVersion\":\"12\""));
+        // Inside the span (5, 12) the cache's states are its own: an exact read there is
+        // the upstream's, and so is a watch from where a deletion may lie below the RV.
+        let resumable: Vec<u64> = (4..=13).filter(|&n| c.resumable(n)).collect();
+        assert_eq!(resumable, [4, 5, 6, 7, 8, 9, 12, 13]);
+        let vouched: Vec<u64> = (4..=13).filter(|&n| c.vouches_for(n)).collect();
+        assert_eq!(vouched, [4, 5, 12, 13]);
+        // A new state forgets the spans.
+        c.replace(vec![pod("a", "ua", 20)], 20);
+        assert!(c.resumable(10) && c.vouches_for(10));
     }
 
     #[test]

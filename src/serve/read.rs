@@ -157,8 +157,16 @@ impl Serve {
     /// state must still be in the cache's history (else the upstream may still have it). A
     /// watch from before the cache's window is the upstream's too: its own window may still
     /// hold that RV, and if not its 410 names its own oldest RV, which kache cannot know.
+    ///
+    /// After a relist told as differences, RVs of the span it covered may have come from
+    /// the upstream (a passed-through read), whose states there are not the cache's: a
+    /// watch from where a relisted deletion may lie below it, and an exact-RV read in the
+    /// span, are the upstream's too (see `cache::Gap`).
     async fn current(&self, feed: &Arc<Feed>, p: &ResourcePath, opts: &Options) -> bool {
         if opts.watch && p.name.is_none() && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
+            return false;
+        }
+        if opts.watch && opts.rv.is_some_and(|n| n > 0 && !feed.cache.resumable(n)) {
             return false;
         }
         if p.name.is_some() || opts.watch {
@@ -176,7 +184,7 @@ impl Serve {
             ListMode::Any => None,
         };
         let cache = &feed.cache;
-        !past.is_some_and(|n| n <= cache.progress() && cache.at(n).is_err())
+        !past.is_some_and(|n| !cache.vouches_for(n) || (n <= cache.progress() && cache.at(n).is_err()))
     }
 
     /// The answer from cache.

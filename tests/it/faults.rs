@@ -664,3 +664,64 @@ async fn kubectl_through_a_paused_upstream() {
     let out = kubectl.run(&["get", "pods", "-A", "-o", "name"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// After a relist told as differences, a client may hold an RV of the span it covered that
+/// came from the upstream (here, a LIST straight from it while kache was cut off). kache
+/// places the deletions the list revealed at RVs of its own, so a watch from that RV is not
+/// kache's to answer where a deletion may lie below it: the client must get every deletion
+/// it has not seen, or the upstream's own answer, never a stream that skips one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_point_the_upstream_gave_inside_a_relisted_span_misses_no_deletion() {
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let from = list_rv(&f.kache.api.get_ok("/api/v1/pods?resourceVersion=0").await);
+    let mut open = f.kache.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={from}"), "application/json").await;
+    assert_eq!(open.status, 200);
+    let (_, pods) = f.sim.all_pods().await;
+    let mut keyed: Vec<(String, String)> = pods.iter().map(pod_path).collect();
+    keyed.sort();
+    let [(small, small_path), (big1, big1_path), (big2, big2_path)] = [keyed[0].clone(), keyed[1].clone(), keyed[2].clone()];
+
+    f.relay.down(true);
+    f.upstream_becomes(false).await;
+    f.sim.must("delete", f.sim.delete(&big1_path).await).await;
+    f.sim.must("delete", f.sim.delete(&big2_path).await).await;
+    // A client lists straight from the upstream: `small` is there at this RV.
+    let held = list_rv(&f.sim.get_ok("/api/v1/pods?limit=1").await);
+    f.sim.must("delete", f.sim.delete(&small_path).await).await;
+    f.sim.sim.restart(Duration::ZERO);
+    f.relay.down(false);
+    f.upstream_becomes(true).await;
+
+    // kache relisted and told the open watch the three deletions at RVs of its own choosing
+    // (by key, not in the order they happened).
+    let end = deadline(QUICK.as_secs());
+    let mut deleted = Vec::new();
+    while deleted.len() < 3 {
+        match open.next_json(end).await {
+            Next::Item(ev) if ev["type"] == "DELETED" => deleted.push(pod_path(&ev["object"]).0),
+            Next::Item(_) => {}
+            other => panic!("the open watch ended or stalled after {deleted:?}: {other:?}"),
+        }
+    }
+    assert_eq!(deleted, [small.clone(), big1.clone(), big2.clone()], "the relist's order, not the upstream's (else nothing was relisted)");
+
+    // The client resumes through kache from the RV it got from the upstream: it gets
+    // `small`'s deletion, or the upstream's 410 (which makes it list again). It must not
+    // get a stream without `small`'s deletion.
+    let mut resumed = f.kache.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={held}"), "application/json").await;
+    assert_eq!(resumed.status, 200);
+    let end = deadline(QUICK.as_secs());
+    let mut seen = Vec::new();
+    loop {
+        match resumed.next_json(end).await {
+            Next::Item(ev) if ev["type"] == "ERROR" => {
+                assert_eq!(ev["object"]["code"], 410, "{ev}");
+                break;
+            }
+            Next::Item(ev) if ev["type"] == "DELETED" && pod_path(&ev["object"]).0 == small => break,
+            Next::Item(ev) => seen.push((ev["type"].clone(), pod_path(&ev["object"]).0)),
+            other => panic!("a watch from {held} through kache got {seen:?} and then {other:?}, never {small}'s deletion"),
+        }
+    }
+}

@@ -20,7 +20,7 @@ impl fmt::Display for FieldTerm {
 }
 
 /// Escapes `\`, `,` and `=` with a backslash (fields.EscapeValue).
-pub(super) fn escape_value(s: &str) -> String {
+pub fn escape_value(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(c, '\\' | ',' | '=') {

@@ -11,7 +11,7 @@ mod lexer;
 mod tests;
 mod validate;
 
-pub use field::FieldSelector;
+pub use field::{escape_value, FieldSelector};
 pub use label::LabelSelector;
 
 /// Error from parsing or validating a selector; Display is the exact apiserver message text.

@@ -276,9 +276,7 @@ impl Watcher {
                 // tells the client it has caught up.
                 Ok(Message::Caught(p)) => {
                     self.last_rv = self.last_rv.max(p);
-                    if self.opts.bookmarks
-                        && !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await)
-                    {
+                    if bookmarks && !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await) {
                         return;
                     }
                 }
