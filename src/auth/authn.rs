@@ -13,6 +13,7 @@ use crate::serve::upstream::Upstream;
 use http::{header, HeaderMap};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How client credentials are judged.
@@ -35,7 +36,7 @@ pub struct AuthnSettings {
 pub struct Authenticator {
     upstream: Upstream,
     settings: AuthnSettings,
-    cache: TtlCache<[u8; 32], Option<Identity>>,
+    cache: Arc<TtlCache<[u8; 32], Option<Identity>>>,
     reviews: AtomicU64,
 }
 
@@ -50,7 +51,7 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 impl Authenticator {
     /// An authenticator asking `upstream`.
     pub fn new(upstream: Upstream, settings: AuthnSettings) -> Authenticator {
-        let cache = TtlCache::new(settings.cache_entries).keeping(settings.stale);
+        let cache = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         Authenticator { upstream, settings, cache, reviews: AtomicU64::new(0) }
     }
 
@@ -81,25 +82,24 @@ impl Authenticator {
             return Ok(known);
         }
         let last = self.cache.get_stale(&key);
-        let answer = match review::patiently(self.review(token), last.is_some()).await {
-            Ok(answer) => answer,
+        self.reviews.fetch_add(1, Ordering::Relaxed);
+        let (cache, positive, negative) = (self.cache.clone(), self.settings.token_ttl, self.settings.negative_ttl);
+        let keep = move |answer: &Option<Identity>| cache.insert(key, answer.clone(), if answer.is_some() { positive } else { negative });
+        match review::patiently(Self::review(self.upstream.clone(), token.to_string()), last.is_some(), keep).await {
+            Ok(answer) => Ok(answer),
             // The upstream cannot be asked (or is slow to answer): its last answer, within
             // the staleness bound.
             Err(e @ ReviewError::Transport(_)) => match last {
-                Some(known) => return Ok(known),
-                None => return Err(log_failure(&self.upstream, "token review failed", &e)),
+                Some(known) => Ok(known),
+                None => Err(log_failure(&self.upstream, "token review failed", &e)),
             },
-            Err(e) => return Err(log_failure(&self.upstream, "token review failed", &e)),
-        };
-        let ttl = if answer.is_some() { self.settings.token_ttl } else { self.settings.negative_ttl };
-        self.cache.insert(key, answer.clone(), ttl);
-        Ok(answer)
+            Err(e) => Err(log_failure(&self.upstream, "token review failed", &e)),
+        }
     }
 
-    async fn review(&self, token: &str) -> Result<Option<Identity>, ReviewError> {
-        self.reviews.fetch_add(1, Ordering::Relaxed);
+    async fn review(upstream: Upstream, token: String) -> Result<Option<Identity>, ReviewError> {
         let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
-        let status = review::post(&self.upstream, "/apis/authentication.k8s.io/v1/tokenreviews", "TokenReview", &body).await?;
+        let status = review::post(&upstream, "/apis/authentication.k8s.io/v1/tokenreviews", "TokenReview", &body).await?;
         if status.get("authenticated").and_then(serde_json::Value::as_bool) != Some(true) {
             return Ok(None);
         }

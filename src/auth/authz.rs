@@ -11,6 +11,7 @@ use crate::api::status::Status;
 use crate::serve::upstream::Upstream;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How access decisions are cached.
@@ -40,7 +41,7 @@ pub struct Decision {
 pub struct Authorizer {
     upstream: Upstream,
     settings: AuthzSettings,
-    cache: TtlCache<Vec<u8>, Decision>,
+    cache: Arc<TtlCache<Vec<u8>, Decision>>,
     reviews: AtomicU64,
 }
 
@@ -120,7 +121,7 @@ fn cache_key(id: &Identity, a: &Attributes) -> Vec<u8> {
 impl Authorizer {
     /// An authorizer asking `upstream`.
     pub fn new(upstream: Upstream, settings: AuthzSettings) -> Authorizer {
-        let cache = TtlCache::new(settings.cache_entries).keeping(settings.stale);
+        let cache = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         Authorizer { upstream, settings, cache, reviews: AtomicU64::new(0) }
     }
 
@@ -136,19 +137,19 @@ impl Authorizer {
             return Ok(d);
         }
         let last = self.cache.get_stale(&key);
-        let d = match super::review::patiently(self.review(review_spec(id, a)), last.is_some()).await {
-            Ok(d) => d,
+        self.reviews.fetch_add(1, Ordering::Relaxed);
+        let (cache, allow, deny) = (self.cache.clone(), self.settings.allow_ttl, self.settings.deny_ttl);
+        let keep = move |d: &Decision| cache.insert(key, d.clone(), if d.allowed { allow } else { deny });
+        match super::review::patiently(Self::review(self.upstream.clone(), review_spec(id, a)), last.is_some(), keep).await {
+            Ok(d) => Ok(d),
             // The upstream cannot be asked (or is slow to answer): its last answer, within
             // the staleness bound.
             Err(e @ ReviewError::Transport(_)) => match last {
-                Some(known) => return Ok(known),
-                None => return Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
+                Some(known) => Ok(known),
+                None => Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
             },
-            Err(e) => return Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
-        };
-        let ttl = if d.allowed { self.settings.allow_ttl } else { self.settings.deny_ttl };
-        self.cache.insert(key, d.clone(), ttl);
-        Ok(d)
+            Err(e) => Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
+        }
     }
 
     /// `Ok(())` if `id` may do `a`, else the apiserver's 403 for it.
@@ -161,11 +162,9 @@ impl Authorizer {
         }
     }
 
-    async fn review(&self, spec: Value) -> Result<Decision, ReviewError> {
-        self.reviews.fetch_add(1, Ordering::Relaxed);
+    async fn review(upstream: Upstream, spec: Value) -> Result<Decision, ReviewError> {
         let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec});
-        let status =
-            review::post(&self.upstream, "/apis/authorization.k8s.io/v1/subjectaccessreviews", "SubjectAccessReview", &body).await?;
+        let status = review::post(&upstream, "/apis/authorization.k8s.io/v1/subjectaccessreviews", "SubjectAccessReview", &body).await?;
         let flag = |k: &str| status.get(k).and_then(Value::as_bool).unwrap_or(false);
         let allowed = flag("allowed") && !flag("denied");
         let reason = status.get("reason").and_then(Value::as_str).unwrap_or("").to_string();

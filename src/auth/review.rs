@@ -55,14 +55,30 @@ impl ReviewError {
 /// milliseconds.
 pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// `review`, or, when a last known decision exists and the review takes longer than
-/// [`PATIENCE`], a [`ReviewError::Transport`] saying so (the caller then uses that decision).
-pub(crate) async fn patiently<T>(review: impl std::future::Future<Output = Result<T, ReviewError>>, known: bool) -> Result<T, ReviewError> {
-    match known {
-        false => review.await,
-        true => tokio::time::timeout(PATIENCE, review)
-            .await
-            .unwrap_or_else(|_| Err(ReviewError::Transport(format!("no answer within {PATIENCE:?}; the last known decision holds")))),
+/// `review`, whose answer is given to `keep` (to cache it), or, when a last known decision
+/// exists and the review takes longer than [`PATIENCE`], a [`ReviewError::Transport`] saying
+/// so (the caller then uses that decision). The review goes on meanwhile, within its own
+/// deadlines, and its answer is still kept: an upstream that is slow but answering keeps
+/// deciding, instead of the last decision standing until the staleness bound.
+pub(crate) async fn patiently<T: Send + 'static>(
+    review: impl std::future::Future<Output = Result<T, ReviewError>> + Send + 'static,
+    known: bool,
+    keep: impl FnOnce(&T) + Send + 'static,
+) -> Result<T, ReviewError> {
+    let review = async move {
+        let answer = review.await;
+        if let Ok(a) = &answer {
+            keep(a);
+        }
+        answer
+    };
+    if !known {
+        return review.await;
+    }
+    match tokio::time::timeout(PATIENCE, tokio::spawn(review)).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => Err(ReviewError::Transport(e.to_string())),
+        Err(_) => Err(ReviewError::Transport(format!("no answer within {PATIENCE:?}; the last known decision holds"))),
     }
 }
 
@@ -98,5 +114,40 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     match v.get_mut("status").map(Value::take) {
         Some(s @ Value::Object(_)) => Ok(s),
         _ => Err(ReviewError::Decode { kind, message: "no status".into() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_review_slower_than_the_patience_still_keeps_its_answer() {
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok::<_, ReviewError>("allowed")
+        };
+        let keep = {
+            let kept = kept.clone();
+            move |a: &&str| kept.lock().unwrap().push(a.to_string())
+        };
+        let started = tokio::time::Instant::now();
+        // A last known decision exists: the caller takes it after the patience...
+        let got = patiently(slow, true, keep).await;
+        assert!(matches!(got, Err(ReviewError::Transport(_))), "{got:?}");
+        assert_eq!(started.elapsed(), PATIENCE);
+        assert!(kept.lock().unwrap().is_empty());
+        // ...and the review's answer, when it comes, is kept for the next request.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(*kept.lock().unwrap(), ["allowed"]);
+        // With nothing known the caller waits for the answer, which is kept too.
+        let kept2 = kept.clone();
+        let got =
+            patiently(async { Ok::<_, ReviewError>("denied") }, false, move |a: &&str| kept2.lock().unwrap().push(a.to_string())).await;
+        assert_eq!(got.unwrap(), "denied");
+        assert_eq!(*kept.lock().unwrap(), ["allowed", "denied"]);
     }
 }

@@ -66,6 +66,31 @@ fn failed(upstream: &Upstream, e: &BoxError, broke: Option<&str>) -> Status {
     }
 }
 
+/// Whether `e` says the request was never sent: no connection could be made.
+fn never_sent(e: &BoxError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
+    while let Some(err) = source {
+        if err.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|h| h.is_connect()) {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// The Status for a request kache sent upstream and gave up waiting on (`status`, as for any
+/// request), when it is not `safe` (a read): the upstream may still carry it out (a stopped
+/// process reads it when it resumes; a slow one was only slow), so it is the apiserver's
+/// 504 "may still be processing", without `Retry-After`, which would have client-go send it
+/// again by itself (a second object for a `generateName` create, an `AlreadyExists` for
+/// one that succeeded). Other Statuses (an unreadable body's 400) stay.
+fn abandoned(status: Status, safe: bool) -> Status {
+    if safe || !matches!(status.code, 503 | 504) {
+        return status;
+    }
+    Status::timeout(format!("{}; the upstream apiserver may still be processing the request", status.message), 0)
+}
+
 /// Hop-by-hop headers (RFC 9110 7.6.1).
 const DROP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"];
 
@@ -119,6 +144,7 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
     if upgrade {
         return forward_upgrade(upstream, out, creds, client_upgrade).await;
     }
+    let safe = matches!(*out.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
     let sent = match creds {
         Credentials::Client => upstream.send_as_client(out),
         Credentials::Kache => upstream.send(out, Class::Passthrough),
@@ -126,11 +152,13 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
     // Found hung or unreachable while this request waits: answer now, not at the deadline.
     let sent = tokio::select! {
         sent = sent => sent,
-        why = upstream.until_unavailable() => return Status::unavailable_retry(why, 1).into_response(false),
+        why = upstream.until_unavailable() => return abandoned(Status::unavailable_retry(why, 1), safe).into_response(false),
     };
     let resp = match sent {
         Ok(r) => r,
-        Err(e) => return failed(upstream, &e, broke.get().map(String::as_str)).into_response(false),
+        // A request that never reached the upstream (no connection) may be sent again.
+        Err(e) if never_sent(&e) => return failed(upstream, &e, broke.get().map(String::as_str)).into_response(false),
+        Err(e) => return abandoned(failed(upstream, &e, broke.get().map(String::as_str)), safe).into_response(false),
     };
     let (mut parts, incoming) = resp.into_parts();
     clean(&mut parts.headers, false);

@@ -390,17 +390,22 @@ impl Upstream {
         let mut probing = self.probing.subscribe();
         let kick = self.kick.clone();
         let kick_at = tokio::time::Instant::now() + KICK_AFTER;
+        // Once per call: a call waiting on a slow but answering upstream does not have it
+        // probed more often than the monitor's interval after that.
+        let kicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let this = self.clone();
         async move {
             loop {
                 let unanswered = *probing.borrow_and_update();
-                let kick = kick.clone();
+                let (kick, kicked) = (kick.clone(), kicked.clone());
                 let suspect = async move {
                     match unanswered {
                         Some(since) => tokio::time::sleep_until(since + SUSPECT_AFTER).await,
                         None => {
                             tokio::time::sleep_until(kick_at).await;
-                            kick.notify_one();
+                            if !kicked.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                                kick.notify_one();
+                            }
                             std::future::pending().await
                         }
                     }

@@ -101,9 +101,16 @@ async fn a_slow_upstream_gives_pass_through_a_timeout_status_and_one_whose_ready
     // once (an apiserver whose priority and fairness queues requests): a 504, and the
     // upstream is not taken for hung.
     f.sim.sim.set_delay(Duration::from_secs(2), false);
-    let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slow")).await;
-    assert_retryable_status("a write to a slow upstream", &r);
+    let r =
+        f.kache.api.request(Method::GET, "/api/v1/namespaces/default/configmaps?includeObject=Object", Some(TABLE), None, Vec::new()).await;
+    assert_retryable_status("a passed-through read of a slow upstream", &r);
     assert_eq!((r.status, r.json()["reason"].as_str()), (504, Some("Timeout")), "{}", r.text());
+    // A write the upstream may still carry out: the apiserver's 504, and no Retry-After
+    // (client-go would send it again by itself).
+    let r = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("slow")).await;
+    assert_eq!((r.status, r.json()["reason"].as_str()), (504, Some("Timeout")), "{}", r.text());
+    assert!(r.json()["message"].as_str().unwrap().contains("may still be processing"), "{}", r.text());
+    assert_eq!(r.header("retry-after"), None, "{:?}", r.headers);
     assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0").await.status, 200);
     let (code, verbose) = f.readyz().await;
     assert_eq!((code, upstream_line(&verbose)), (200, "[+]upstream ok"), "{verbose}");
