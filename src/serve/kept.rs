@@ -7,18 +7,21 @@
 //! upstream answered it (its `Content-Type` and `Content-Encoding` with it), and answered
 //! only while the health monitor finds the upstream hung or unreachable, within
 //! `--serve-stale-seconds` of its going down, and only to an authenticated caller (the
-//! apiserver grants discovery to `system:authenticated`). Bounded: documents up to
-//! [`MAX_DOC`] bytes, at most [`MAX_DOCS`] of them.
+//! apiserver grants discovery to `system:authenticated`), byte for byte as the upstream sent
+//! it. Bounded: documents up to [`MAX_DOC`] bytes, at most [`MAX_DOCS`] of them and
+//! [`BUDGET`] bytes in all; the least recently kept or answered make room for new ones (the
+//! OpenAPI v3 `?hash=` of a group changes with each of its CRDs' updates, so old URLs are
+//! never asked for again).
 
 use crate::serve::body::{Body, BoxError, Chunk};
 use crate::serve::route::{classify, Target};
 use bytes::{Bytes, BytesMut};
-use dashmap::DashMap;
 use http::{header, HeaderMap, Method, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 /// Largest document kept (the aggregated `/apis` of a large cluster is a few hundred KB;
@@ -26,6 +29,15 @@ use std::task::{Context, Poll};
 pub const MAX_DOC: usize = 8 << 20;
 /// Documents kept at most (distinct paths and Accept headers).
 pub const MAX_DOCS: usize = 1024;
+/// Bytes all kept documents may take together (bodies, keys and headers): eight documents
+/// of [`MAX_DOC`]. What a large cluster's clients ask for, the aggregated `/api` and `/apis`
+/// (a few hundred KB), the group-version documents (a few KB each), `/openapi/v2` and the
+/// OpenAPI v3 documents (a few MB each, a fifth to a tenth of that gzipped, as Go clients
+/// ask for them), in the one or two (`Accept`, gzip) variants they use, fits in a few tens of
+/// MB; a larger budget would only be more memory any authenticated caller could pin with
+/// made-up query strings.
+pub const BUDGET: usize = 64 << 20;
+const _: () = assert!(MAX_DOC <= BUDGET);
 
 /// Which answer a request would get.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -62,25 +74,108 @@ struct Doc {
     body: Bytes,
 }
 
+impl Doc {
+    /// Bytes `key` and this document take from the [`BUDGET`].
+    fn cost(&self, key: &DocKey) -> usize {
+        let headers: usize = self.headers.iter().map(|(n, v)| n.as_str().len() + v.len()).sum();
+        key.path.len() + key.accept.len() + headers + self.body.len()
+    }
+}
+
 /// The kept documents.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Kept {
-    docs: DashMap<DocKey, Doc>,
+    /// Bytes the documents may take together.
+    budget: usize,
+    /// Documents kept at most.
+    max_docs: usize,
+    store: Mutex<Store>,
+}
+
+impl Default for Kept {
+    fn default() -> Self {
+        Kept::bounded(BUDGET, MAX_DOCS)
+    }
+}
+
+/// The documents, and the order they were last kept or answered in.
+#[derive(Debug, Default)]
+struct Store {
+    /// Each document with its tick of `clock` when it was last kept or answered.
+    docs: HashMap<DocKey, (Doc, u64)>,
+    /// The keys by that tick: the least recently used first.
+    used: BTreeMap<u64, DocKey>,
+    clock: u64,
+    /// What the documents take, by [`Doc::cost`].
+    bytes: usize,
+}
+
+impl Store {
+    /// The next tick, `key`'s last use.
+    fn tick(&mut self, key: DocKey) -> u64 {
+        self.clock += 1;
+        self.used.insert(self.clock, key);
+        self.clock
+    }
+
+    fn remove(&mut self, key: &DocKey) {
+        if let Some((doc, at)) = self.docs.remove(key) {
+            self.used.remove(&at);
+            self.bytes -= doc.cost(key);
+        }
+    }
 }
 
 impl Kept {
-    /// The kept answer to `key`, if any.
+    /// Keep documents of up to `budget` bytes in all, at most `max_docs` of them.
+    fn bounded(budget: usize, max_docs: usize) -> Kept {
+        Kept { budget, max_docs, store: Mutex::default() }
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The kept answer to `key`, if any: the upstream's headers and bytes as it sent them.
     pub fn answer(&self, key: &DocKey) -> Option<Response<Body>> {
-        let doc = self.docs.get(key)?.clone();
+        let doc = {
+            let mut store = self.store();
+            let (doc, at) = store.docs.get(key).map(|(doc, at)| (doc.clone(), *at))?;
+            store.used.remove(&at);
+            let now = store.tick(key.clone());
+            if let Some(entry) = store.docs.get_mut(key) {
+                entry.1 = now;
+            }
+            doc
+        };
         let mut resp = Response::new(crate::serve::body::full(doc.body));
         *resp.headers_mut() = doc.headers;
         Some(resp)
     }
 
+    /// Keep `doc` as the answer to `key`, in place of the one before, evicting the least
+    /// recently used others as the bounds require.
+    fn insert(&self, key: DocKey, doc: Doc) {
+        let cost = doc.cost(&key);
+        let mut store = self.store();
+        store.remove(&key);
+        if cost > self.budget {
+            return;
+        }
+        while store.bytes + cost > self.budget || store.docs.len() >= self.max_docs {
+            let Some((_, oldest)) = store.used.pop_first() else { break };
+            store.remove(&oldest);
+        }
+        store.bytes += cost;
+        let at = store.tick(key.clone());
+        store.docs.insert(key, (doc, at));
+    }
+
     /// Pass `resp` (the upstream's answer to `key`) on, keeping a copy once it has streamed
-    /// through whole, if it is a 200 of at most [`MAX_DOC`] bytes.
+    /// through whole, if it is a 200 of at most [`MAX_DOC`] bytes. While its bytes are those
+    /// already kept for `key` they are compared, not copied.
     pub fn keep(self: &Arc<Self>, key: DocKey, resp: Response<Body>) -> Response<Body> {
-        if resp.status() != StatusCode::OK || (self.docs.len() >= MAX_DOCS && !self.docs.contains_key(&key)) {
+        if resp.status() != StatusCode::OK {
             return resp;
         }
         let mut headers = HeaderMap::new();
@@ -89,24 +184,68 @@ impl Kept {
                 headers.insert(h, v.clone());
             }
         }
+        let seen = match self.store().docs.get(&key) {
+            Some((doc, _)) if doc.headers == headers => Seen::Same { kept: doc.body.clone(), upto: 0 },
+            _ => Seen::New(BytesMut::new()),
+        };
         let (parts, body) = resp.into_parts();
-        let tee = Tee { inner: body, buf: Some(BytesMut::new()), done: Some((self.clone(), key, headers)) };
+        let tee = Tee { inner: body, seen: Some(seen), done: Some((self.clone(), key, headers)) };
         Response::from_parts(parts, tee.boxed_unsync())
     }
 }
 
-/// A body passed on while a copy is collected; stored when it ends whole.
+/// What a [`Tee`] holds of the body so far.
+enum Seen {
+    /// The first `upto` bytes of the document kept for the key: nothing copied yet.
+    Same { kept: Bytes, upto: usize },
+    /// A different document, copied.
+    New(BytesMut),
+}
+
+impl Seen {
+    /// Take the next piece of the body; false once it is larger than [`MAX_DOC`].
+    fn add(&mut self, piece: &[u8]) -> bool {
+        if let Seen::Same { kept, upto } = self {
+            if kept.get(*upto..*upto + piece.len()) == Some(piece) {
+                *upto += piece.len();
+                return true;
+            }
+            let mut buf = BytesMut::with_capacity(*upto + piece.len());
+            buf.extend_from_slice(&kept[..*upto]);
+            *self = Seen::New(buf);
+        }
+        match self {
+            Seen::New(buf) if buf.len() + piece.len() <= MAX_DOC => {
+                buf.extend_from_slice(piece);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The whole body.
+    fn body(self) -> Bytes {
+        match self {
+            Seen::Same { kept, upto } if upto == kept.len() => kept,
+            Seen::Same { kept, upto } => Bytes::copy_from_slice(&kept[..upto]),
+            Seen::New(buf) => buf.freeze(),
+        }
+    }
+}
+
+/// A body passed on while it is copied (or compared with the document kept for its key);
+/// stored when it ends whole.
 struct Tee {
     inner: Body,
-    buf: Option<BytesMut>,
+    seen: Option<Seen>,
     done: Option<(Arc<Kept>, DocKey, HeaderMap)>,
 }
 
 impl Tee {
     /// Keep the copy (once).
     fn store(&mut self) {
-        if let (Some(buf), Some((kept, key, headers))) = (self.buf.take(), self.done.take()) {
-            kept.docs.insert(key, Doc { headers, body: buf.freeze() });
+        if let (Some(seen), Some((kept, key, headers))) = (self.seen.take(), self.done.take()) {
+            kept.insert(key, Doc { headers, body: seen.body() });
         }
     }
 }
@@ -124,18 +263,20 @@ impl http_body::Body for Tee {
                     Some(_) => None,
                     None => Some(Bytes::new()),
                 };
-                let fits = |buf: &BytesMut, piece: &Bytes| buf.len() + piece.len() <= MAX_DOC;
-                match (self.buf.as_mut(), piece) {
-                    (Some(buf), Some(piece)) if fits(buf, &piece) => buf.extend_from_slice(&piece),
+                let taken = match (self.seen.as_mut(), piece) {
+                    (Some(seen), Some(piece)) => seen.add(&piece),
+                    _ => false,
+                };
+                if !taken {
                     // Too large, or pieces kache cannot copy here: not kept.
-                    _ => self.buf = None,
+                    self.seen = None;
                 }
                 // A server that knows the length stops polling once it has it all.
                 if self.inner.is_end_stream() {
                     self.store();
                 }
             }
-            Poll::Ready(Some(Err(_))) => self.buf = None,
+            Poll::Ready(Some(Err(_))) => self.seen = None,
             Poll::Ready(None) => self.store(),
             Poll::Pending => {}
         }
@@ -203,5 +344,104 @@ mod tests {
         *failed.status_mut() = StatusCode::NOT_FOUND;
         let _ = kept.keep(other.clone(), failed).into_body().collect().await;
         assert!(kept.answer(&other).is_none());
+    }
+
+    fn key(path: &str) -> DocKey {
+        DocKey::of(&get(path, "application/json")).unwrap()
+    }
+
+    /// `body` passed through as the upstream's answer to `key`, to its end.
+    async fn pass(kept: &Arc<Kept>, key: &DocKey, body: Bytes) {
+        let mut resp = Response::new(crate::serve::body::full(body));
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let _ = kept.keep(key.clone(), resp).into_body().collect().await.unwrap();
+    }
+
+    async fn kept_body(kept: &Kept, key: &DocKey) -> Option<Bytes> {
+        Some(kept.answer(key)?.into_body().collect().await.unwrap().to_bytes())
+    }
+
+    fn bytes(kept: &Kept) -> usize {
+        kept.store().bytes
+    }
+
+    /// The largest documents fill the budget; the first kept make room for later ones.
+    #[tokio::test]
+    async fn kept_documents_stay_within_the_byte_budget() {
+        let kept = Arc::new(Kept::default());
+        let n = BUDGET / MAX_DOC + 2;
+        for i in 0..n {
+            pass(&kept, &key(&format!("/openapi/v2?x={i}")), Bytes::from(vec![b'x'; MAX_DOC])).await;
+        }
+        let held: Vec<usize> = (0..n).filter(|i| kept.answer(&key(&format!("/openapi/v2?x={i}"))).is_some()).collect();
+        assert!(held.len() * MAX_DOC <= BUDGET, "{} documents of {MAX_DOC} bytes held", held.len());
+        assert!(held.contains(&(n - 1)), "the last one is kept: {held:?}");
+        assert!(!held.contains(&0), "the first one made room: {held:?}");
+        assert!(bytes(&kept) <= BUDGET);
+    }
+
+    /// With [`MAX_DOCS`] documents kept, a new one (an OpenAPI v3 document under its new
+    /// `?hash=`) is kept in place of the least recently kept or answered.
+    #[tokio::test]
+    async fn a_new_document_takes_the_place_of_the_least_recently_used() {
+        let kept = Arc::new(Kept::default());
+        let k = |i: usize| key(&format!("/openapi/v3/apis/example.com/v1?hash={i}"));
+        for i in 0..MAX_DOCS {
+            pass(&kept, &k(i), Bytes::from(format!("{{\"n\":{i}}}"))).await;
+        }
+        assert!(kept.answer(&k(0)).is_some(), "answered: the most recently used now");
+        pass(&kept, &k(MAX_DOCS), Bytes::from_static(b"{}")).await;
+        assert!(kept.answer(&k(MAX_DOCS)).is_some(), "the new document is kept");
+        assert!(kept.answer(&k(0)).is_some(), "the one just answered stays");
+        assert!(kept.answer(&k(1)).is_none(), "the least recently used made room");
+        assert!(kept.answer(&k(2)).is_some());
+    }
+
+    /// A document kept again in place of the one before frees that one's bytes; eviction
+    /// goes by last use, and a document larger than the whole budget is not kept.
+    #[tokio::test]
+    async fn a_replaced_document_frees_its_bytes() {
+        let kept = Arc::new(Kept::bounded(1000, MAX_DOCS));
+        let (a, b, c) = (key("/apis/a"), key("/apis/b"), key("/apis/c"));
+        pass(&kept, &a, Bytes::from(vec![b'a'; 600])).await;
+        let one = bytes(&kept);
+        pass(&kept, &a, Bytes::from(vec![b'A'; 300])).await;
+        assert_eq!(bytes(&kept), one - 300, "the old bytes freed");
+        pass(&kept, &b, Bytes::from(vec![b'b'; 300])).await;
+        assert!(kept.answer(&a).is_some());
+        // a, b and c do not fit together: b, the least recently used, makes room.
+        pass(&kept, &c, Bytes::from(vec![b'c'; 300])).await;
+        assert_eq!(kept_body(&kept, &a).await.unwrap(), vec![b'A'; 300]);
+        assert!(kept.answer(&b).is_none());
+        assert_eq!(kept_body(&kept, &c).await.unwrap(), vec![b'c'; 300]);
+        assert!(bytes(&kept) <= 1000);
+        // Too large for the budget: not kept, and nothing else evicted for it.
+        pass(&kept, &b, Bytes::from(vec![b'b'; 1001])).await;
+        assert!(kept.answer(&b).is_none());
+        assert!(kept.answer(&a).is_some() && kept.answer(&c).is_some());
+        // Emptied: nothing is left counted.
+        let kept = Arc::new(Kept::bounded(1000, 1));
+        pass(&kept, &a, Bytes::from(vec![b'a'; 600])).await;
+        pass(&kept, &b, Bytes::from(vec![b'b'; 100])).await;
+        assert!(kept.answer(&a).is_none());
+        assert_eq!(bytes(&kept), kept.store().docs.get(&b).map(|(d, _)| d.cost(&b)).unwrap());
+    }
+
+    /// A document that streams through again with the bytes already kept is compared, not
+    /// copied again; one that differs (longer, shorter, changed) replaces it.
+    #[tokio::test]
+    async fn the_same_document_again_is_not_copied() {
+        let kept = Arc::new(Kept::default());
+        let a = key("/apis");
+        pass(&kept, &a, Bytes::from_static(b"{\"kind\":\"APIGroupList\"}")).await;
+        let first = kept_body(&kept, &a).await.unwrap();
+        pass(&kept, &a, Bytes::from(b"{\"kind\":\"APIGroupList\"}".to_vec())).await;
+        let again = kept_body(&kept, &a).await.unwrap();
+        assert_eq!(again, first);
+        assert_eq!(again.as_ptr(), first.as_ptr(), "the kept bytes, not a copy");
+        for other in [&b"{\"kind\":\"APIGroupList\"}\n"[..], b"{\"kind\":", b"{\"kind\":\"APIGroupLisT\"}", b""] {
+            pass(&kept, &a, Bytes::copy_from_slice(other)).await;
+            assert_eq!(kept_body(&kept, &a).await.unwrap(), other);
+        }
     }
 }

@@ -122,6 +122,10 @@ pub enum Source {
     Cache,
     /// The upstream, passed through.
     Upstream,
+    /// The upstream's discovery answer kept from before it went down: sent
+    /// as the upstream sent it, counted as `cache` (kache answers it from memory, as it
+    /// does cached reads during the outage).
+    Kept,
 }
 
 impl Source {
@@ -129,7 +133,7 @@ impl Source {
     pub fn label(self) -> &'static str {
         match self {
             Source::Kache => "kache",
-            Source::Cache => "cache",
+            Source::Cache | Source::Kept => "cache",
             Source::Upstream => "upstream",
         }
     }
@@ -409,7 +413,7 @@ impl Handler for Serve {
                 None => {
                     let doc = kept::DocKey::of(&req);
                     match doc.as_ref().and_then(|d| self.kept_doc(d, caller.as_ref())) {
-                        Some(resp) => (resp, Source::Cache),
+                        Some(resp) => (resp, Source::Kept),
                         None => match self.pass(&mut req, caller.as_ref()) {
                             Ok((creds, permit)) => {
                                 let resp = proxy::forward(&self.upstream, req, creds).await;
@@ -425,15 +429,23 @@ impl Handler for Serve {
                 }
             },
         };
-        // The upstream indents and compresses its own answers; kache's are indented here
-        // (only for the humans who ask, so the stitched body is collected once), and large
-        // cached ones compressed for clients that ask.
-        let resp = if pretty && source != Source::Upstream { indented(resp).await } else { resp };
-        let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| source == Source::Cache);
-        let resp = if gzip && source == Source::Cache { compress::gzip(resp) } else { resp };
+        let (resp, bytes) = shaped(resp, source, pretty, gzip).await;
         self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }
+}
+
+/// `resp` as the client asked for it, with its body's length for the metrics when kache
+/// answers it from memory. The upstream indents and compresses its own answers: those passed
+/// through and those kept from before an outage are sent as the upstream sent them. kache's
+/// are indented here (only for the humans who ask, so the stitched body is collected once),
+/// and large cached ones compressed for clients that ask.
+async fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool) -> (Response<Body>, Option<u64>) {
+    let ours = matches!(source, Source::Kache | Source::Cache);
+    let resp = if pretty && ours { indented(resp).await } else { resp };
+    let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
+    let resp = if gzip && source == Source::Cache { compress::gzip(resp) } else { resp };
+    (resp, bytes)
 }
 
 /// A JSON answer indented as the apiserver's pretty serializer writes it (without the
@@ -451,4 +463,56 @@ async fn indented(resp: Response<Body>) -> Response<Body> {
     };
     parts.headers.remove(http::header::CONTENT_LENGTH);
     Response::from_parts(parts, body::full(crate::api::json::indent(&bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, USER_AGENT};
+    use http::StatusCode;
+    use http_body_util::BodyExt;
+    use std::io::{Read, Write};
+
+    /// A kept document goes out as the upstream sent it: one gzip-encoded and larger than
+    /// the compression threshold, to a client that accepts gzip and asks for indented output,
+    /// is neither compressed again nor indented.
+    #[tokio::test]
+    async fn a_kept_document_is_sent_as_the_upstream_sent_it() {
+        // JSON that stays larger than the threshold gzipped.
+        let mut json = String::from("{\"paths\":{");
+        let mut x: u64 = 1;
+        for i in 0..40_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            json += &format!("\"/p{i}\":\"{x:016x}\",");
+        }
+        json += "\"/\":\"\"}}";
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+        enc.write_all(json.as_bytes()).unwrap();
+        let gz = bytes::Bytes::from(enc.finish().unwrap());
+        assert!(gz.len() as u64 > compress::THRESHOLD, "{}", gz.len());
+
+        let req = Request::get("/openapi/v2")
+            .header(ACCEPT, "application/json")
+            .header(ACCEPT_ENCODING, "gzip")
+            .header(USER_AGENT, "curl/8.5.0")
+            .body(())
+            .unwrap();
+        assert!(crate::api::media::wants_pretty(req.uri().query(), req.headers()));
+        assert!(compress::accepts_gzip(req.headers()));
+        let key = kept::DocKey::of(&req).unwrap();
+        let kept = Arc::new(kept::Kept::default());
+        let mut upstream = body::respond(StatusCode::OK, "application/json", body::full(gz.clone()));
+        upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
+        let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
+
+        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true).await;
+        assert_eq!(bytes, Some(gz.len() as u64));
+        assert_eq!(sent.headers().get_all(CONTENT_ENCODING).iter().count(), 1);
+        assert_eq!(sent.headers().get(CONTENT_ENCODING).unwrap(), "gzip");
+        let got = sent.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(got, gz, "the upstream's bytes");
+        let mut decoded = String::new();
+        flate2::read::GzDecoder::new(&got[..]).read_to_string(&mut decoded).unwrap();
+        assert_eq!(decoded, json, "decoded once, the document");
+    }
 }

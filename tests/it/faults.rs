@@ -635,6 +635,27 @@ async fn last_known_decisions_hold_cached_reads_through_an_outage() {
     assert!(sim.token_reviews() > reviews, "decisions are asked for again once the upstream is back");
 }
 
+/// Discovery kept from before the outage is answered byte for byte as the upstream sent it:
+/// not indented for a client that asks for indented output (here a curl user agent) as
+/// kache's own answers are (a kept document may be gzip-encoded: indenting would corrupt it,
+/// compressing would encode it twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_discovery_is_answered_as_the_upstream_sent_it() {
+    let f = faulty(SIM, &flags(&[])).await;
+    f.upstream_becomes(true).await;
+    let api = &f.kache.api;
+    let up = api.get("/apis").await;
+    assert_eq!(up.status, 200, "{}", up.text());
+    f.relay.pause(true);
+    f.upstream_becomes(false).await;
+    let curl = api.get_with("/apis", &[("user-agent", "curl/8.5.0")]).await;
+    assert_eq!(curl.status, 200, "{}", curl.text());
+    assert_eq!(curl.header("content-type"), Some("application/json"));
+    assert_eq!(curl.text(), up.text(), "the upstream's bytes, not indented");
+    f.relay.pause(false);
+    f.upstream_becomes(true).await;
+}
+
 /// kubectl through kache with the upstream hung: what kache holds still prints; what needs
 /// the upstream fails with kache's Status (kubectl prints its message) instead of hanging
 /// until kubectl's own timeout; after the upstream is back, `kubectl get pods` works.

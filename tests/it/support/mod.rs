@@ -238,7 +238,21 @@ impl Api {
 
     /// Send a request and read the whole response.
     pub async fn request(&self, method: Method, path: &str, accept: Option<&str>, content_type: Option<&str>, body: Vec<u8>) -> Resp {
-        let resp = self.send(self.build(method, path, accept, content_type, body)).await;
+        self.read(path, self.build(method, path, accept, content_type, body)).await
+    }
+
+    /// A JSON GET with these headers besides, read whole.
+    pub async fn get_with(&self, path: &str, headers: &[(&'static str, &str)]) -> Resp {
+        let mut req = self.build(Method::GET, path, Some("application/json"), None, Vec::new());
+        for (name, value) in headers {
+            req.headers_mut().insert(*name, http::HeaderValue::from_str(value).expect("header value"));
+        }
+        self.read(path, req).await
+    }
+
+    /// Send `req` (to `path`) and read the whole response.
+    async fn read(&self, path: &str, req: Request<Full<Bytes>>) -> Resp {
+        let resp = self.send(req).await;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let body = tokio::time::timeout(QUICK, resp.into_body().collect())
