@@ -86,7 +86,7 @@ pub(crate) async fn patiently<T: Send + 'static>(
 pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, review: &Value) -> Result<Value, ReviewError> {
     // Fail fast while the upstream is known hung or unreachable: the caller then uses its
     // last known decision (within `--serve-stale-seconds`) or answers 503 at once.
-    if let Some(why) = upstream.unavailable() {
+    if let Some(why) = upstream.suspected() {
         return Err(ReviewError::Transport(why));
     }
     let mut req = Request::new(body::full(serde_json::to_vec(review).unwrap_or_default()));

@@ -225,7 +225,7 @@ impl Feed {
                 return Ok(rv);
             }
         }
-        if let Some(why) = self.upstream.unavailable() {
+        if let Some(why) = self.upstream.suspected() {
             return Err(InformerError::Transport(why.into()));
         }
         let started = Instant::now();

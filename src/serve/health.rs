@@ -128,9 +128,13 @@ mod tests {
             let upstream = upstream.clone();
             async move { probe(&upstream).await }
         });
+        tokio::task::yield_now().await;
+        assert_eq!(upstream.suspected(), None, "a probe just sent");
         let why = waiting.await.unwrap();
         assert_eq!(why, "the upstream apiserver has not answered /readyz for 600ms");
         assert_eq!(started.elapsed(), crate::serve::upstream::SUSPECT_AFTER, "before the probe's deadline");
+        // Nothing more is sent into it meanwhile.
+        assert_eq!(upstream.suspected().as_deref(), Some(why.as_str()));
         // The probe itself declares the upstream hung only at its deadline.
         match monitor.await.unwrap() {
             Health::Down { reason, .. } => assert_eq!(reason, "hung"),

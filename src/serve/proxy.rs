@@ -135,8 +135,9 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
     // The client's HTTP version says nothing about the upstream's: let the upstream client
     // negotiate its own (HTTP/2 over TLS when offered, HTTP/1.1 otherwise).
     parts.version = http::Version::default();
-    // The upstream is known hung or unreachable: answer now, not after a deadline.
-    if let Some(why) = upstream.unavailable() {
+    // The upstream is known (or suspected) hung or unreachable: answer now, not after a
+    // deadline, and without sending what it might carry out later.
+    if let Some(why) = upstream.suspected() {
         return Status::unavailable_retry(why, 1).into_response(false);
     }
     let broke = Arc::new(OnceLock::new());

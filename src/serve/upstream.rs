@@ -263,6 +263,8 @@ pub const SUSPECT_AFTER: Duration = Duration::from_millis(600);
 /// monitor for one at once, so that a hang that began just after the last probe is
 /// suspected within `KICK_AFTER + SUSPECT_AFTER` of the call, not a probe interval later.
 pub const KICK_AFTER: Duration = Duration::from_millis(200);
+/// A call still waiting asks again this often (see [`Upstream::until_unavailable`]).
+pub const KICK_AGAIN: Duration = Duration::from_millis(500);
 
 /// The upstream's health as kache's monitor last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,23 +391,24 @@ impl Upstream {
         let mut rx = self.health.subscribe();
         let mut probing = self.probing.subscribe();
         let kick = self.kick.clone();
-        let kick_at = tokio::time::Instant::now() + KICK_AFTER;
-        // Once per call: a call waiting on a slow but answering upstream does not have it
-        // probed more often than the monitor's interval after that.
-        let kicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // When this call next asks for a probe: after KICK_AFTER, then every KICK_AGAIN while
+        // it waits (a call waiting on a slow but answering upstream has it probed that often,
+        // not more; a hang that begins while it waits is suspected within
+        // `KICK_AGAIN + SUSPECT_AFTER`).
+        let next_kick = Arc::new(std::sync::Mutex::new(tokio::time::Instant::now() + KICK_AFTER));
         let this = self.clone();
         async move {
             loop {
                 let unanswered = *probing.borrow_and_update();
-                let (kick, kicked) = (kick.clone(), kicked.clone());
+                let (kick, next_kick) = (kick.clone(), next_kick.clone());
                 let suspect = async move {
                     match unanswered {
                         Some(since) => tokio::time::sleep_until(since + SUSPECT_AFTER).await,
                         None => {
-                            tokio::time::sleep_until(kick_at).await;
-                            if !kicked.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                                kick.notify_one();
-                            }
+                            let at = *next_kick.lock().unwrap_or_else(|e| e.into_inner());
+                            tokio::time::sleep_until(at).await;
+                            *next_kick.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now() + KICK_AGAIN;
+                            kick.notify_one();
                             std::future::pending().await
                         }
                     }
@@ -425,6 +428,17 @@ impl Upstream {
     /// Resolves when a call waiting on the upstream asks for a probe now.
     pub(crate) async fn kicked(&self) {
         self.kick.notified().await
+    }
+
+    /// Why the upstream is taken for hung or unreachable now, if it is: the monitor found
+    /// it so, or its probe in flight has gone unanswered for [`SUSPECT_AFTER`]. A request
+    /// is not sent into it (it would wait, and a write might be carried out later).
+    pub fn suspected(&self) -> Option<String> {
+        if let Some(why) = self.unavailable() {
+            return Some(why);
+        }
+        let since = (*self.probing.borrow())?;
+        (since.elapsed() >= SUSPECT_AFTER).then(|| format!("the upstream apiserver has not answered /readyz for {SUSPECT_AFTER:?}"))
     }
 
     /// Note that a health probe is in flight since `since` (or none is).
