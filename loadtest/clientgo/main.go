@@ -55,7 +55,10 @@ func main() {
 	inf := factory.Core().V1().Pods().Informer()
 	var synced atomic.Bool
 	var adds, updates, deletes, sameRV atomic.Int64
-	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// The handler's own registration says when it has been given every object of the
+	// initial list (the informer's HasSynced only says the store has them: the handler may
+	// still be working through their adds, which must not count as events after the sync).
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(interface{}) {
 			if synced.Load() {
 				adds.Add(1)
@@ -69,11 +72,15 @@ func main() {
 		},
 		DeleteFunc: func(interface{}) { deletes.Add(1) },
 	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+*follow)
 	defer cancel()
 	start := time.Now()
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, reg.HasSynced) {
 		fmt.Fprintln(os.Stderr, "did not sync")
 		os.Exit(1)
 	}
