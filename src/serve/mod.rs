@@ -397,7 +397,10 @@ impl Handler for Serve {
             Some(Target::Resource(p)) => Some(p),
             _ => None,
         };
-        let named = path.as_ref().is_some_and(|p| p.name.is_some());
+        // A request for no resource collection (discovery, /version, /openapi, health) is a
+        // `get`, as the apiserver's request info calls non-resource GETs; only a resource
+        // path without a name is a `list`.
+        let named = path.as_ref().is_none_or(|p| p.name.is_some());
         let watch = query::watch_requested(req.uri().query());
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
