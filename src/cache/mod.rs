@@ -103,8 +103,8 @@ fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(
         steps.push((o.rv, Step::Put(i, kind)));
     }
     gone.extend(cur.objects.values().filter(|o| !listed.contains(&*o.key)).map(|o| (rv + 1, o.clone())));
-    // From the top down: each takes the highest free RV below its bound and below the
-    // deletions placed before it.
+    // From the top down: each takes the highest RV no listed object holds below its bound
+    // and below the deletions placed before it.
     gone.sort_by(|a, b| (b.0, &b.1.key).cmp(&(a.0, &a.1.key)));
     let mut ceiling = rv + 1;
     for (before, old) in gone {
@@ -115,7 +115,6 @@ fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(
         if slot <= floor {
             return Err("more deletions than resourceVersions between the cache and the new list");
         }
-        used.insert(slot);
         ceiling = slot;
         steps.push((slot, Step::Gone(old)));
     }

@@ -266,6 +266,11 @@ pub const KICK_AFTER: Duration = Duration::from_millis(200);
 /// A call still waiting asks again this often (see [`Upstream::until_unavailable`]).
 pub const KICK_AGAIN: Duration = Duration::from_millis(500);
 
+/// Why a call gives up on an upstream whose probe has gone unanswered [`SUSPECT_AFTER`].
+fn suspicion() -> String {
+    format!("the upstream apiserver has not answered /readyz for {SUSPECT_AFTER:?}")
+}
+
 /// The upstream's health as kache's monitor last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
@@ -395,29 +400,26 @@ impl Upstream {
         // it waits (a call waiting on a slow but answering upstream has it probed that often,
         // not more; a hang that begins while it waits is suspected within
         // `KICK_AGAIN + SUSPECT_AFTER`).
-        let next_kick = Arc::new(std::sync::Mutex::new(tokio::time::Instant::now() + KICK_AFTER));
+        let mut next_kick = tokio::time::Instant::now() + KICK_AFTER;
         let this = self.clone();
         async move {
             loop {
                 let unanswered = *probing.borrow_and_update();
-                let (kick, next_kick) = (kick.clone(), next_kick.clone());
                 let suspect = async move {
                     match unanswered {
                         Some(since) => tokio::time::sleep_until(since + SUSPECT_AFTER).await,
-                        None => {
-                            let at = *next_kick.lock().unwrap_or_else(|e| e.into_inner());
-                            tokio::time::sleep_until(at).await;
-                            *next_kick.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now() + KICK_AGAIN;
-                            kick.notify_one();
-                            std::future::pending().await
-                        }
+                        None => std::future::pending().await,
                     }
                 };
                 let down = async { rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await.is_ok() };
                 tokio::select! {
                     biased;
                     _ = down => break,
-                    _ = suspect => return format!("the upstream apiserver has not answered /readyz for {SUSPECT_AFTER:?}"),
+                    _ = suspect => return suspicion(),
+                    _ = tokio::time::sleep_until(next_kick), if unanswered.is_none() => {
+                        next_kick = tokio::time::Instant::now() + KICK_AGAIN;
+                        kick.notify_one();
+                    }
                     changed = probing.changed() => if changed.is_err() { std::future::pending::<()>().await },
                 }
             }
@@ -438,7 +440,7 @@ impl Upstream {
             return Some(why);
         }
         let since = (*self.probing.borrow())?;
-        (since.elapsed() >= SUSPECT_AFTER).then(|| format!("the upstream apiserver has not answered /readyz for {SUSPECT_AFTER:?}"))
+        (since.elapsed() >= SUSPECT_AFTER).then(suspicion)
     }
 
     /// Note that a health probe is in flight since `since` (or none is).

@@ -13,6 +13,7 @@ use crate::cache::KindCache;
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
 use crate::serve::handler::table::now;
+use crate::serve::handler::table::Include;
 use crate::serve::handler::{self, WatchSettings};
 use crate::serve::query::{Format, Options};
 use crate::serve::route::ResourcePath;
@@ -47,29 +48,29 @@ impl Columns {
     }
 }
 
-/// What a row's `object` holds (`includeObject`).
+/// What a row's `object` holds (`includeObject`): what the read path serves
+/// ([`Include`], metadata by default), or the whole object, which the simulator also serves.
 #[derive(Debug, Clone)]
 enum Embed {
-    /// The object's metadata as PartialObjectMetadata.
-    Metadata,
+    Part(Include),
     /// The whole object, with its `kind` and `apiVersion`.
-    Object { kind: String, api_version: String },
-    /// Nothing (`null`).
-    None,
+    Object {
+        kind: String,
+        api_version: String,
+    },
 }
 
 impl Embed {
     fn of(include: Option<&str>, r: &crate::api::resource::Resource) -> Embed {
         match include {
             Some("Object") => Embed::Object { kind: r.kind.clone(), api_version: r.api_version() },
-            Some("None") => Embed::None,
-            _ => Embed::Metadata,
+            other => Embed::Part(Include::parse(other).unwrap_or(Include::Metadata)),
         }
     }
 
     fn object(&self, v: &Value) -> Value {
         match self {
-            Embed::Metadata => {
+            Embed::Part(Include::Metadata) => {
                 let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
                 json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta})
             }
@@ -81,7 +82,7 @@ impl Embed {
                 }
                 o
             }
-            Embed::None => Value::Null,
+            Embed::Part(Include::None) => Value::Null,
         }
     }
 }
@@ -218,7 +219,7 @@ mod tests {
         let names = |cols: &Value| cols.as_array().unwrap().iter().map(|c| (c["name"].clone(), c["priority"].clone())).collect::<Vec<_>>();
         let pods = Columns::Printed(TablePrinter::Builtin(crate::api::table::Printer::Pod));
         assert_eq!(names(&serde_json::from_slice(&pods.definitions()).unwrap()), names(&golden["columnDefinitions"]));
-        let r: Value = serde_json::from_slice(&row(&pod, &pods, &Embed::Metadata)).unwrap();
+        let r: Value = serde_json::from_slice(&row(&pod, &pods, &Embed::Part(Include::Metadata))).unwrap();
         let cells = r["cells"].as_array().unwrap();
         let want = golden["rows"][0]["cells"].as_array().unwrap();
         for i in [0, 1, 2, 3, 5, 6, 7, 8] {
