@@ -1,7 +1,45 @@
-//! Test support: the real kube-apiserver's answers captured by `tools/capture_fidelity.py`
-//! into `testdata/fidelity/` (request, status, Content-Type, body bytes), the expected
-//! values of the fidelity tests; and those of `tools/capture_crd_fixtures.sh` (custom
-//! resources' CRDs, objects, Tables and metadata views) in `tests/golden/crd/`.
+//! Test support: the one loader of the repository's `testdata/` tree, captures of a real
+//! kube-apiserver v1.36.2 (see `testdata/README.md`):
+//! - `golden/`: requests and answers in JSON and protobuf (`NAME.req`, `.meta`, `.body`);
+//! - `fidelity/`: answers to odd queries (`tools/capture_fidelity.py`): request, status,
+//!   Content-Type, body bytes, the expected values of the fidelity tests;
+//! - `crd/`: custom resources' CRDs, objects, Tables and metadata views
+//!   (`tools/capture_crd_fixtures.sh`);
+//! - `table-watch/`: Table watches (`tools/capture_table_watch.sh`);
+//! - `tables/`: per-kind Tables (`tools/capture_table_fixtures.py`).
+//!
+//! Nothing here reads outside the repository. The integration tests include this file too
+//! (`tests/it/support`), so both kinds of test read fixtures one way.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The repository's `testdata/` directory.
+pub(crate) fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata")
+}
+
+/// The bytes of `testdata/{rel}`; panics naming the file when it cannot be read.
+pub(crate) fn read(rel: &str) -> Vec<u8> {
+    let path = root().join(rel);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The names of the files in `testdata/{dir}`, sorted.
+pub(crate) fn names(dir: &str) -> Vec<String> {
+    let path = root().join(dir);
+    let mut names: Vec<String> = std::fs::read_dir(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The capture file `name` of `testdata/golden/` (e.g. `01-get-pod.json.body`).
+pub(crate) fn golden(name: &str) -> Vec<u8> {
+    read(&format!("golden/{name}"))
+}
 
 /// One captured request and the apiserver's answer.
 pub(crate) struct Capture {
@@ -31,8 +69,7 @@ impl Capture {
 
 /// The capture `name`.
 pub(crate) fn capture(name: &str) -> Capture {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/fidelity");
-    let read = |ext: &str| std::fs::read(format!("{dir}/{name}.{ext}")).unwrap_or_else(|e| panic!("{name}.{ext}: {e}"));
+    let read = |ext: &str| read(&format!("fidelity/{name}.{ext}"));
     let req = String::from_utf8(read("req")).unwrap();
     let mut lines = req.lines();
     let path = lines.next().and_then(|l| l.strip_prefix("GET ")).expect("a GET request line").to_string();
@@ -46,20 +83,19 @@ pub(crate) fn capture(name: &str) -> Capture {
 
 /// Every capture whose name starts with `prefix`, sorted by name.
 pub(crate) fn captures(prefix: &str) -> Vec<(String, Capture)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/fidelity");
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok()?.strip_suffix(".req").map(str::to_string))
-        .filter(|n| n.starts_with(prefix))
-        .collect();
-    names.sort();
+    let names: Vec<String> =
+        names("fidelity").into_iter().filter_map(|n| n.strip_suffix(".req").map(str::to_string)).filter(|n| n.starts_with(prefix)).collect();
     names.into_iter().map(|n| (n.clone(), capture(&n))).collect()
 }
 
-/// The file `name` of `tests/golden/crd/`.
+/// The file `name` of `testdata/crd/`.
 pub(crate) fn crd_golden(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/golden/crd/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    read(&format!("crd/{name}"))
+}
+
+/// The file `name` of `testdata/table-watch/`: one JSON watch event a line.
+pub(crate) fn table_watch(name: &str) -> Vec<u8> {
+    read(&format!("table-watch/{name}"))
 }
 
 /// A body with every relative time (a JSON string like `"5d"`, `"2m17s"`) replaced by

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Captures, from a real kube-apiserver, what tests/golden/crd/ holds: the CRDs of
+# Captures, from a real kube-apiserver, what testdata/crd/ holds: the CRDs of
 # tools/crd_fixtures/crds.yaml and, for their custom resources (tools/crd_fixtures/objects.yaml,
 # in the namespace kache-crd-1), the objects, Tables (includeObject Metadata and None) and
 # metadata views (PartialObjectMetadataList / PartialObjectMetadata) of LIST and GET, each
@@ -13,7 +13,7 @@ KC=${1:-$HOME/real-apiserver/kubeconfig}
 CTX=${2:-admin}
 K="kubectl --kubeconfig $KC --context $CTX"
 DIR=$(cd "$(dirname "$0")/.." && pwd)
-OUT=$DIR/tests/golden/crd
+OUT=$DIR/testdata/crd
 NS=kache-crd-1
 SERVER=$($K config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 TOKEN=$($K config view --minify --raw -o jsonpath='{.users[0].user.token}')

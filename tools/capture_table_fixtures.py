@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Capture what a real kube-apiserver prints for the objects of tools/table_fixtures/
 (created there with `kubectl apply -f`, their status set by status.sh) into
-src/api/table/testdata/tables.json: per kind, the Table (includeObject=Object, so each row
+testdata/tables/tables.json: per kind, the Table (includeObject=Object, so each row
 holds the object it prints) and the time it was answered (its Date header), which the unit
 tests render the relative times at.
 
@@ -38,7 +38,7 @@ def main():
     tls.check_hostname = False
     tls.verify_mode = ssl.CERT_NONE
     only = set(sys.argv[3:])
-    out = json.load(open("src/api/table/testdata/tables.json")) if only else {}
+    out = json.load(open("testdata/tables/tables.json")) if only else {}
     for group, version, plural in KINDS:
         if plural in ("pods", "nodes", "namespaces", "configmaps", "secrets", "serviceaccounts", "customresourcedefinitions", "csistoragecapacities"):
             continue
@@ -59,7 +59,7 @@ def main():
             rows.append({"cells": row["cells"], "object": row["object"]})
         assert rows, f"{group}/{plural}: no objects (apply tools/table_fixtures first)"
         out[f"{group}/{plural}"] = {"answered": int(date), "rows": rows}
-    with open("src/api/table/testdata/tables.json", "w") as f:
+    with open("testdata/tables/tables.json", "w") as f:
         json.dump(out, f, indent=1, ensure_ascii=False)
         f.write("\n")
 

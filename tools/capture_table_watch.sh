@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Captures, from a real kube-apiserver, the watches tests/golden/table-watch-* hold: the same
+# Captures, from a real kube-apiserver, the watches testdata/table-watch/* hold: the same
 # changes to ConfigMaps and Pods in one namespace, watched as objects (JSON) and as Tables
 # (includeObject Metadata with bookmarks, and None), from the same resourceVersion.
 # Usage: tools/capture_table_watch.sh [kubeconfig] [context]
@@ -9,7 +9,7 @@ CTX=${2:-admin}
 K="kubectl --kubeconfig $KC --context $CTX"
 # A new namespace each run: without a controller-manager a deleted namespace is never emptied.
 NS=kache-capture-tw-$(date +%s)
-OUT=$(cd "$(dirname "$0")/.." && pwd)/tests/golden
+OUT=$(cd "$(dirname "$0")/.." && pwd)/testdata/table-watch
 SERVER=$($K config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 TOKEN=$($K config view --minify --raw -o jsonpath='{.users[0].user.token}')
 $K create ns $NS >/dev/null
@@ -21,9 +21,9 @@ TABLE='application/json;as=Table;v=v1;g=meta.k8s.io'
 pids=()
 for kind in configmaps pods; do
   q="watch=true&resourceVersion=$RV&timeoutSeconds=8"
-  curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: application/json" "$SERVER/api/v1/namespaces/$NS/$kind?$q" >"$OUT/table-watch-$kind.objects.json" & pids+=($!)
-  curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER/api/v1/namespaces/$NS/$kind?$q&allowWatchBookmarks=true" >"$OUT/table-watch-$kind.table.json" & pids+=($!)
-  curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER/api/v1/namespaces/$NS/$kind?$q&includeObject=None" >"$OUT/table-watch-$kind.table-none.json" & pids+=($!)
+  curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: application/json" "$SERVER/api/v1/namespaces/$NS/$kind?$q" >"$OUT/$kind.objects.json" & pids+=($!)
+  curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER/api/v1/namespaces/$NS/$kind?$q&allowWatchBookmarks=true" >"$OUT/$kind.table.json" & pids+=($!)
+  curl -sk -H "Authorization: Bearer $TOKEN" -H "Accept: $TABLE" "$SERVER/api/v1/namespaces/$NS/$kind?$q&includeObject=None" >"$OUT/$kind.table-none.json" & pids+=($!)
 done
 sleep 1
 $K -n $NS create cm b --from-literal=y=2 >/dev/null
@@ -34,4 +34,4 @@ $K -n $NS patch pod p --subresource=status --type=merge -p '{"status":{"phase":"
 $K -n $NS delete pod p --grace-period=0 --force >/dev/null 2>&1
 wait "${pids[@]}"
 $K -n $NS delete cm a >/dev/null
-ls -l "$OUT"/table-watch-*
+ls -l "$OUT"

@@ -137,8 +137,7 @@ mod tests {
 
     #[test]
     fn golden_configmap_round_trips_byte_identical() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-        let body = std::fs::read(format!("{dir}/04a-list-configmaps.json.body")).unwrap();
+        let body = crate::testdata::golden("04a-list-configmaps.json.body");
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         let mut again = to_vec(&v);
         again.push(b'\n');

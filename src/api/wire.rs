@@ -278,8 +278,7 @@ mod tests {
     use super::*;
 
     fn golden(name: &str) -> Vec<u8> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-        std::fs::read(format!("{dir}/{name}")).unwrap()
+        crate::testdata::golden(name)
     }
 
     #[test]

@@ -205,8 +205,7 @@ mod tests {
 
     #[test]
     fn review_spec_matches_the_golden_request() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden/13b-subjectaccessreview-nobody-list-pods.json.req");
-        let req = std::fs::read_to_string(path).unwrap();
+        let req = String::from_utf8(crate::testdata::golden("13b-subjectaccessreview-nobody-list-pods.json.req")).unwrap();
         let body: Value = serde_json::from_str(req.split("\n\n").nth(1).unwrap().trim()).unwrap();
         let id = Identity { username: "anchor-nobody".into(), ..Identity::default() };
         let a = Attributes::of(&Method::GET, "/api/v1/namespaces/golden/pods", None);

@@ -1016,10 +1016,9 @@ mod tests {
     #[test]
     fn identities_of_a_protobuf_metadata_list_are_its_items_names_and_rvs() {
         // The same PartialObjectMetadataList a real apiserver sent in protobuf and JSON.
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-        let pb = std::fs::read(format!("{dir}/11e-list-pods-as-partialobjectmetadatalist.pb.body")).unwrap();
+        let pb = crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.pb.body");
         let json: Value =
-            serde_json::from_slice(&std::fs::read(format!("{dir}/11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap()).unwrap();
+            serde_json::from_slice(&crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap();
         let (_, kind, raw) = wire::open_envelope(&pb).unwrap();
         assert_eq!(kind, "PartialObjectMetadataList");
         let mut got = Vec::new();

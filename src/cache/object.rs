@@ -572,8 +572,7 @@ mod tests {
 
     #[test]
     fn golden_pod_round_trips_through_item_and_type_meta() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-        let body = std::fs::read(format!("{dir}/01-get-pod.json.body")).unwrap();
+        let body = crate::testdata::golden("01-get-pod.json.body");
         let v: Value = serde_json::from_slice(&body).unwrap();
         let item = item_json(&v);
         assert!(item.starts_with(b"{\"metadata\":"));

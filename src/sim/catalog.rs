@@ -159,8 +159,7 @@ mod tests {
     use std::sync::Arc;
 
     fn golden(name: &str) -> Value {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-        serde_json::from_slice(&std::fs::read(format!("{dir}/{name}")).unwrap()).unwrap()
+        serde_json::from_slice(&crate::testdata::golden(name)).unwrap()
     }
 
     fn arcs() -> Vec<ResourceRef> {

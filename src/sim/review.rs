@@ -192,13 +192,11 @@ mod tests {
     use super::*;
 
     fn golden(name: &str) -> Value {
-        let path = format!("{}/../shared/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+        serde_json::from_slice(&crate::testdata::golden(name)).unwrap()
     }
 
     fn request(name: &str) -> Value {
-        let path = format!("{}/../shared/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(path).unwrap();
+        let text = String::from_utf8(crate::testdata::golden(name)).unwrap();
         serde_json::from_str(text.split("\n\n").nth(1).unwrap().trim()).unwrap()
     }
 

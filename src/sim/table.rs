@@ -213,9 +213,8 @@ mod tests {
 
     #[test]
     fn pod_rows_have_the_apiservers_columns() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-        let golden: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/11b-get-pod-as-table.json.body")).unwrap()).unwrap();
-        let pod: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/01-get-pod.json.body")).unwrap()).unwrap();
+        let golden: Value = serde_json::from_slice(&crate::testdata::golden("11b-get-pod-as-table.json.body")).unwrap();
+        let pod: Value = serde_json::from_slice(&crate::testdata::golden("01-get-pod.json.body")).unwrap();
         let names = |cols: &Value| cols.as_array().unwrap().iter().map(|c| (c["name"].clone(), c["priority"].clone())).collect::<Vec<_>>();
         let pods = Columns::Printed(TablePrinter::Builtin(crate::api::table::Printer::Pod));
         assert_eq!(names(&serde_json::from_slice(&pods.definitions()).unwrap()), names(&golden["columnDefinitions"]));

@@ -837,13 +837,12 @@ async fn real_kubectl_get_watch_prints_what_the_apiserver_prints_from_cache() {
 /// one; the namespace stays, as none is emptied without a controller-manager).
 const CRD_NS: &str = "kache-crd-real";
 
-/// The CRDs of `tools/crd_fixtures/crds.yaml` (as captured in `tests/golden/crd`), created
+/// The CRDs of `tools/crd_fixtures/crds.yaml` (as captured in `testdata/crd`), created
 /// in the real apiserver if it lacks them, and established.
 async fn crds(direct: &kube::Client) {
     use http_body_util::BodyExt;
     for plural in ["widgets", "plains"] {
-        let path = format!("{}/tests/golden/crd/crd-{plural}.json", env!("CARGO_MANIFEST_DIR"));
-        let captured: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let captured = crate::support::crd_golden(&format!("crd-{plural}.json"));
         let name = captured["metadata"]["name"].as_str().unwrap().to_string();
         let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": name}, "spec": captured["spec"]});

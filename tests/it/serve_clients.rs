@@ -478,7 +478,7 @@ async fn a_feed_the_upstream_refuses_stops_and_says_why() {
 
 /// kache in front of the simulator caches a custom resource, reads its CRD from the simulator
 /// and answers the resource's Tables from its cache with the CRD's columns: those a real
-/// apiserver printed for the same CRD (tests/golden/crd; issue #13).
+/// apiserver printed for the same CRD (testdata/crd; issue #13).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resources_table_is_answered_from_cache_with_its_crds_columns() {
     let sim = sim_with(&[]).await;

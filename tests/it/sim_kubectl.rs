@@ -189,7 +189,7 @@ async fn kubectl_watch_streams_added_then_modified() {
 }
 
 /// `kubectl get` of a custom resource prints the printer columns of the CRD the simulator
-/// serves: those a real apiserver printed for the same CRD (tests/golden/crd), `-o wide` the
+/// serves: those a real apiserver printed for the same CRD (testdata/crd), `-o wide` the
 /// ones of priority above 0 too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_widgets_prints_the_crds_columns() {

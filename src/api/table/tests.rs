@@ -125,7 +125,7 @@ fn node_status_and_roles_follow_printnode() {
 /// kube-apiserver v1.36.2 printed for the objects of `tools/table_fixtures/` (each row with
 /// its object) and when it answered.
 fn captured() -> serde_json::Map<String, Value> {
-    serde_json::from_str(include_str!("testdata/tables.json")).unwrap()
+    serde_json::from_str(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/tables/tables.json"))).unwrap()
 }
 
 fn column_names(p: Printer) -> Vec<String> {

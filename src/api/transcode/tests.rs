@@ -1,4 +1,4 @@
-//! Unit tests plus checks against the real kube-apiserver captures in `shared/golden`.
+//! Unit tests plus checks against the real kube-apiserver captures in `testdata/golden`.
 //!
 //! Why the normalizer: the apiserver's protobuf carries every non-pointer Go field, empty
 //! or not (`generateName: ""`, `hostNetwork: false`, `retryAfterSeconds: 0`), while its
@@ -14,11 +14,7 @@ use crate::api::time::{format_go_duration, format_timestamp, parse_go_duration, 
 use proptest::prelude::*;
 use serde_json::json;
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-
-fn golden(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{GOLDEN}/{name}")).unwrap()
-}
+use crate::testdata::golden;
 
 fn golden_json(name: &str) -> Value {
     serde_json::from_slice(&golden(name)).unwrap()
@@ -359,9 +355,8 @@ fn golden_secret_round_trip() {
 fn all_json_objects() -> Vec<(String, String, Value)> {
     let kinds = ["Pod", "Node", "Namespace", "Service", "ConfigMap", "Secret", "Event", "Endpoints", "Deployment", "Status"];
     let mut out = Vec::new();
-    let mut names: Vec<_> = std::fs::read_dir(GOLDEN)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
+    let mut names: Vec<_> = crate::testdata::names("golden")
+        .into_iter()
         .filter(|n| n.ends_with(".json.body"))
         .collect();
     names.sort();
@@ -423,9 +418,8 @@ fn golden_json_round_trips_exactly() {
 /// event objects).
 fn all_pb_objects() -> Vec<(String, String, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut names: Vec<_> = std::fs::read_dir(GOLDEN)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
+    let mut names: Vec<_> = crate::testdata::names("golden")
+        .into_iter()
         .filter(|n| n.ends_with(".pb.body"))
         .collect();
     names.sort();

@@ -1,6 +1,6 @@
 //! Custom resources' Tables (their CRD's printer columns) and metadata views, checked
 //! against what a real kube-apiserver v1.36.2 answered for the same objects
-//! (`tests/golden/crd`, captured by `tools/capture_crd_fixtures.sh`).
+//! (`testdata/crd`, captured by `tools/capture_crd_fixtures.sh`).
 
 use super::table::Include;
 use super::{get, list, watch, WatchSettings};

@@ -1,5 +1,5 @@
 //! The metadata and Table views of the read path, checked against captures from a real
-//! kube-apiserver (`../shared/golden`): a pod cache built from the golden namespace's LIST
+//! kube-apiserver (`testdata/golden`): a pod cache built from the golden namespace's LIST
 //! answers as the apiserver answered for the same objects at the same versions.
 
 use super::table::Include;
@@ -13,8 +13,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 fn golden(name: &str) -> Vec<u8> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-    std::fs::read(format!("{dir}/{name}")).unwrap_or_else(|e| panic!("{name}: {e}"))
+    crate::testdata::golden(name)
 }
 
 fn pods() -> Arc<crate::api::resource::Resource> {
@@ -207,10 +206,9 @@ async fn table_rows_carry_nothing_with_include_object_none_and_v1beta1_says_so()
     assert!(got["metadata"]["continue"].is_string());
 }
 
-/// A capture of `tools/capture_table_watch.sh` (in this project's `tests/golden`).
+/// A capture of `tools/capture_table_watch.sh` (`testdata/table-watch`).
 fn captured(name: &str) -> Vec<Value> {
-    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let bytes = crate::testdata::table_watch(name);
     bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect()
 }
 
@@ -237,11 +235,11 @@ fn timeless(events: &[Value]) -> Vec<Value> {
 async fn table_watches_equal_the_apiservers() {
     for plural in ["configmaps", "pods"] {
         let res = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).unwrap());
-        let objects = captured(&format!("table-watch-{plural}.objects.json"));
+        let objects = captured(&format!("{plural}.objects.json"));
         let rv = |v: &Value| v["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap();
         let from = rv(&objects[0]["object"]) - 1;
         for (file, query) in [("table", "&allowWatchBookmarks=true"), ("table-none", "&includeObject=None")] {
-            let want = captured(&format!("table-watch-{plural}.{file}.json"));
+            let want = captured(&format!("{plural}.{file}.json"));
             let cache = Arc::new(KindCache::new(res.clone(), from, Limits::default()));
             for ev in &objects {
                 let v = &ev["object"];

@@ -743,8 +743,7 @@ mod tests {
 
     #[test]
     fn pod_bookmark_frames_match_the_golden_stream() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-        let body = std::fs::read(format!("{dir}/06b-watch-pods-sendinitialevents-labelselector.pb.body")).unwrap();
+        let body = crate::testdata::golden("06b-watch-pods-sendinitialevents-labelselector.pb.body");
         let mut pos = 0;
         let mut bookmarks = Vec::new();
         while pos < body.len() {

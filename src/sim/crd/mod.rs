@@ -65,7 +65,7 @@ pub fn definition(r: &Resource, uid: &str, created: &str) -> Value {
 }
 
 /// The `additionalPrinterColumns` of a custom resource's CRD (none: the apiserver's default
-/// `Age` column). Widgets have those of the CRD in `tests/golden/crd/crd-widgets.json`, which
+/// `Age` column). Widgets have those of the CRD in `testdata/crd/crd-widgets.json`, which
 /// a real apiserver's Tables were captured with: every column type, priorities 0 to 2, and
 /// paths with indexes, wildcards and filters.
 fn printer_columns(r: &Resource) -> Option<Value> {

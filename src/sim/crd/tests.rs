@@ -1,6 +1,6 @@
 //! The simulator's CRDs and its custom resources' Tables, checked against what a real
 //! kube-apiserver v1.36.2 answered for a CRD with the same printer columns and the same
-//! objects (`tests/golden/crd`), not against kache's own output: the simulator and kache share
+//! objects (`testdata/crd`), not against kache's own output: the simulator and kache share
 //! the read path.
 
 use super::*;
@@ -163,8 +163,7 @@ async fn crds_are_listed_whole_and_as_metadata_read_only_and_in_discovery() {
         assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}: {body}");
     }
     // Discovery: the group (as the apiserver lists it) and the resource, read only.
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/golden");
-    let apis: Value = serde_json::from_slice(&std::fs::read(format!("{dir}/12d-apis.json.body")).unwrap()).unwrap();
+    let apis: Value = serde_json::from_slice(&crate::testdata::golden("12d-apis.json.body")).unwrap();
     let pick = |v: &Value| v["groups"].as_array().unwrap().iter().find(|g| g["name"] == GROUP).cloned().unwrap();
     let ours: Value = serde_json::from_str(&get(&sim, "/apis", "application/json").await).unwrap();
     assert_eq!(pick(&ours), pick(&apis));

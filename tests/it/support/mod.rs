@@ -6,6 +6,9 @@
 
 pub mod auth;
 pub mod ops;
+/// The repository's one fixture loader (`testdata/`), shared with the unit tests.
+#[path = "../../../src/testdata.rs"]
+pub mod testdata;
 
 use bytes::Bytes;
 use clap::Parser;
@@ -494,21 +497,18 @@ pub fn encode_token(json: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
 }
 
-/// A golden capture body from /work/shared/golden.
+/// A capture body of a real apiserver (`testdata/golden`).
 pub fn golden(name: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/golden").join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    testdata::golden(name)
 }
 
-/// A capture of tests/golden/crd (a real apiserver's CRDs, their custom resources and
+/// A capture of testdata/crd (a real apiserver's CRDs, their custom resources and
 /// Tables), as JSON.
 pub fn crd_golden(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/crd").join(name);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_json::from_slice(&testdata::crd_golden(name)).unwrap_or_else(|e| panic!("crd/{name}: {e}"))
 }
 
-/// The captured Widget `name` (tests/golden/crd/widgets.objects.json) as its author wrote it,
+/// The captured Widget `name` (testdata/crd/widgets.objects.json) as its author wrote it,
 /// for the simulator's `example.com` group and namespace `ns`: what the apiserver set dropped.
 pub fn captured_widget(name: &str, ns: &str) -> Value {
     let list = crd_golden("widgets.objects.json");
