@@ -27,6 +27,15 @@ impl ConfigError {
 }
 
 /// `flag` must be at least `min`.
+/// A finite number at least 0 (a factor).
+fn non_negative(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
+        Ok(_) => Err(format!("{v} is not a finite number at least 0")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn at_least(flag: &str, value: impl Into<u64> + Copy, min: u64) -> Result<(), ConfigError> {
     let v: u64 = value.into();
     if v < min {
@@ -104,6 +113,16 @@ pub struct CacheArgs {
     /// it is passed through.
     #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
     pub consistent_wait_ms: u64,
+    /// How a consistent read (no resourceVersion) weighs the upstream against a freshness
+    /// proof. It is passed through at once when the upstream's expected time for it (its
+    /// measured round trip plus the answer's bytes in kache's index over its measured encode
+    /// rate) is at most this factor times kache's (the expected wait for a proof of that
+    /// kind, measured, plus its own time to send the answer); otherwise it waits for the
+    /// proof, no longer than the upstream would take. 1 keeps every read as fast as going
+    /// direct; 0 never passes through by cost (every consistent read waits for a proof,
+    /// sparing the upstream most); above 1 favours the upstream, below it the cache.
+    #[arg(long, env = "KACHE_CONSISTENT_PASSTHROUGH_FACTOR", default_value_t = 1.0, value_parser = non_negative)]
+    pub consistent_passthrough_factor: f64,
     /// Seconds between periodic bookmarks on watches kache serves.
     #[arg(
         id = "watch_bookmark_interval_seconds",

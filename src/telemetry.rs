@@ -23,6 +23,10 @@ pub const FRESHNESS_PROBES: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_PROBE_SECONDS: &str = "kache_freshness_probe_seconds";
 /// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
 pub const REQUESTS: &str = "kache_requests_total";
+/// Requests passed through to the upstream, by reason (`serve::PassThrough`: write,
+/// non_resource, subresource, unknown_resource, scope, encoding, named_watch, view,
+/// unknown_field, not_synced, no_printer, cheaper_upstream, unproven, unavailable, stale).
+pub const PASSTHROUGH: &str = "kache_passthrough_total";
 /// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
 /// objects, by view (`metadata`, `table`) and verb.
 pub const CACHED_VIEWS: &str = "kache_cached_views_total";

@@ -93,6 +93,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         inflight: InflightLimits { global: 4000, per_user: 400 },
         passthrough_per_client: c.max_passthrough_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
+        passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
     }
 }

@@ -9,6 +9,7 @@
 
 pub(crate) mod body;
 pub(crate) mod compress;
+pub(crate) mod cost;
 pub(crate) mod discovery;
 pub mod handler;
 pub mod health;
@@ -17,6 +18,7 @@ pub(crate) mod limit;
 pub(crate) mod proxy;
 pub mod query;
 mod read;
+pub use read::PassThrough;
 pub(crate) mod route;
 pub(crate) mod server;
 pub mod upstream;
@@ -69,6 +71,8 @@ pub struct ServeSettings {
     pub passthrough_per_client: usize,
     /// How long reads are served from a cache whose informer cannot reach the upstream.
     pub serve_stale: Duration,
+    /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
+    pub passthrough_factor: f64,
 }
 
 /// One readiness check.
@@ -154,6 +158,10 @@ pub struct Serve {
     pub(crate) inflight: Inflight,
     /// Pass-through requests in flight, per client.
     passthrough: Inflight,
+    /// The cost rule's measurements (consistent reads: proof or pass-through).
+    pub(crate) costs: Arc<cost::Costs>,
+    /// Requests passed through, per [`PassThrough`] reason.
+    passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
 }
 
 impl Serve {
@@ -163,6 +171,7 @@ impl Serve {
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
+        let settings_factor = settings.passthrough_factor;
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -174,6 +183,8 @@ impl Serve {
             metrics: Default::default(),
             inflight,
             passthrough,
+            costs: Arc::new(cost::Costs::new(settings_factor)),
+            passed: Default::default(),
         });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
@@ -289,6 +300,17 @@ impl Serve {
         self.hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Requests passed through for `reason` (a [`PassThrough`] label) so far.
+    pub fn passed_through(&self, reason: &str) -> u64 {
+        PassThrough::LABELS.iter().position(|l| *l == reason).map_or(0, |i| self.passed[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Count a request passed through for `reason`.
+    fn count_passthrough(&self, reason: PassThrough) {
+        self.passed[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::counter!(telemetry::PASSTHROUGH, "reason" => reason.label()).increment(1);
+    }
+
     /// Requests answered from cache as PartialObjectMetadata(List) so far.
     pub fn metadata_hits(&self) -> u64 {
         self.metadata_hits.load(std::sync::atomic::Ordering::Relaxed)
@@ -390,8 +412,44 @@ impl Serve {
     }
 }
 
+impl Serve {
+    /// A request the cache declined for `reason`: a discovery document kept through an
+    /// outage, or the upstream's answer (timed for the cost rule when that decided it).
+    async fn passed<B: RequestBody>(
+        &self,
+        mut req: Request<B>,
+        reason: PassThrough,
+        caller: Option<&Caller>,
+        started: std::time::Instant,
+        protobuf: bool,
+    ) -> (Response<Body>, Source) {
+        let doc = kept::DocKey::of(&req);
+        if let Some(resp) = doc.as_ref().and_then(|d| self.kept_doc(d, caller)) {
+            return (resp, Source::Kept);
+        }
+        let (creds, permit) = match self.pass(&mut req, caller) {
+            Ok(p) => p,
+            Err(status) => return (status.into_response(protobuf), Source::Kache),
+        };
+        self.count_passthrough(reason);
+        let resp = proxy::forward(&self.upstream, req, creds).await;
+        let resp = match doc {
+            Some(d) => self.kept.keep(d, resp),
+            None => resp,
+        };
+        let resp = match reason {
+            PassThrough::CheaperUpstream { bytes } if resp.status().is_success() => {
+                let costs = self.costs.clone();
+                resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, started)))
+            }
+            _ => resp,
+        };
+        (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
+    }
+}
+
 impl Handler for Serve {
-    async fn handle<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
+    async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
         let started = std::time::Instant::now();
         let path = match classify(req.uri().path()) {
             Some(Target::Resource(p)) => Some(p),
@@ -409,27 +467,11 @@ impl Handler for Serve {
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
-                Some(resp) => {
+                Ok(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (resp, Source::Cache)
                 }
-                None => {
-                    let doc = kept::DocKey::of(&req);
-                    match doc.as_ref().and_then(|d| self.kept_doc(d, caller.as_ref())) {
-                        Some(resp) => (resp, Source::Kept),
-                        None => match self.pass(&mut req, caller.as_ref()) {
-                            Ok((creds, permit)) => {
-                                let resp = proxy::forward(&self.upstream, req, creds).await;
-                                let resp = match doc {
-                                    Some(d) => self.kept.keep(d, resp),
-                                    None => resp,
-                                };
-                                (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
-                            }
-                            Err(status) => (status.into_response(protobuf), Source::Kache),
-                        },
-                    }
-                }
+                Err(reason) => self.passed(req, reason, caller.as_ref(), started, protobuf).await,
             },
         };
         let (resp, bytes) = shaped(resp, source, pretty, gzip).await;

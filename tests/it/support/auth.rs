@@ -154,6 +154,7 @@ struct ServeFlags {
 /// `kache serve` arguments from flags (every other field has the binary's default).
 pub fn serve_args(flags: &[&str]) -> ServeArgs {
     let mut argv = vec!["kache-serve"];
+    argv.extend_from_slice(&crate::support::cache_test_defaults(flags));
     argv.extend_from_slice(flags);
     ServeFlags::try_parse_from(argv).expect("valid serve flags").serve
 }

@@ -98,6 +98,18 @@ pub async fn start_sim(c: &ClusterArgs, auth: &SimAuthArgs) -> (Running, oneshot
     (running, stop)
 }
 
+/// Flags every test kache gets unless the test sets them: the cost rule's factor 0, so a
+/// consistent read is answered from cache after its proof whatever its size (the tests of
+/// the cache's read path need it there; `serve_cost` tests the rule with its default).
+pub fn cache_test_defaults(flags: &[&str]) -> Vec<&'static str> {
+    let given = flags.iter().any(|f| f.starts_with("--consistent-passthrough-factor"));
+    if given {
+        vec![]
+    } else {
+        vec!["--consistent-passthrough-factor", "0"]
+    }
+}
+
 #[derive(clap::Parser)]
 struct CacheFlags {
     #[command(flatten)]
@@ -107,6 +119,7 @@ struct CacheFlags {
 /// Cache settings from `kache serve` flags (every field has the binary's default).
 fn cache_args(flags: &[&str]) -> CacheArgs {
     let mut argv = vec!["kache-serve"];
+    argv.extend_from_slice(&cache_test_defaults(flags));
     argv.extend_from_slice(flags);
     <CacheFlags as clap::Parser>::try_parse_from(argv).expect("valid cache flags").cache
 }
