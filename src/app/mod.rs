@@ -16,8 +16,8 @@ use crate::serve::handler::WatchSettings;
 use crate::serve::limit::InflightLimits;
 use crate::serve::server;
 use crate::serve::server::ConnLimits;
-use crate::serve::upstream::{Upstream, UpstreamError};
 use crate::serve::{Serve, ServeSettings};
+use crate::upstream::{Upstream, UpstreamError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -167,7 +167,7 @@ pub async fn start_serve_args(
     if args.insecure_http {
         crate::config::require_loopback(&args.listen)?;
     }
-    crate::serve::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let tls = if args.insecure_http {
         None
     } else {

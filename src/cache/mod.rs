@@ -6,7 +6,6 @@
 pub mod informer;
 pub(crate) mod object;
 pub(crate) mod store;
-pub(crate) mod token;
 pub(crate) mod window;
 
 use crate::api::resource::ResourceRef;

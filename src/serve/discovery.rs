@@ -5,8 +5,8 @@
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};
 use crate::cache::informer::{fetch, InformerError};
-use crate::serve::upstream::Upstream;
 use crate::serve::Serve;
+use crate::upstream::Upstream;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;

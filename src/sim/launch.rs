@@ -58,7 +58,7 @@ pub async fn start_sim_with(
 ) -> Result<Running, StartError> {
     c.validate()?;
     crate::config::require_loopback(listen)?;
-    crate::serve::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let checks = if auth.auth_enabled() {
         Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(|e| {
             let files = [&auth.users_file, &auth.rbac_file].into_iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>();

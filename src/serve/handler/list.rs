@@ -4,14 +4,16 @@
 
 use super::table::{self, Include};
 use super::{candidates, get::content_type, get::metadata, RV_WAIT};
+use crate::api::media::{Format, View};
+use crate::api::query::{ListMode, Options};
 use crate::api::status::Status;
+use crate::api::token::Continue;
 use crate::api::wire;
+use crate::body::{try_stitched, Body, Piece, Stitch};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
-use crate::cache::token::Continue;
 use crate::cache::KindCache;
-use crate::serve::body::{respond, try_stitched, Body, Piece, Stitch};
-use crate::serve::query::{Format, ListMode, Options, View};
+use crate::serve::respond::respond;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use std::sync::Arc;

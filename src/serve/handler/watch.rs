@@ -5,16 +5,18 @@
 
 use super::table::{self as rows, Include};
 use super::{candidates, list::reach, selected};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::api::status::Status;
 use crate::api::table::TablePrinter;
 use crate::api::wire;
+use crate::body::{channel, Body};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
-use crate::serve::body::{channel, respond, Body};
-use crate::serve::query::{Format, Options, View};
+use crate::serve::respond::respond;
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
