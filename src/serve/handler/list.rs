@@ -86,10 +86,10 @@ pub(crate) async fn reach(cache: &KindCache, rv: u64) -> Result<(), Status> {
 /// The snapshot a LIST reads and the RV it reports.
 async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>), Status> {
     match opts.list_mode() {
-        ListMode::Consistent | ListMode::Any => Ok(cache.current()),
+        ListMode::Consistent | ListMode::Any => Ok(cache.latest()),
         ListMode::NotOlderThan(n) => {
             reach(cache, n).await?;
-            Ok(cache.current())
+            Ok(cache.latest())
         }
         ListMode::Exact(n) => {
             reach(cache, n).await?;
@@ -99,7 +99,7 @@ async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>),
         ListMode::Continue => {
             let c = opts.cont.as_ref().ok_or_else(|| Status::internal("continue mode without a token"))?;
             let Ok(rv) = u64::try_from(c.rv) else {
-                return Ok(cache.current());
+                return Ok(cache.latest());
             };
             cache.at(rv).map(|s| (rv, s)).map_err(|_| {
                 let mut s = Status::expired(EXPIRED_CONTINUE);

@@ -53,8 +53,4 @@ fn selected_besides(o: &Object, namespace: Option<&str>, opts: &Options, pinned:
 }
 
 #[cfg(test)]
-mod crd_views;
-#[cfg(test)]
-mod fidelity;
-#[cfg(test)]
-mod views;
+mod tests;

@@ -82,7 +82,7 @@ pub async fn watch(
         Some(value) => cache.subscribe_indexed(value),
         None => cache.subscribe(),
     };
-    let (start_rv, snap) = cache.current();
+    let (start_rv, snap) = cache.latest();
     // The Table's columns are those the snapshot's cells were computed with; a change of
     // them comes with a relist, which ends this watch.
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);

@@ -2,8 +2,6 @@
 //! against what a real kube-apiserver v1.36.2 answered for the same objects
 //! (`testdata/crd`, captured by `tools/capture_crd_fixtures.sh`).
 
-use super::table::Include;
-use super::{get, list, watch, WatchSettings};
 use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::resource::Resource;
@@ -11,6 +9,8 @@ use crate::api::table::CustomColumns;
 use crate::cache::object::{item_json, Object};
 use crate::cache::window::EventType;
 use crate::cache::{KindCache, Limits};
+use crate::serve::handler::table::Include;
+use crate::serve::handler::{get, list, watch, WatchSettings};
 use crate::testdata::{crd_golden as golden, timeless};
 use http_body_util::BodyExt;
 use serde_json::Value;

@@ -5,13 +5,13 @@
 //! `fid.example.com`, and a cluster-scoped one in `fid.k8s.io`) keep `apiVersion`/`kind` on
 //! their items and write their lists with keys in byte order (issue #14, item 1).
 
-use super::table::Include;
-use super::{get, list, watch, WatchSettings};
 use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::cache::object::Object;
 use crate::cache::{KindCache, Limits};
+use crate::serve::handler::table::Include;
+use crate::serve::handler::{get, list, watch, WatchSettings};
 use crate::testdata::{capture, Capture};
 use http_body_util::BodyExt;
 use serde_json::value::RawValue;
