@@ -61,6 +61,16 @@ pub struct Status {
     pub continue_token: Option<String>,
 }
 
+/// A Status's message, as clients print an apiserver error (client-go's `StatusError`).
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A Status is the error kache's own steps (the simulator's included) fail with.
+impl std::error::Error for Status {}
+
 #[derive(Serialize)]
 struct Meta<'a> {
     #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]

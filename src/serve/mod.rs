@@ -8,7 +8,7 @@
 //! `proxy::forward` carrying the client's identity.
 
 pub(crate) mod compress;
-pub(crate) mod discovery;
+pub mod discovery;
 pub mod handler;
 pub(crate) mod limit;
 pub(crate) mod proxy;
@@ -25,9 +25,10 @@ use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
 use crate::body::RequestBody;
 use crate::body::{self, Body};
-use crate::cache::informer::{Feed, InformerError};
+use crate::cache::informer::Feed;
 use crate::cache::KindCache;
 use crate::cache::Limits;
+use crate::serve::discovery::DiscoveryError;
 use crate::serve::limit::{Inflight, InflightLimits};
 use crate::serve::respond::StatusResponse;
 use crate::serve::server::Handler;
@@ -158,7 +159,7 @@ pub struct Serve {
 
 impl Serve {
     /// Discover the upstream's resources and start the preloaded informers.
-    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
+    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, DiscoveryError> {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);

@@ -75,7 +75,7 @@ pub async fn start_sim_with(
         None
     };
     let started = std::time::Instant::now();
-    let mut sim = Sim::new(sim_config(c, listen.to_string())).map_err(|s| StartError::Sim(s.message))?;
+    let mut sim = Sim::new(sim_config(c, listen.to_string())).map_err(StartError::Sim)?;
     if let Some(checks) = checks {
         sim = sim.with_auth(checks);
     }

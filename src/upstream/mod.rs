@@ -45,12 +45,26 @@ use tower::{ServiceBuilder, ServiceExt};
 /// Why the upstream client could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// The kubeconfig could not be read or has no usable context.
-    #[error("upstream kubeconfig: {0}")]
-    Kubeconfig(String),
+    /// The kubeconfig given (or `KUBECONFIG`'s, for a context given) could not be read or has
+    /// no usable context.
+    #[error("upstream kubeconfig")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// No kubeconfig given, and none could be inferred (`KUBECONFIG`, `~/.kube/config`, the
+    /// in-cluster service account).
+    #[error("upstream kubeconfig")]
+    Infer(#[source] kube::config::InferConfigError),
     /// TLS or auth settings in the config are unusable.
-    #[error("upstream client: {0}")]
-    Client(String),
+    #[error("upstream client")]
+    Client(#[source] kube::Error),
+    /// An upstream URL given as text (the simulator's) does not parse.
+    #[error("upstream URL {url}")]
+    Url {
+        /// The text given.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
 }
 
 /// The future of an upstream response.
@@ -190,13 +204,11 @@ impl Upstream {
         let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
         let config = match kubeconfig {
             Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?;
-                kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?
+                let kc = kube::config::Kubeconfig::read_from(path).map_err(UpstreamError::Kubeconfig)?;
+                kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(UpstreamError::Kubeconfig)?
             }
-            None if context.is_some() => {
-                kube::Config::from_kubeconfig(&options).await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?
-            }
-            None => kube::Config::infer().await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?,
+            None if context.is_some() => kube::Config::from_kubeconfig(&options).await.map_err(UpstreamError::Kubeconfig)?,
+            None => kube::Config::infer().await.map_err(UpstreamError::Infer)?,
         };
         Self::new(&config)
     }
@@ -251,7 +263,7 @@ impl Upstream {
     /// A client of the upstream: HTTP/2 (when the upstream offers it) carrying up to `http2`
     /// streams per connection, or HTTP/1.1 only (`None`).
     fn service(config: &kube::Config, http2: Option<usize>) -> Result<Svc, UpstreamError> {
-        let tls = config.rustls_client_config().map_err(|e| UpstreamError::Client(e.to_string()))?;
+        let tls = config.rustls_client_config().map_err(UpstreamError::Client)?;
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -285,7 +297,7 @@ impl Upstream {
             .http2_keep_alive_timeout(KEEPALIVE_TIMEOUT)
             .http2_keep_alive_while_idle(true)
             .build(connector);
-        let auth = config.auth_layer().map_err(|e| UpstreamError::Client(e.to_string()))?;
+        let auth = config.auth_layer().map_err(UpstreamError::Client)?;
         let svc = ServiceBuilder::new()
             .layer(config.base_uri_layer())
             .option_layer(auth)
