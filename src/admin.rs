@@ -4,8 +4,9 @@
 //! when they do not make kache unready), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
 //! client traffic and never need client credentials.
 
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
+use crate::body::RequestBody;
+use crate::body::{self, Body};
+use crate::serve::respond::respond;
 use crate::serve::server::Handler;
 use crate::serve::Serve;
 use http::{Request, Response, StatusCode};
@@ -21,7 +22,7 @@ pub struct Admin {
 }
 
 fn text(code: StatusCode, s: String) -> Response<Body> {
-    body::respond(code, "text/plain; charset=utf-8", body::full(s))
+    respond(code, "text/plain; charset=utf-8", body::full(s))
 }
 
 impl Admin {
@@ -46,7 +47,7 @@ impl Handler for Admin {
             "/metrics" => {
                 self.serve.sample();
                 let rendered = self.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
-                body::respond(StatusCode::OK, "text/plain; version=0.0.4", body::full(rendered))
+                respond(StatusCode::OK, "text/plain; version=0.0.4", body::full(rendered))
             }
             "/livez" | "/healthz" => text(StatusCode::OK, "ok\n".into()),
             "/readyz" => self.ready(verbose),

@@ -1,8 +1,8 @@
 //! Command-line configuration. Every flag can also be set by a `KACHE_...` environment
 //! variable; everything is validated before a port is bound.
 
+use crate::api::media::Format;
 use crate::auth::Passthrough;
-use crate::serve::query::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -163,9 +163,9 @@ pub struct CacheArgs {
 
 impl CacheArgs {
     /// The upstream deadlines these flags set.
-    pub fn timeouts(&self) -> crate::serve::upstream::Timeouts {
+    pub fn timeouts(&self) -> crate::upstream::Timeouts {
         use std::time::Duration;
-        crate::serve::upstream::Timeouts {
+        crate::upstream::Timeouts {
             own: Duration::from_secs(self.upstream_timeout_seconds),
             passthrough: Duration::from_secs(self.passthrough_timeout_seconds),
             watch_idle: Duration::from_secs(self.upstream_watch_idle_seconds),

@@ -53,6 +53,7 @@ pub mod admin;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod body;
 pub mod cache;
 pub mod config;
 pub mod serve;
@@ -61,3 +62,4 @@ pub mod sim;
 pub mod telemetry;
 #[cfg(test)]
 pub(crate) mod testdata;
+pub mod upstream;

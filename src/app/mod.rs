@@ -9,15 +9,15 @@ use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
 use crate::auth::tls::{self, ServingCert, TlsError};
 use crate::auth::{Security, SecuritySettings};
-use crate::cache::informer::InformerError;
 use crate::cache::Limits;
 use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
+use crate::serve::discovery::DiscoveryError;
 use crate::serve::handler::WatchSettings;
 use crate::serve::limit::InflightLimits;
 use crate::serve::server;
 use crate::serve::server::ConnLimits;
-use crate::serve::upstream::{Upstream, UpstreamError};
 use crate::serve::{Serve, ServeSettings};
+use crate::upstream::{Upstream, UpstreamError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,20 +34,37 @@ pub enum StartError {
     #[error("cannot listen or write a file")]
     Io(#[from] std::io::Error),
     /// The simulator's cluster or its users and RBAC could not be built.
-    #[error("cannot build the simulated cluster: {0}")]
-    Sim(String),
+    #[error("cannot build the simulated cluster")]
+    Sim(#[source] crate::api::status::Status),
     /// The upstream client could not be configured.
     #[error("cannot configure the upstream client")]
     Upstream(#[from] UpstreamError),
     /// The upstream's resources could not be discovered.
     #[error("cannot discover the upstream's resources")]
-    Discovery(#[from] InformerError),
+    Discovery(#[from] DiscoveryError),
     /// `kache kubeconfig` was given something it cannot use (a usage error: exit code 2).
     #[error("{0}")]
     Kubeconfig(String),
     /// The serving certificate, its key or a client CA could not be used.
     #[error("TLS setup failed")]
     Tls(#[from] TlsError),
+}
+
+/// An error and its causes on one line, each cause after a colon, as Go tools print wrapped
+/// errors. A cause whose text the line already ends with is left out: many errors (kube's
+/// among them) write their cause into their own message and return it as their source too.
+pub fn describe(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
 }
 
 /// The serving certificate for `listen`: the given files, or generated (for `extra` names
@@ -168,7 +185,7 @@ pub async fn start_serve_args(
     if args.insecure_http {
         crate::config::require_loopback(&args.listen)?;
     }
-    crate::serve::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let tls = if args.insecure_http {
         None
     } else {
@@ -271,6 +288,40 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
 
 /// An upstream client for a plain-HTTP server URL (the simulator).
 pub fn plain_upstream(url: &str) -> Result<Upstream, StartError> {
-    let uri = url.parse().map_err(|e: http::uri::InvalidUri| UpstreamError::Client(format!("{url}: {e}")))?;
+    let uri = url.parse().map_err(|source| UpstreamError::Url { url: url.to_string(), source })?;
     Ok(Upstream::new(&kube::Config::new(uri))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::status::Status;
+
+    #[test]
+    fn start_errors_print_each_cause_once() {
+        let sim = StartError::Sim(Status::internal("no CRD widgets.example.com"));
+        assert_eq!(describe(&sim), "cannot build the simulated cluster: no CRD widgets.example.com");
+        let url = plain_upstream("http://[::1").unwrap_err();
+        let text = describe(&url);
+        assert!(text.starts_with("cannot configure the upstream client: upstream URL http://[::1: "), "{text}");
+        // kube writes the cause into its message and returns it as the source as well.
+        let missing = std::env::temp_dir().join(format!("kache-no-such-kubeconfig-{}", std::process::id()));
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let err = runtime.block_on(Upstream::load(Some(&missing), None)).unwrap_err();
+        assert!(matches!(err, UpstreamError::Kubeconfig(_)), "{err:?}");
+        let io = std::fs::read(&missing).unwrap_err().to_string();
+        let text = describe(&StartError::from(err));
+        assert!(text.starts_with("cannot configure the upstream client: upstream kubeconfig: failed to read kubeconfig"), "{text}");
+        assert_eq!(text.matches(&io).count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_discovery_error_names_the_document_and_its_cause_once() {
+        let source = crate::cache::informer::InformerError::Transport("connection refused".into());
+        let err = StartError::from(DiscoveryError::Fetch { path: "/apis".into(), source });
+        assert_eq!(
+            describe(&err),
+            "cannot discover the upstream's resources: cannot fetch /apis: upstream request failed: connection refused"
+        );
+    }
 }

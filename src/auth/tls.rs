@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn self_signed_serves_and_identities_parse() {
-        crate::serve::upstream::install_crypto_provider();
+        crate::upstream::install_crypto_provider();
         let c = ServingCert::self_signed(&ServingCert::hosts_for("127.0.0.1:0"), "kache").unwrap();
         assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         server_config(&c, None).unwrap();

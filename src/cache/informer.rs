@@ -3,17 +3,17 @@
 //! state swapped in whole), with exponential backoff and jitter on errors. Objects are kept
 //! as the upstream's bytes; each is decoded once here only to extract its key and fields.
 
+use crate::api::media::Format;
 use crate::api::resource::Resource;
 use crate::api::table::CustomColumns;
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire;
+use crate::body::BoxError;
 use crate::cache::object::Object;
 use crate::cache::window::EventType;
 use crate::cache::{KindCache, Relisted};
-use crate::serve::body::BoxError;
-use crate::serve::query::Format;
-use crate::serve::upstream::{Counted, Upstream};
 use crate::telemetry;
+use crate::upstream::{Counted, Upstream};
 use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use serde::Deserialize;
@@ -178,7 +178,7 @@ impl Feed {
     pub fn staleness(&self) -> Duration {
         let broken = self.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
         let down = match &*self.upstream.health().borrow() {
-            crate::serve::upstream::Health::Down { since, .. } => Some(since.elapsed()),
+            crate::upstream::health::Health::Down { since, .. } => Some(since.elapsed()),
             _ => None,
         };
         broken.into_iter().chain(down).max().unwrap_or_default()

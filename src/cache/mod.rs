@@ -6,7 +6,6 @@
 pub mod informer;
 pub(crate) mod object;
 pub(crate) mod store;
-pub(crate) mod token;
 pub(crate) mod window;
 
 use crate::api::resource::ResourceRef;
@@ -74,7 +73,7 @@ enum Step {
 /// deletion took an RV of its own in that range, so there are enough; if not, the
 /// upstream's history is not the one the cache followed (a restored etcd) and no events can
 /// describe it.
-fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
+fn relist_events(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
     if rv < floor {
         return Err("the new list is older than the cache");
     }
@@ -231,7 +230,7 @@ impl KindCache {
     /// The RV everything up to which is reflected, and the state as of then. Reading
     /// progress before the snapshot keeps the pair consistent: progress only moves after the
     /// change it covers is swapped in.
-    pub fn current(&self) -> (u64, Arc<Snapshot>) {
+    pub fn latest(&self) -> (u64, Arc<Snapshot>) {
         let p = *self.progress.borrow();
         let s = self.snapshot();
         (p.max(s.rv), s)
@@ -239,7 +238,7 @@ impl KindCache {
 
     /// The RV everything up to which is reflected.
     pub fn progress(&self) -> u64 {
-        self.current().0
+        self.latest().0
     }
 
     /// Subscribe to changes committed from now on.
@@ -368,7 +367,7 @@ impl KindCache {
     }
 
     /// Bring the cache to a new list of the upstream's (after its watch expired) at `rv`,
-    /// telling open watchers the differences as events (see [`plan`]) instead of ending
+    /// telling open watchers the differences as events (see [`relist_events`]) instead of ending
     /// them, so their clients need not relist. All events are applied in one step (readers
     /// see the old state or the new one), each leaving its state in the history for exact-RV
     /// reads; then a [`Message::Caught`] at `rv`. When that cannot be done soundly (the
@@ -378,7 +377,7 @@ impl KindCache {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let cur = self.snap.load_full();
         let floor = (*self.progress.borrow()).max(cur.rv);
-        let steps = if custom != cur.custom { Err("the printer columns changed") } else { plan(&cur, &objects, rv, floor) };
+        let steps = if custom != cur.custom { Err("the printer columns changed") } else { relist_events(&cur, &objects, rv, floor) };
         let steps = match steps {
             Ok(steps) => steps,
             Err(why) => {

@@ -7,9 +7,9 @@
 //! about a second of one core at level 1, what the apiserver spends on the same answer), in
 //! chunks handed to the connection as they are ready.
 
-use crate::serve::body::{channel, Body};
+use crate::body::{channel, Body};
 use bytes::{Buf, Bytes};
-use http::{header, HeaderMap, HeaderValue, Response};
+use http::{header, HeaderValue, Response};
 use http_body_util::BodyExt;
 use std::io::Write;
 
@@ -18,12 +18,6 @@ pub const THRESHOLD: u64 = 128 * 1024;
 
 /// Compressed bytes gathered before they are handed to the connection.
 const CHUNK: usize = 64 * 1024;
-
-/// Whether the client accepts gzip, as the apiserver reads `Accept-Encoding`: one of its
-/// comma-separated tokens is exactly `gzip` (parameters such as `;q=` are not parsed).
-pub fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).any(|v| v.split(',').any(|t| t.trim() == "gzip"))
-}
 
 /// `resp` gzip-encoded if its body is known to be larger than [`THRESHOLD`]; as it is
 /// otherwise (small answers, streams of unknown length such as watches).
@@ -69,26 +63,13 @@ pub fn gzip(resp: Response<Body>) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::body::{full, respond};
+    use crate::body::full;
+    use crate::serve::respond::respond;
     use http::StatusCode;
     use std::io::Read;
 
     async fn collect(resp: Response<Body>) -> Vec<u8> {
         resp.into_body().collect().await.unwrap().to_bytes().to_vec()
-    }
-
-    #[test]
-    fn gzip_is_accepted_as_the_apiserver_reads_the_header() {
-        let h = |v: &str| {
-            let mut m = HeaderMap::new();
-            m.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
-            m
-        };
-        assert!(accepts_gzip(&h("gzip")));
-        assert!(accepts_gzip(&h("deflate, gzip")));
-        assert!(!accepts_gzip(&h("gzip;q=1.0")), "the apiserver does not parse parameters");
-        assert!(!accepts_gzip(&h("br")));
-        assert!(!accepts_gzip(&HeaderMap::new()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,7 +18,7 @@
 //! ([`Costs::break_even`]), so the request path stops summing an answer's bytes as soon as it
 //! passes it.
 
-use crate::serve::body::{BoxError, Chunk};
+use crate::body::{BoxError, Chunk};
 use dashmap::DashMap;
 use http_body::{Frame, SizeHint};
 use std::pin::Pin;
@@ -301,13 +301,13 @@ mod tests {
     async fn an_observed_body_reports_at_its_end_and_not_when_abandoned() {
         use http_body_util::BodyExt;
         let costs = Arc::new(Costs::new(1.0));
-        let body = crate::serve::body::full(bytes::Bytes::from_static(b"{}"));
+        let body = crate::body::full(bytes::Bytes::from_static(b"{}"));
         let started = Instant::now() - Duration::from_millis(500);
         let observed = Observed::new(body, costs.clone(), 100, started);
         observed.collect().await.unwrap();
         assert!(costs.upstream().0 > SEED_ROUND_TRIP, "a 0.5 s answer moved the round trip up");
         let costs2 = Arc::new(Costs::new(1.0));
-        drop(Observed::new(crate::serve::body::full(bytes::Bytes::from_static(b"{}")), costs2.clone(), 100, started));
+        drop(Observed::new(crate::body::full(bytes::Bytes::from_static(b"{}")), costs2.clone(), 100, started));
         assert_eq!(costs2.upstream().0, SEED_ROUND_TRIP);
     }
 }

@@ -3,42 +3,43 @@
 //! pass everything else through.
 //!
 //! Request pipeline: `server` -> [`Serve::handle`] (URI limit, authentication and
-//! impersonation) -> `route::classify` -> either authorization (SubjectAccessReview), the
+//! impersonation) -> `api::route::classify` -> either authorization (SubjectAccessReview), the
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
-pub(crate) mod body;
 pub(crate) mod compress;
 pub(crate) mod cost;
-pub(crate) mod discovery;
+pub mod discovery;
 pub mod handler;
-pub mod health;
-pub(crate) mod kept;
 pub(crate) mod limit;
 pub(crate) mod proxy;
-pub mod query;
 mod read;
 pub use read::PassThrough;
-pub(crate) mod route;
+pub(crate) mod respond;
 pub(crate) mod server;
-pub mod upstream;
 
+use crate::api::media::accepts_gzip;
+use crate::api::media::Format;
+use crate::api::query;
 use crate::api::resource::ResourceRef;
+use crate::api::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
-use crate::cache::informer::{Feed, InformerError};
+use crate::body::RequestBody;
+use crate::body::{self, Body};
+use crate::cache::informer::Feed;
 use crate::cache::KindCache;
 use crate::cache::Limits;
-use crate::serve::body::Body;
-use crate::serve::body::RequestBody;
+use crate::serve::discovery::DiscoveryError;
 use crate::serve::limit::{Inflight, InflightLimits};
-use crate::serve::proxy::Credentials;
-use crate::serve::query::Format;
-use crate::serve::route::{classify, ResourcePath, Target};
+use crate::serve::respond::StatusResponse;
 use crate::serve::server::Handler;
 use crate::serve::server::Peer;
-use crate::serve::upstream::Upstream;
 use crate::telemetry;
+use crate::upstream::health;
+use crate::upstream::last_discovery::{DocKey, LastDiscovery};
+use crate::upstream::Credentials;
+use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
 use handler::WatchSettings;
@@ -151,7 +152,7 @@ pub struct Serve {
     pub(crate) settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
     /// The upstream's last discovery answers, for an outage.
-    kept: Arc<kept::Kept>,
+    kept: Arc<LastDiscovery>,
     /// Reads answered from cache as PartialObjectMetadata.
     pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
@@ -166,7 +167,7 @@ pub struct Serve {
 
 impl Serve {
     /// Discover the upstream's resources and start the preloaded informers.
-    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
+    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, DiscoveryError> {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
@@ -200,7 +201,7 @@ impl Serve {
             }
         }
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
-        tokio::spawn(health::monitor(Arc::downgrade(&serve)));
+        tokio::spawn(health::monitor(Arc::downgrade(&serve), |s| &s.upstream));
         Ok(serve)
     }
 
@@ -245,14 +246,14 @@ impl Serve {
     fn upstream_check(&self) -> Check {
         let name = "upstream".to_string();
         match &*self.upstream.health().borrow() {
-            upstream::Health::Down { since, why, reason } => {
+            health::Health::Down { since, why, reason } => {
                 let down = since.elapsed();
                 let what = format!("{reason} for {}s: {why}", down.as_secs());
                 let counts = down >= self.settings.serve_stale;
                 Check::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
             }
-            upstream::Health::Up => Check::pass(name, "ok".into()),
-            upstream::Health::Unknown => Check::pass(name, "not probed yet".into()),
+            health::Health::Up => Check::pass(name, "ok".into()),
+            health::Health::Unknown => Check::pass(name, "not probed yet".into()),
         }
     }
 
@@ -378,10 +379,10 @@ impl Serve {
     /// The upstream's last answer to a discovery request, while the upstream is hung or
     /// unreachable (within `--serve-stale-seconds` of its going down) and the caller is
     /// authenticated, as the apiserver's discovery roles require.
-    fn kept_doc(&self, doc: &kept::DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
+    fn kept_doc(&self, doc: &DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
         self.upstream.unavailable()?;
         let down_for = match &*self.upstream.health().borrow() {
-            upstream::Health::Down { since, .. } => since.elapsed(),
+            health::Health::Down { since, .. } => since.elapsed(),
             _ => return None,
         };
         let authenticated = self.settings.security.is_none() || caller.is_some_and(|c| c.identity.in_group(crate::auth::AUTHENTICATED));
@@ -423,7 +424,7 @@ impl Serve {
         started: std::time::Instant,
         protobuf: bool,
     ) -> (Response<Body>, Source) {
-        let doc = kept::DocKey::of(&req);
+        let doc = DocKey::of(&req);
         if let Some(resp) = doc.as_ref().and_then(|d| self.kept_doc(d, caller)) {
             return (resp, Source::Kept);
         }
@@ -463,7 +464,7 @@ impl Handler for Serve {
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
-        let gzip = compress::accepts_gzip(req.headers());
+        let gzip = accepts_gzip(req.headers());
         let (resp, source) = match self.admit(&req).await {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
@@ -513,6 +514,7 @@ async fn indented(resp: Response<Body>) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::respond::respond;
     use http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, USER_AGENT};
     use http::StatusCode;
     use http_body_util::BodyExt;
@@ -543,10 +545,10 @@ mod tests {
             .body(())
             .unwrap();
         assert!(crate::api::media::wants_pretty(req.uri().query(), req.headers()));
-        assert!(compress::accepts_gzip(req.headers()));
-        let key = kept::DocKey::of(&req).unwrap();
-        let kept = Arc::new(kept::Kept::default());
-        let mut upstream = body::respond(StatusCode::OK, "application/json", body::full(gz.clone()));
+        assert!(accepts_gzip(req.headers()));
+        let key = DocKey::of(&req).unwrap();
+        let kept = Arc::new(LastDiscovery::default());
+        let mut upstream = respond(StatusCode::OK, "application/json", body::full(gz.clone()));
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 

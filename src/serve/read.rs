@@ -6,19 +6,21 @@
 //! upstream, which then answers exactly as it would without kache; its reason is counted in
 //! `kache_passthrough_total{reason}`.
 
+use crate::api::media::{negotiate, Format, Negotiated, View};
+use crate::api::query::{ListMode, Options};
 use crate::api::resource::ResourceRef;
+use crate::api::route::ResourcePath;
 use crate::api::status::Status;
 use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
+use crate::body::Body;
 use crate::cache::informer::Feed;
 use crate::cache::object::{self, Object};
-use crate::serve::body::Body;
 use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
 use crate::serve::limit::{Guarded, Permit};
-use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options, View};
-use crate::serve::route::ResourcePath;
+use crate::serve::respond::StatusResponse;
 use crate::serve::Serve;
 use http::{header, Method, Request, Response};
 use std::sync::Arc;

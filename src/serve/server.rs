@@ -5,8 +5,8 @@
 //! extension: the client's address and its verified certificate identity, if any.
 
 use crate::auth::tls::CertIdentity;
-use crate::serve::body::Body;
-use crate::serve::body::RequestBody;
+use crate::body::Body;
+use crate::body::RequestBody;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};

@@ -28,19 +28,22 @@ mod write;
 pub use churn::{churn, leases};
 pub use rbac::{AuditRecord, SimAuth};
 
+use crate::api::media::{negotiate, Format, Negotiated, View};
+use crate::api::query::Options;
 use crate::api::resource::{Resource, ResourceRef};
+use crate::api::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
 use crate::api::table::CustomColumns;
 use crate::api::transcode::{json_to_pb, MessageType};
 use crate::auth::{impersonate, Attributes};
+use crate::body::RequestBody;
+use crate::body::{self, Body};
 use crate::cache::object::{self, Object};
 use crate::cache::{KindCache, Limits};
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
 use crate::serve::handler::table::Include;
 use crate::serve::handler::{self, WatchSettings};
-use crate::serve::query::{negotiate, Format, Negotiated, Options, View};
-use crate::serve::route::{classify, ResourcePath, Target};
+use crate::serve::respond::respond;
+use crate::serve::respond::StatusResponse;
 use crate::serve::server::{Handler, Peer};
 use crate::sim::synth::{ClusterSpec, Synth};
 use http::{header, Method, Request, Response, StatusCode};
@@ -94,7 +97,7 @@ impl Sim {
                 "configmaps" => Box::new(synth.configmaps()),
                 "secrets" => Box::new(synth.secrets()),
                 "events" => Box::new(synth.events()),
-                crd::PLURAL => Box::new(crds.iter().cloned()),
+                catalog::CRD_PLURAL => Box::new(crds.iter().cloned()),
                 _ => Box::new(std::iter::empty()),
             };
             let mut objects = Vec::new();
@@ -221,7 +224,7 @@ impl Sim {
                 }
                 Ok(discovery(catalog::resource_list(&self.resources, &g, &v), false))
             }
-            Target::Health => Ok(body::respond(StatusCode::OK, "text/plain; charset=utf-8", body::full("ok"))),
+            Target::Health => Ok(respond(StatusCode::OK, "text/plain; charset=utf-8", body::full("ok"))),
             Target::Resource(p) => self.resource(req, p).await,
         }
     }
@@ -348,7 +351,7 @@ async fn read_body<B: RequestBody>(req: Request<B>, limit: usize) -> Result<byte
 impl Handler for Sim {
     async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
         // Large answers gzipped for clients that ask, as the apiserver's APIResponseCompression.
-        let gzip = crate::serve::compress::accepts_gzip(req.headers());
+        let gzip = crate::api::media::accepts_gzip(req.headers());
         let resp = self.answer(req).await;
         if gzip {
             crate::serve::compress::gzip(resp)
@@ -409,7 +412,7 @@ fn discovery(v: Value, indented: bool) -> Response<Body> {
         b.push(b'\n');
         b
     };
-    body::respond(StatusCode::OK, "application/json", body::full(bytes))
+    respond(StatusCode::OK, "application/json", body::full(bytes))
 }
 
 /// Content type of a single-object response.
@@ -424,14 +427,14 @@ fn object_response(r: &Resource, o: &Object, code: StatusCode, fmt: Format) -> R
         Format::Protobuf => crate::api::wire::envelope(&r.api_version(), &r.kind, o.pb_message_ref().unwrap_or_default()),
     };
     let ct = if fmt == Format::Json { "application/json" } else { crate::api::wire::PROTOBUF };
-    body::respond(code, ct, body::full(body))
+    respond(code, ct, body::full(body))
 }
 
 /// Whether a metadata view fits the request, with the apiserver's 406 when it does not:
 /// PartialObjectMetadataList is for LISTs, PartialObjectMetadata for single objects (GET,
 /// WATCH events, and what writes return). The message names the internal Go type.
 fn metadata_fits<B>(r: &Resource, req: &Request<B>, p: &ResourcePath, list: bool) -> Result<(), Status> {
-    let watch = crate::serve::query::watch_requested(req.uri().query());
+    let watch = crate::api::query::watch_requested(req.uri().query());
     let is_list = req.method() == Method::GET && p.name.is_none() && !watch;
     let package = if r.group.is_empty() { "core" } else { r.group.split('.').next().unwrap_or("") };
     let go_type =

@@ -4,16 +4,19 @@
 //! Bodies are JSON, or protobuf for built-in kinds.
 
 use super::{encode, encode_printed, object_response, patch, Sim};
+use crate::api::media::Format;
+use crate::api::query::Options;
+use crate::api::route::ResourcePath;
 use crate::api::status::{Details, Status};
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire::PROTOBUF;
+use crate::body::RequestBody;
+use crate::body::{self, Body};
 use crate::cache::object;
 use crate::cache::window::EventType;
 use crate::cache::KindCache;
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
-use crate::serve::query::{Format, Options};
-use crate::serve::route::ResourcePath;
+use crate::serve::respond::respond;
+use crate::serve::respond::StatusResponse;
 use http::{header, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 
@@ -371,5 +374,5 @@ pub(super) fn log(cache: &KindCache, ns: Option<&str>, name: &str) -> Result<Res
     let cur = current(cache, ns, name)?;
     let node = cur["spec"]["nodeName"].as_str().unwrap_or("");
     let text = (1..=3).map(|i| format!("simulated log line {i} of pod {name} on {node}\n")).collect::<String>();
-    Ok(body::respond(StatusCode::OK, "text/plain", body::full(text)))
+    Ok(respond(StatusCode::OK, "text/plain", body::full(text)))
 }

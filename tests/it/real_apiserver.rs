@@ -15,7 +15,7 @@
 //! through ConfigMaps in a namespace of the tier's own while the reads look at pods.
 
 use crate::support::{deadline, kache_over, list_rv, obj_rv, Next, TestKache};
-use kache::serve::upstream::Upstream;
+use kache::upstream::Upstream;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -1104,7 +1104,7 @@ async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering()
         eprintln!("real_a_black_holed_apiserver: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
         return;
     }
-    kache::serve::upstream::install_crypto_provider();
+    kache::upstream::install_crypto_provider();
     let mut config = real_config().await;
     let authority = config.cluster_url.authority().expect("server address").to_string();
     let target = tokio::net::lookup_host(&authority).await.unwrap().next().expect("server resolves");
@@ -1120,7 +1120,7 @@ async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering()
 
     relay.pause(true);
     match crate::support::upstream_becomes(&k.serving.serve, false).await {
-        kache::serve::upstream::Health::Down { reason, .. } => assert_eq!(reason, "hung"),
+        kache::upstream::health::Health::Down { reason, .. } => assert_eq!(reason, "hung"),
         h => panic!("{h:?}"),
     }
     let checks = k.serving.serve.readiness();

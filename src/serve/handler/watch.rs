@@ -5,16 +5,18 @@
 
 use super::table::{self as rows, Include};
 use super::{candidates, list::reach, selected};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::api::status::Status;
 use crate::api::table::TablePrinter;
 use crate::api::wire;
+use crate::body::{channel, Body};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
-use crate::serve::body::{channel, respond, Body};
-use crate::serve::query::{Format, Options, View};
+use crate::serve::respond::respond;
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
@@ -80,7 +82,7 @@ pub async fn watch(
         Some(value) => cache.subscribe_indexed(value),
         None => cache.subscribe(),
     };
-    let (start_rv, snap) = cache.current();
+    let (start_rv, snap) = cache.latest();
     // The Table's columns are those the snapshot's cells were computed with; a change of
     // them comes with a relist, which ends this watch.
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);

@@ -145,7 +145,7 @@ pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
 }
 
 /// [`kache_in_front`] of any upstream (a kubeconfig's, say).
-pub async fn kache_over(up: kache::serve::upstream::Upstream, flags: &[&str]) -> TestKache {
+pub async fn kache_over(up: kache::upstream::Upstream, flags: &[&str]) -> TestKache {
     let (stop, stopped) = oneshot::channel::<()>();
     let serving = start_serve(
         up,
@@ -185,7 +185,7 @@ pub async fn faulty(sim_flags: &[&str], kache_flags: &[&str]) -> Faulty {
 impl Faulty {
     /// Wait until kache's health monitor finds the upstream up (or down); see
     /// [`upstream_becomes`].
-    pub async fn upstream_becomes(&self, up: bool) -> kache::serve::upstream::Health {
+    pub async fn upstream_becomes(&self, up: bool) -> kache::upstream::health::Health {
         upstream_becomes(&self.kache.serving.serve, up).await
     }
 
@@ -198,8 +198,8 @@ impl Faulty {
 
 /// Wait (at most [`QUICK`]) until `serve`'s health monitor finds its upstream up (`/readyz`
 /// answered 200) or down; the state found.
-pub async fn upstream_becomes(serve: &kache::serve::Serve, up: bool) -> kache::serve::upstream::Health {
-    use kache::serve::upstream::Health;
+pub async fn upstream_becomes(serve: &kache::serve::Serve, up: bool) -> kache::upstream::health::Health {
+    use kache::upstream::health::Health;
     let mut rx = serve.upstream().health();
     let found = tokio::time::timeout(QUICK, rx.wait_for(|h| if up { *h == Health::Up } else { h.is_down() }))
         .await
