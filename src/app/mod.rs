@@ -9,7 +9,7 @@ use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
 use crate::auth::tls::{self, ServingCert, TlsError};
 use crate::auth::{Security, SecuritySettings};
-use crate::cache::informer::InformerError;
+use crate::cache::feed::InformerError;
 use crate::cache::Limits;
 use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
 use crate::serve::handler::WatchSettings;

@@ -4,7 +4,7 @@
 //! (new CRDs, new API versions) are cached too.
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};
-use crate::cache::informer::{fetch, InformerError};
+use crate::cache::feed::{fetch, InformerError};
 use crate::serve::upstream::Upstream;
 use crate::serve::Serve;
 use serde_json::Value;
@@ -20,7 +20,7 @@ impl Crds {
     async fn fetch(upstream: &Upstream) -> Result<Crds, InformerError> {
         const ACCEPT: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
         let body = fetch(upstream, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", ACCEPT).await?;
-        let list: Value = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
+        let list: Value = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.into()))?;
         let names = list["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).map(str::to_string);
         Ok(Crds(names.collect()))
     }
@@ -68,7 +68,7 @@ fn resources_of(list: &Value, group: &str, version: &str, crds: Option<&Crds>) -
 
 async fn get_json(upstream: &Upstream, path: &str) -> Result<Value, InformerError> {
     let body = fetch(upstream, path, "application/json").await?;
-    serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))
+    serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.into()))
 }
 
 /// Every listable and watchable resource the upstream serves (preferred versions).

@@ -24,7 +24,7 @@ pub mod upstream;
 use crate::api::resource::ResourceRef;
 use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
-use crate::cache::informer::{Feed, InformerError};
+use crate::cache::feed::{Feed, InformerError};
 use crate::cache::KindCache;
 use crate::cache::Limits;
 use crate::serve::body::Body;

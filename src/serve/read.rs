@@ -8,7 +8,7 @@ use crate::api::resource::ResourceRef;
 use crate::api::status::Status;
 use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
-use crate::cache::informer::Feed;
+use crate::cache::feed::Feed;
 use crate::serve::body::Body;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;

@@ -15,7 +15,7 @@
 //! calls and clients' pass-through separately), and HTTP/2 connections are pinged (an
 //! upstream that stops answering, as a paused or partitioned one does, has its
 //! connections closed within [`KEEPALIVE_INTERVAL`] + [`KEEPALIVE_TIMEOUT`], ending the
-//! streams on them). Bodies are bounded by their readers (see `informer::next_frame`).
+//! streams on them). Bodies are bounded by their readers (see `cache::feed::fetch::next_data`).
 
 use crate::serve::body::{self, Body, BoxError};
 use crate::telemetry;
