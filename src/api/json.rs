@@ -217,10 +217,10 @@ mod tests {
             .spawn(|| {
                 for levels in [127, 128, 500, MAX_DEPTH] {
                     let text = nested(levels);
-                    let again = with_value(&text, |v| to_vec(v)).unwrap();
+                    let again = with_value(&text, to_vec).unwrap();
                     assert_eq!(again, text, "{levels} levels");
                     let arrays = [vec![b'['; levels], vec![b']'; levels]].concat();
-                    assert_eq!(with_value(&arrays, |v| to_vec(v)).unwrap(), arrays, "{levels} levels of arrays");
+                    assert_eq!(with_value(&arrays, to_vec).unwrap(), arrays, "{levels} levels of arrays");
                 }
                 assert!(matches!(with_value(&nested(MAX_DEPTH + 1), |_| ()), Err(ParseError::TooDeep(10_001))));
                 assert!(matches!(with_value(&nested(500)[..400], |_| ()), Err(ParseError::Json(_))), "truncated");
