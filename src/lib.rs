@@ -8,8 +8,9 @@
 //!   (pass-through, upgrades), `upstream` (pooled HTTP/2 client), `discovery`.
 //! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
-//!   (stored bytes and selector fields), `token` (continue tokens), `informer` (LIST+WATCH,
-//!   freshness probes).
+//!   (stored bytes and selector fields), `token` (continue tokens), `feed/` (the reflector
+//!   that fills a `KindCache`: `state`, its retry loop as a state machine; `reflector`,
+//!   LIST + WATCH + relist; `freshness`, probes; `decode`, JSON and protobuf; `fetch`).
 //! - `api/`: pure Kubernetes formats shared by all, safe to fuzz: `status`, `media` (Accept),
 //!   `resource`, `json`, `time`, `wire` (protobuf framing), `selector`, `transcode`.
 //! - `auth/`: client identity (certificates, TokenReview), authorization
@@ -26,7 +27,7 @@
 //! 4. `Serve::cached` (`serve/read.rs`): `plan` (resource, scope, `query::negotiate`,
 //!    `Options::parse`), `authorize` (cached SubjectAccessReview), the feed (`Serve::feed`).
 //! 5. `permit` takes an in-flight place (`serve::limit`).
-//! 6. `current`: a consistent LIST asks `cache::informer::Feed::upstream_rv`, then
+//! 6. `current`: a consistent LIST asks `cache::feed::Feed::upstream_rv`, then
 //!    `Feed::prove` waits for the cache to be proven at that RV (a freshness probe).
 //! 7. `serve::handler::list` picks a snapshot (`KindCache::at` for past RVs) and selects
 //!    items (`handler::candidates`, the `spec.nodeName` index, selectors).
@@ -46,7 +47,10 @@
 //! 6. Frames are encoded straight into the client's chunks (JSON lines or protobuf frames).
 //! 7. Bookmarks: every `--watch-bookmark-interval-seconds` and 2 s before the deadline.
 //! 8. A watcher that falls behind by `--watcher-lag` is ended, never skipped silently.
-//! 9. Upstream side: `cache::informer::Feed::run` lists, watches, resumes, relists on 410.
+//! 9. Upstream side: `cache::feed::Feed::run` drives `feed::state::Reflector` (LIST ->
+//!    WATCH from its RV -> resume, relist on 410, back off on errors) through the steps of
+//!    `feed/reflector.rs`; objects are decoded at any depth the apiserver accepts
+//!    (`api::json::with_value`), and one that cannot be is skipped and counted.
 //! 10. Shutdown: `Serve::end_watches` ends every watch so clients resume elsewhere.
 
 pub mod admin;

@@ -52,6 +52,10 @@ pub const EVENTS_INGESTED: &str = "kache_informer_events_total";
 pub const RELISTS: &str = "kache_informer_relists_total";
 /// Upstream watch restarts, by resource and encoding.
 pub const WATCH_RESTARTS: &str = "kache_informer_watch_restarts_total";
+/// Objects left out of a cache because kache cannot decode them (the kind stays cached
+/// without them), by resource and reason (`json`, `too_deep`: nested deeper than the
+/// apiserver decodes, `protobuf`, `metadata`: no name or resourceVersion).
+pub const OBJECTS_SKIPPED: &str = "kache_objects_skipped_total";
 /// Watches open, by resource.
 pub const WATCHES_OPEN: &str = "kache_watches_open";
 /// Watch events sent to clients, by resource.

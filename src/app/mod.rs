@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_discovery_error_names_the_document_and_its_cause_once() {
-        let source = crate::cache::informer::InformerError::Transport("connection refused".into());
+        let source = crate::cache::feed::InformerError::Transport("connection refused".into());
         let err = StartError::from(DiscoveryError::Fetch { path: "/apis".into(), source });
         assert_eq!(
             describe(&err),

@@ -3,7 +3,7 @@
 //! change through a bounded broadcast ring, so a slow watcher falls behind and is ended
 //! instead of delaying the writer or anyone else.
 
-pub mod informer;
+pub mod feed;
 pub(crate) mod object;
 pub(crate) mod store;
 pub(crate) mod window;

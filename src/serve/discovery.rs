@@ -4,7 +4,7 @@
 //! (new CRDs, new API versions) are cached too.
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};
-use crate::cache::informer::{fetch, InformerError};
+use crate::cache::feed::{fetch, InformerError};
 use crate::serve::Serve;
 use crate::upstream::Upstream;
 use serde_json::Value;

@@ -27,7 +27,7 @@ use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
 use crate::body::RequestBody;
 use crate::body::{self, Body};
-use crate::cache::informer::Feed;
+use crate::cache::feed::Feed;
 use crate::cache::KindCache;
 use crate::cache::Limits;
 use crate::serve::discovery::DiscoveryError;

@@ -14,7 +14,7 @@ use crate::api::status::Status;
 use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
 use crate::body::Body;
-use crate::cache::informer::Feed;
+use crate::cache::feed::Feed;
 use crate::cache::object::{self, Object};
 use crate::serve::cost::Decision;
 use crate::serve::handler;

@@ -19,8 +19,7 @@
 //! calls and clients' pass-through separately), and HTTP/2 connections are pinged (an
 //! upstream that stops answering, as a paused or partitioned one does, has its
 //! connections closed within [`KEEPALIVE_INTERVAL`] + [`KEEPALIVE_TIMEOUT`], ending the
-//! streams on them). Bodies are bounded by their readers (the informer's reads give up on a
-//! body that sends nothing for a while).
+//! streams on them). Bodies are bounded by their readers (see `cache::feed::fetch::next_data`).
 
 pub mod health;
 pub(crate) mod last_discovery;

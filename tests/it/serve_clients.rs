@@ -468,7 +468,7 @@ async fn a_feed_the_upstream_refuses_stops_and_says_why() {
     let res = std::sync::Arc::new(widgets);
     let cache = std::sync::Arc::new(kache::cache::KindCache::new(res, 0, Default::default()));
     let up = kache::app::plain_upstream(&format!("http://{}", sim.addr)).unwrap();
-    let feed = kache::cache::informer::Feed::new(cache, kache::api::media::Format::Protobuf, up);
+    let feed = kache::cache::feed::Feed::new(cache, kache::api::media::Format::Protobuf, up);
     // `run` loops for as long as its feed can work; for this one it returns.
     tokio::time::timeout(Duration::from_secs(60), feed.clone().run()).await.expect("the feed stops instead of retrying");
     let why = feed.refused().expect("the feed says why");
