@@ -1017,8 +1017,7 @@ mod tests {
     fn identities_of_a_protobuf_metadata_list_are_its_items_names_and_rvs() {
         // The same PartialObjectMetadataList a real apiserver sent in protobuf and JSON.
         let pb = crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.pb.body");
-        let json: Value =
-            serde_json::from_slice(&crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap();
+        let json: Value = serde_json::from_slice(&crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap();
         let (_, kind, raw) = wire::open_envelope(&pb).unwrap();
         assert_eq!(kind, "PartialObjectMetadataList");
         let mut got = Vec::new();

@@ -348,6 +348,7 @@ impl Serve {
         if uri_len > self.settings.max_uri_bytes {
             return Err(Status::uri_too_long(self.settings.max_uri_bytes));
         }
+        query::check_request_timeout(req.method(), req.uri().path(), req.uri().query())?;
         let Some(security) = &self.settings.security else { return Ok(None) };
         let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
         security.caller(cert.as_deref(), req.headers()).await.map(Some)

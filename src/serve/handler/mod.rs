@@ -57,4 +57,6 @@ mod crd_views;
 #[cfg(test)]
 mod fidelity;
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod views;

@@ -101,9 +101,17 @@ pub async fn watch(
         (None, Some(false)) => Backlog::Nothing,
     };
     // `timeoutSeconds=0` means "no timeout given": the apiserver then picks its default too.
-    let timeout = opts.timeout_seconds.filter(|s| *s > 0).map_or_else(default_timeout, Duration::from_secs);
+    let timeout = opts.watch_timeout().unwrap_or_else(default_timeout);
+    if timeout.is_zero() {
+        // A negative timeout (Go's wrapped multiplication included): the apiserver's watch
+        // context has expired before it starts, and its stream ends at once.
+        return Ok(resp);
+    }
+    // Go's durations end at about 292 years; an `Instant` that far out may not exist.
+    let now = Instant::now();
+    let end = now.checked_add(timeout).unwrap_or_else(|| now + FAR);
     let w = Watcher { enc, opts, namespace, settings, tx, last_rv: start_rv.max(snap.rv) };
-    tokio::spawn(w.run(snap, backlog, rx_events, Instant::now() + timeout));
+    tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
 }
 
@@ -117,6 +125,9 @@ enum Backlog {
     /// Nothing (`sendInitialEvents=false` without a resourceVersion).
     Nothing,
 }
+
+/// The end of a watch whose deadline lies beyond what the clock can hold: a century.
+const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// The apiserver's default watch length: random between 30 and 60 minutes.
 fn default_timeout() -> Duration {
@@ -681,6 +692,49 @@ mod tests {
             "a bookmark each interval, the last one 2 s before the 12 s deadline, at the progress made"
         );
         assert_eq!(ended, 12, "timeoutSeconds ends the stream");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeouts_are_the_apiservers_wrapped_go_durations_and_never_panic() {
+        use http_body_util::BodyExt as _;
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        cache.apply(EventType::Added, cm(1, 10));
+        // Go computes `time.Duration(timeoutSeconds) * time.Second` in int64: 2^63-1 s wraps
+        // to -1 s, 10^10 s to about -267 years (the watch ends at once, nothing sent);
+        // 18446744074 s wraps to +290,448,384 ns.
+        for (q, lasts) in [
+            ("watch=1&timeoutSeconds=9223372036854775807", Duration::ZERO),
+            ("watch=1&timeoutSeconds=10000000000", Duration::ZERO),
+            ("watch=1&timeoutSeconds=-1", Duration::ZERO),
+            ("watch=1&timeoutSeconds=18446744074", Duration::from_nanos(290_448_384)),
+        ] {
+            let opts = Options::parse(Some(q)).unwrap();
+            let started = Instant::now();
+            let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.expect("a watch");
+            assert_eq!(resp.status(), StatusCode::OK, "{q}");
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            // The paused clock's timers fire on whole milliseconds.
+            let took = started.elapsed();
+            assert!(took >= lasts && took < lasts + Duration::from_millis(1), "{q}: {took:?}");
+            if lasts.is_zero() {
+                assert!(body.is_empty(), "{q}: {body:?}");
+            }
+        }
+        // -2^63 s wraps to exactly zero: the apiserver's default, 30 to 60 minutes.
+        let opts = Options::parse(Some("watch=1&timeoutSeconds=-9223372036854775808")).unwrap();
+        assert_eq!(opts.watch_timeout(), None);
+        let started = Instant::now();
+        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+        resp.into_body().collect().await.unwrap();
+        assert!((1800..3600).contains(&started.elapsed().as_secs()), "{:?}", started.elapsed());
+        // A timeout of 292 years is kept as given (the apiserver's watch lasts that long).
+        let opts = Options::parse(Some("watch=1&timeoutSeconds=9223372036")).unwrap();
+        assert_eq!(opts.watch_timeout(), Some(Duration::from_secs(9_223_372_036)));
+        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+        let mut body = resp.into_body();
+        assert!(body.frame().await.is_some(), "the initial ADDED event");
+        let open = tokio::time::timeout(Duration::from_secs(86_400), body.frame()).await;
+        assert!(open.is_err(), "still open a day later");
     }
 
     #[tokio::test(start_paused = true)]
