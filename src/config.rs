@@ -95,6 +95,12 @@ pub struct CacheArgs {
     /// Changes a watcher may fall behind before it is ended (its client then resumes); at most 128 for a watch of one node's pods.
     #[arg(long, env = "KACHE_WATCHER_LAG", default_value_t = 8192)]
     pub watcher_lag: usize,
+    /// Bytes of Table cells (`kubectl get` rows) kept per object version. A custom
+    /// resource's printer columns can print whole parts of the object once per column;
+    /// cells over this are not kept, and Tables of the kind pass through to the upstream
+    /// while such an object is held (`kache_limit_hits_total{limit="max-table-cell-bytes-per-object"}`).
+    #[arg(long, env = "KACHE_MAX_TABLE_CELL_BYTES_PER_OBJECT", default_value_t = crate::cache::TABLE_CELL_BYTES)]
+    pub max_table_cell_bytes_per_object: usize,
     /// Milliseconds a read that needs a newer state than the cache has proven (a consistent
     /// read, or a resourceVersion ahead of it) waits for a freshness probe before it is
     /// passed through. Probes roll while a kind is read (a bookmark per tick of the

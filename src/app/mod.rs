@@ -84,7 +84,12 @@ pub fn kubeconfig_with_ca(server: &str, name: &str, ca_pem: Option<&str>) -> Str
 
 fn serve_settings(c: &CacheArgs) -> ServeSettings {
     ServeSettings {
-        limits: Limits { window_events: c.window_events, history: c.snapshot_history, watcher_lag: c.watcher_lag },
+        limits: Limits {
+            window_events: c.window_events,
+            history: c.snapshot_history,
+            watcher_lag: c.watcher_lag,
+            table_cell_bytes: c.max_table_cell_bytes_per_object,
+        },
         watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
         consistent_wait: Duration::from_millis(c.consistent_wait_ms),
         preload: c.preload.clone(),

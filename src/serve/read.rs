@@ -64,7 +64,7 @@ impl Serve {
             return None;
         }
         // A custom resource's Table needs its CRD's columns (read when its cache listed).
-        if matches!(plan.view, View::Table { .. }) && feed.cache.snapshot().printer(&plan.resource.group, &plan.resource.plural).is_none() {
+        if matches!(plan.view, View::Table { .. }) && !feed.cache.snapshot().prints(&plan.resource.group, &plan.resource.plural) {
             return None;
         }
         // Served from memory through an outage, but only within --serve-stale-seconds.

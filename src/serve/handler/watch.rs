@@ -207,6 +207,9 @@ impl Watcher {
         match backlog {
             Backlog::State { end_bookmark, rv } => {
                 for o in candidates(snap, ns, &self.opts, self.enc.res.index.as_deref(), None) {
+                    if self.enc.refuses(o) {
+                        return false;
+                    }
                     let Some(f) = self.enc.event(EventType::Added, o) else { continue };
                     if !self.put(&mut out, f).await {
                         return false;
@@ -219,6 +222,9 @@ impl Watcher {
             Backlog::Since(from) => match snap.window.since(from) {
                 Ok(events) => {
                     for (kind, o) in events.filter_map(|ev| transition(ev, ns, &self.opts)) {
+                        if self.enc.refuses(o) {
+                            return false;
+                        }
                         let Some(f) = self.enc.event(kind, o) else { continue };
                         if !self.put(&mut out, f).await {
                             return false;
@@ -270,7 +276,11 @@ impl Watcher {
             match msg {
                 Ok(Message::Event(ev)) if ev.rv > snap_rv => {
                     self.last_rv = ev.rv;
-                    let frame = transition(&ev, self.namespace.as_deref(), &self.opts).and_then(|(kind, o)| self.enc.event(kind, o));
+                    let seen = transition(&ev, self.namespace.as_deref(), &self.opts);
+                    if seen.is_some_and(|(_, o)| self.enc.refuses(o)) {
+                        return;
+                    }
+                    let frame = seen.and_then(|(kind, o)| self.enc.event(kind, o));
                     if let Some(f) = frame {
                         if !(self.put(&mut out, f).await && self.flush(&mut out).await) {
                             return;
@@ -392,6 +402,13 @@ impl Encoder {
             Format::Json => "application/json",
             Format::Protobuf => wire::PROTOBUF_WATCH,
         }
+    }
+
+    /// Whether this watch cannot carry `o` faithfully: a Table watch meeting an object whose
+    /// cells were withheld for their size. The watch is then ended (the client resumes,
+    /// and its new watch is the upstream's while such an object is held), never skipped.
+    fn refuses(&self, o: &Object) -> bool {
+        self.table.is_some() && o.unprinted()
     }
 
     /// The frame of a `kind` event carrying `o` (None if `o` is not held in this encoding).
