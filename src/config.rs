@@ -274,6 +274,18 @@ pub struct SecurityArgs {
     /// HTTP/2 streams one client connection may have open at once.
     #[arg(long, env = "KACHE_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::serve::server::MAX_STREAMS)]
     pub http2_max_streams_per_connection: u32,
+    /// Seconds a write to a client may make no progress (the client takes no byte) before
+    /// its connection is closed, with every answer and watch on it
+    /// (`kache_limit_hits_total{limit="write-timeout-seconds"}`). A slow reader that takes
+    /// bytes is never cut.
+    #[arg(long, env = "KACHE_WRITE_TIMEOUT_SECONDS", default_value_t = crate::serve::server::WRITE_TIMEOUT.as_secs())]
+    pub write_timeout_seconds: u64,
+    /// Answers being indented (`pretty`, or a curl, Wget or browser user agent) or
+    /// gzip-compressed at once; each is encoded a frame at a time as it is sent, never held
+    /// whole. Past it an answer goes out compact or uncompressed
+    /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
+    pub max_concurrent_encodes: usize,
 }
 
 impl SecurityArgs {
@@ -282,6 +294,7 @@ impl SecurityArgs {
         at_least("--max-header-bytes", self.max_header_bytes as u64, 8192)?;
         at_least("--max-uri-bytes", self.max_uri_bytes as u64, 256)?;
         at_least("--header-read-timeout-seconds", self.header_read_timeout_seconds, 1)?;
+        at_least("--write-timeout-seconds", self.write_timeout_seconds, 1)?;
         at_least("--http2-max-streams-per-connection", self.http2_max_streams_per_connection, 1)?;
         for (flag, f) in [
             ("--tls-cert-file", &self.tls_cert_file),

@@ -99,6 +99,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         passthrough_per_client: c.max_passthrough_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         max_uri_bytes: 64 * 1024,
+        max_encodes: crate::serve::compress::MAX_ENCODES,
     }
 }
 
@@ -185,11 +186,13 @@ pub async fn start_serve_args(
         Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
+    settings.max_encodes = s.max_concurrent_encodes;
     let limits = ConnLimits {
         max_header_bytes: s.max_header_bytes,
         header_read_timeout: Duration::from_secs(s.header_read_timeout_seconds),
         tls_handshake_timeout: Duration::from_secs(s.header_read_timeout_seconds),
         max_streams: s.http2_max_streams_per_connection,
+        write_timeout: Duration::from_secs(s.write_timeout_seconds),
     };
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let serving = launch(upstream, &args.listen, args.addr_file.as_deref(), settings, tls, limits, shutdown, grace).await?;

@@ -69,6 +69,9 @@ pub struct ServeSettings {
     pub passthrough_per_client: usize,
     /// How long reads are served from a cache whose informer cannot reach the upstream.
     pub serve_stale: Duration,
+    /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
+    /// they go out as they are.
+    pub max_encodes: usize,
 }
 
 /// One readiness check.
@@ -154,6 +157,8 @@ pub struct Serve {
     pub(crate) inflight: Inflight,
     /// Pass-through requests in flight, per client.
     passthrough: Inflight,
+    /// Answers being indented or compressed.
+    encodes: compress::Encodes,
 }
 
 impl Serve {
@@ -163,6 +168,7 @@ impl Serve {
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
+        let settings_max_encodes = settings.max_encodes;
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -174,6 +180,7 @@ impl Serve {
             metrics: Default::default(),
             inflight,
             passthrough,
+            encodes: compress::Encodes::new(settings_max_encodes),
         });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
@@ -433,7 +440,7 @@ impl Handler for Serve {
                 }
             },
         };
-        let (resp, bytes) = shaped(resp, source, pretty, gzip).await;
+        let (resp, bytes) = shaped(resp, source, pretty, gzip, &self.encodes);
         self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }
@@ -442,31 +449,14 @@ impl Handler for Serve {
 /// `resp` as the client asked for it, with its body's length for the metrics when kache
 /// answers it from memory. The upstream indents and compresses its own answers: those passed
 /// through and those kept from before an outage are sent as the upstream sent them. kache's
-/// are indented here (only for the humans who ask, so the stitched body is collected once),
-/// and large cached ones compressed for clients that ask.
-async fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool) -> (Response<Body>, Option<u64>) {
+/// are indented as they are sent (only for the humans who ask), and large cached ones
+/// compressed for clients that ask.
+fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
     let ours = matches!(source, Source::Kache | Source::Cache);
-    let resp = if pretty && ours { indented(resp).await } else { resp };
     let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
-    let resp = if gzip && source == Source::Cache { compress::gzip(resp) } else { resp };
+    let resp = if pretty && ours { compress::indented(resp, encodes) } else { resp };
+    let resp = if gzip && source == Source::Cache { compress::gzip(resp, encodes) } else { resp };
     (resp, bytes)
-}
-
-/// A JSON answer indented as the apiserver's pretty serializer writes it (without the
-/// compact form's final newline); other answers as they are.
-async fn indented(resp: Response<Body>) -> Response<Body> {
-    use http_body_util::BodyExt;
-    let json = resp.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == b"application/json");
-    if !json {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let bytes = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Status::internal(e.to_string()).into_response(false),
-    };
-    parts.headers.remove(http::header::CONTENT_LENGTH);
-    Response::from_parts(parts, body::full(crate::api::json::indent(&bytes)))
 }
 
 #[cfg(test)]
@@ -509,7 +499,7 @@ mod tests {
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 
-        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true).await;
+        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true, &compress::Encodes::new(4));
         assert_eq!(bytes, Some(gz.len() as u64));
         assert_eq!(sent.headers().get_all(CONTENT_ENCODING).iter().count(), 1);
         assert_eq!(sent.headers().get(CONTENT_ENCODING).unwrap(), "gzip");

@@ -352,7 +352,9 @@ impl Handler for Sim {
         let gzip = crate::serve::compress::accepts_gzip(req.headers());
         let resp = self.answer(req).await;
         if gzip {
-            crate::serve::compress::gzip(resp)
+            // The simulated apiserver compresses every answer it is asked to (no bound).
+            static UNBOUNDED: std::sync::OnceLock<crate::serve::compress::Encodes> = std::sync::OnceLock::new();
+            crate::serve::compress::gzip(resp, UNBOUNDED.get_or_init(|| crate::serve::compress::Encodes::new(0)))
         } else {
             resp
         }
