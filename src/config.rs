@@ -286,6 +286,17 @@ pub struct SecurityArgs {
     /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
     pub max_concurrent_encodes: usize,
+    /// Bytes of events queued for one watch's client that it has not taken yet; past them
+    /// the watch waits for the client, and ends it after 15 s without progress (it then
+    /// resumes from its resourceVersion). A single event larger than this is queued alone
+    /// (`kache_limit_hits_total{limit="max-watch-buffer-bytes"}` counts the waits).
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFER_BYTES", default_value_t = crate::serve::handler::WATCH_BUFFER_BYTES)]
+    pub max_watch_buffer_bytes: usize,
+    /// Bytes of events all watches together may have queued for their clients; past them
+    /// watches wait for room as for a slow client
+    /// (`kache_limit_hits_total{limit="max-watch-buffers-bytes"}`).
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFERS_BYTES", default_value_t = crate::serve::handler::WATCH_BUFFERS_BYTES)]
+    pub max_watch_buffers_bytes: usize,
 }
 
 impl SecurityArgs {
@@ -295,6 +306,8 @@ impl SecurityArgs {
         at_least("--max-uri-bytes", self.max_uri_bytes as u64, 256)?;
         at_least("--header-read-timeout-seconds", self.header_read_timeout_seconds, 1)?;
         at_least("--write-timeout-seconds", self.write_timeout_seconds, 1)?;
+        at_least("--max-watch-buffer-bytes", self.max_watch_buffer_bytes as u64, 64 * 1024)?;
+        at_least("--max-watch-buffers-bytes", self.max_watch_buffers_bytes as u64, self.max_watch_buffer_bytes as u64)?;
         at_least("--http2-max-streams-per-connection", self.http2_max_streams_per_connection, 1)?;
         for (flag, f) in [
             ("--tls-cert-file", &self.tls_cert_file),

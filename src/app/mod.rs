@@ -12,7 +12,7 @@ use crate::auth::{Security, SecuritySettings};
 use crate::cache::informer::InformerError;
 use crate::cache::Limits;
 use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
-use crate::serve::handler::WatchSettings;
+use crate::serve::handler::{WatchBuffers, WatchSettings};
 use crate::serve::limit::InflightLimits;
 use crate::serve::server;
 use crate::serve::server::ConnLimits;
@@ -187,6 +187,8 @@ pub async fn start_serve_args(
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
     settings.max_encodes = s.max_concurrent_encodes;
+    settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
+    settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
     let limits = ConnLimits {
         max_header_bytes: s.max_header_bytes,
         header_read_timeout: Duration::from_secs(s.header_read_timeout_seconds),

@@ -271,6 +271,7 @@ impl Serve {
 
     /// Set the cache gauges (objects, bytes, window) from every running cache.
     pub fn sample(&self) {
+        metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
             let labels = [("resource", k.plural.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];

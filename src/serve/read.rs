@@ -195,7 +195,9 @@ impl Serve {
             Some(name) => {
                 handler::get(cache, ns, name, format, view, Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata))
             }
-            None if opts.watch => handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, view, self.settings.watch).await,
+            None if opts.watch => {
+                handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, view, self.settings.watch.clone()).await
+            }
             None => handler::list(cache, ns, opts, format, view).await,
         }
     }

@@ -115,7 +115,7 @@ impl Sim {
             resources,
             caches,
             rv: Mutex::new(rv),
-            watch: cfg.watch,
+            watch: cfg.watch.clone(),
             advertise: cfg.advertise,
             synth,
             auth: None,
@@ -257,7 +257,7 @@ impl Sim {
             {
                 (f, v)
             }
-            Negotiated::Serve(_, View::Table { .. }) => return table::respond(&cache, &req, &p, self.watch).await,
+            Negotiated::Serve(_, View::Table { .. }) => return table::respond(&cache, &req, &p, self.watch.clone()).await,
             Negotiated::Serve(f, v) => (f, v),
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
         };
@@ -276,7 +276,7 @@ impl Sim {
                     self.request_progress(&cache, opts.rv);
                 }
                 if opts.watch {
-                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch).await
+                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch.clone()).await
                 } else {
                     handler::list(&cache, ns, &opts, fmt, view).await
                 }

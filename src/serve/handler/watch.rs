@@ -13,7 +13,7 @@ use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
-use crate::serve::body::{channel, respond, Body};
+use crate::serve::body::{respond, Body, Chunk};
 use crate::serve::query::{Format, Options, View};
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
@@ -21,11 +21,11 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-/// Timing of watches.
-#[derive(Debug, Clone, Copy)]
+/// Timing and buffers of watches.
+#[derive(Debug, Clone)]
 pub struct WatchSettings {
     /// Interval between periodic bookmarks.
     pub bookmark_interval: Duration,
@@ -34,7 +34,18 @@ pub struct WatchSettings {
     /// A client that accepts no data for this long is ended (its watcher stops holding
     /// events for it); it resumes from its last RV like after any disconnect.
     pub stall_timeout: Duration,
+    /// Bytes queued for one client that it has not taken yet: past them its watcher waits
+    /// for it (and ends it at the stall timeout). A frame larger than this is queued alone.
+    pub buffer_bytes: usize,
+    /// The bytes all watches together may have queued for their clients.
+    pub buffers: WatchBuffers,
 }
+
+/// Default of [`WatchSettings::buffer_bytes`]: a few chunks of events (a pod is a few KB);
+/// a stalled client holds no more than this, not 128 chunks of the largest object.
+pub const WATCH_BUFFER_BYTES: usize = 4 << 20;
+/// Default bound of the bytes all watches together have queued.
+pub const WATCH_BUFFERS_BYTES: usize = 1 << 30;
 
 impl Default for WatchSettings {
     fn default() -> Self {
@@ -42,8 +53,52 @@ impl Default for WatchSettings {
             bookmark_interval: Duration::from_secs(60),
             bookmark_before_end: Duration::from_secs(2),
             stall_timeout: Duration::from_secs(15),
+            buffer_bytes: WATCH_BUFFER_BYTES,
+            buffers: WatchBuffers::new(WATCH_BUFFERS_BYTES),
         }
     }
+}
+
+/// The bytes every watch's queue may hold together, shared by the watches of a server.
+#[derive(Debug, Clone)]
+pub struct WatchBuffers {
+    total: Arc<Semaphore>,
+    bytes: usize,
+}
+
+impl WatchBuffers {
+    /// A bound of `bytes` in all.
+    pub fn new(bytes: usize) -> WatchBuffers {
+        let bytes = bytes.clamp(1, Semaphore::MAX_PERMITS);
+        WatchBuffers { total: Arc::new(Semaphore::new(bytes)), bytes }
+    }
+
+    /// Bytes queued now, over all watches.
+    pub fn queued(&self) -> usize {
+        self.bytes - self.total.available_permits()
+    }
+}
+
+/// A chunk on its way to the client, holding its bytes' places in its watch's and in all
+/// watches' budgets until the connection takes it.
+struct Queued {
+    chunk: Bytes,
+    _own: OwnedSemaphorePermit,
+    _all: OwnedSemaphorePermit,
+}
+
+/// The places `n` bytes take in a budget of `cap` (a larger chunk takes all of it).
+fn places(n: usize, cap: usize) -> u32 {
+    u32::try_from(n.min(cap)).unwrap_or(u32::MAX)
+}
+
+/// A body of the chunks queued for a client; each chunk's places are given back as the
+/// connection takes it.
+fn queued_body(rx: mpsc::Receiver<Queued>) -> Body {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|q| (Ok::<_, crate::serve::body::BoxError>(http_body::Frame::data(Chunk::One(q.chunk))), rx))
+    });
+    http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(stream))
 }
 
 /// Chunks in flight to one client before its watcher stops reading the broadcast. Backlog
@@ -86,7 +141,7 @@ pub async fn watch(
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
+    let resp = respond(StatusCode::OK, enc.content_type(), queued_body(rx));
     // The apiserver (with WatchList on, as it is by default) takes a watch from no
     // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
     // `sendInitialEvents=true`: its initial events then end with the initial-events-end
@@ -110,7 +165,8 @@ pub async fn watch(
     // Go's durations end at about 292 years; an `Instant` that far out may not exist.
     let now = Instant::now();
     let end = now.checked_add(timeout).unwrap_or_else(|| now + FAR);
-    let w = Watcher { enc, opts, namespace, settings, tx, last_rv: start_rv.max(snap.rv) };
+    let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv) };
     tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
 }
@@ -158,7 +214,9 @@ struct Watcher {
     opts: Options,
     namespace: Option<String>,
     settings: WatchSettings,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Queued>,
+    /// This watch's budget of queued bytes ([`WatchSettings::buffer_bytes`]).
+    own: Arc<Semaphore>,
     /// RV up to which this watcher has delivered everything (basis of bookmarks).
     last_rv: u64,
 }
@@ -185,12 +243,32 @@ impl Watcher {
         out.buf.is_empty() || self.queue(std::mem::take(&mut out.buf).freeze()).await
     }
 
-    /// Hand a chunk to the client's connection; false when the client is gone or has
-    /// accepted nothing for the stall timeout (then it is ended as a slow watcher).
+    /// Hand a chunk to the client's connection, within this watch's and all watches' budgets
+    /// of queued bytes (waiting for room); false when the client is gone or has taken
+    /// nothing for the stall timeout (then it is ended as a slow watcher).
     async fn queue(&self, chunk: Bytes) -> bool {
-        match tokio::time::timeout(self.settings.stall_timeout, self.tx.send(chunk)).await {
-            Ok(Ok(())) => true,
-            Ok(Err(_)) => false,
+        let send = async {
+            let n = chunk.len();
+            let own = match self.own.clone().try_acquire_many_owned(places(n, self.settings.buffer_bytes)) {
+                Ok(p) => p,
+                Err(_) => {
+                    crate::telemetry::limit_hit("max-watch-buffer-bytes");
+                    self.own.clone().acquire_many_owned(places(n, self.settings.buffer_bytes)).await.ok()?
+                }
+            };
+            let budget = &self.settings.buffers;
+            let all = match budget.total.clone().try_acquire_many_owned(places(n, budget.bytes)) {
+                Ok(p) => p,
+                Err(_) => {
+                    crate::telemetry::limit_hit("max-watch-buffers-bytes");
+                    budget.total.clone().acquire_many_owned(places(n, budget.bytes)).await.ok()?
+                }
+            };
+            self.tx.send(Queued { chunk, _own: own, _all: all }).await.ok()
+        };
+        match tokio::time::timeout(self.settings.stall_timeout, send).await {
+            Ok(Some(())) => true,
+            Ok(None) => false,
             Err(_) => {
                 metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
                 tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
@@ -580,8 +658,9 @@ mod tests {
         o
     }
 
-    fn watcher(tx: mpsc::Sender<Bytes>) -> Watcher {
+    fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
         Watcher {
+            own: Arc::new(Semaphore::new(WATCH_BUFFER_BYTES)),
             enc: Encoder::new(configmaps(), Format::Json, View::Object, Include::Metadata, None),
             opts: Options::default(),
             namespace: None,
@@ -608,7 +687,7 @@ mod tests {
         let reader = tokio::spawn(async move {
             let mut chunks = Vec::new();
             while let Some(c) = rx.recv().await {
-                chunks.push(c);
+                chunks.push(c.chunk);
             }
             chunks
         });
@@ -653,7 +732,7 @@ mod tests {
         }
         let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
         assert!(!watcher(tx).backlog(&snap, Backlog::Since(5)).await, "the watch ends after the error");
-        let frame = rx.recv().await.expect("one chunk");
+        let frame = rx.recv().await.expect("one chunk").chunk;
         assert!(rx.recv().await.is_none(), "nothing after the ERROR event");
         let v: serde_json::Value = serde_json::from_slice(&frame).unwrap();
         assert_eq!(v["type"], "ERROR");
@@ -752,6 +831,46 @@ mod tests {
         assert!(body.frame().await.is_some(), "the initial ADDED event");
         let open = tokio::time::timeout(Duration::from_secs(86_400), body.frame()).await;
         assert!(open.is_err(), "still open a day later");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stalled_watches_hold_at_most_their_buffer_and_all_of_them_the_total() {
+        // The case: 1 MB ConfigMaps, clients that stop reading. Each watch queued up
+        // to 128 chunks of at least the largest object: ~128 MB per stalled watch.
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        for i in 0..40 {
+            cache.apply(EventType::Added, cm(i, 1 << 20));
+        }
+        let settings = WatchSettings { buffer_bytes: 4 << 20, buffers: WatchBuffers::new(6 << 20), ..WatchSettings::default() };
+        let budget = settings.buffers.clone();
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let opts = Options::parse(Some("watch=1&timeoutSeconds=600")).unwrap();
+            open.push(watch(cache.clone(), None, opts, Format::Json, View::Object, settings.clone()).await.unwrap());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert!(budget.queued() <= 6 << 20, "{} bytes queued in all", budget.queued());
+        }
+        assert!(budget.queued() > 4 << 20, "the first two filled their buffers: {}", budget.queued());
+        // Nobody reads: at the stall timeout the watchers end and their bytes come back.
+        tokio::time::sleep(settings.stall_timeout + Duration::from_secs(1)).await;
+        drop(open);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(budget.queued(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_whose_client_reads_gets_everything_through_a_small_buffer() {
+        use http_body_util::BodyExt as _;
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        for i in 0..50 {
+            cache.apply(EventType::Added, cm(i, 100_000));
+        }
+        let settings = WatchSettings { buffer_bytes: 64 * 1024, buffers: WatchBuffers::new(128 * 1024), ..WatchSettings::default() };
+        let opts = Options::parse(Some("watch=1&timeoutSeconds=5")).unwrap();
+        let body = watch(cache, None, opts, Format::Json, View::Object, settings).await.unwrap().into_body();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        let added = bytes.split(|b| *b == b'\n').filter(|l| l.starts_with(b"{\"type\":\"ADDED\"")).count();
+        assert_eq!(added, 50, "every object, frames larger than the buffer included");
     }
 
     #[tokio::test(start_paused = true)]
