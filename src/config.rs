@@ -104,6 +104,12 @@ pub struct CacheArgs {
     /// Changes a watcher may fall behind before it is ended (its client then resumes); at most 128 for a watch of one node's pods.
     #[arg(long, env = "KACHE_WATCHER_LAG", default_value_t = 8192)]
     pub watcher_lag: usize,
+    /// Bytes of Table cells (`kubectl get` rows) kept per object version. A custom
+    /// resource's printer columns can print whole parts of the object once per column;
+    /// cells over this are not kept, and Tables of the kind pass through to the upstream
+    /// while such an object is held (`kache_limit_hits_total{limit="max-table-cell-bytes-per-object"}`).
+    #[arg(long, env = "KACHE_MAX_TABLE_CELL_BYTES_PER_OBJECT", default_value_t = crate::cache::TABLE_CELL_BYTES)]
+    pub max_table_cell_bytes_per_object: usize,
     /// Milliseconds a read that needs a newer state than the cache has proven (a consistent
     /// read, or a resourceVersion ahead of it) waits for a freshness probe before it is
     /// passed through. Probes roll while a kind is read (a bookmark per tick of the
@@ -287,6 +293,29 @@ pub struct SecurityArgs {
     /// HTTP/2 streams one client connection may have open at once.
     #[arg(long, env = "KACHE_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::serve::server::MAX_STREAMS)]
     pub http2_max_streams_per_connection: u32,
+    /// Seconds a write to a client may make no progress (the client takes no byte) before
+    /// its connection is closed, with every answer and watch on it
+    /// (`kache_limit_hits_total{limit="write-timeout-seconds"}`). A slow reader that takes
+    /// bytes is never cut.
+    #[arg(long, env = "KACHE_WRITE_TIMEOUT_SECONDS", default_value_t = crate::serve::server::WRITE_TIMEOUT.as_secs())]
+    pub write_timeout_seconds: u64,
+    /// Answers being indented (`pretty`, or a curl, Wget or browser user agent) or
+    /// gzip-compressed at once; each is encoded a frame at a time as it is sent, never held
+    /// whole. Past it an answer goes out compact or uncompressed
+    /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
+    pub max_concurrent_encodes: usize,
+    /// Bytes of events queued for one watch's client that it has not taken yet; past them
+    /// the watch waits for the client, and ends it after 15 s without progress (it then
+    /// resumes from its resourceVersion). A single event larger than this is queued alone
+    /// (`kache_limit_hits_total{limit="max-watch-buffer-bytes"}` counts the waits).
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFER_BYTES", default_value_t = crate::serve::handler::WATCH_BUFFER_BYTES)]
+    pub max_watch_buffer_bytes: usize,
+    /// Bytes of events all watches together may have queued for their clients; past them
+    /// watches wait for room as for a slow client
+    /// (`kache_limit_hits_total{limit="max-watch-buffers-bytes"}`).
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFERS_BYTES", default_value_t = crate::serve::handler::WATCH_BUFFERS_BYTES)]
+    pub max_watch_buffers_bytes: usize,
 }
 
 impl SecurityArgs {
@@ -295,6 +324,9 @@ impl SecurityArgs {
         at_least("--max-header-bytes", self.max_header_bytes as u64, 8192)?;
         at_least("--max-uri-bytes", self.max_uri_bytes as u64, 256)?;
         at_least("--header-read-timeout-seconds", self.header_read_timeout_seconds, 1)?;
+        at_least("--write-timeout-seconds", self.write_timeout_seconds, 1)?;
+        at_least("--max-watch-buffer-bytes", self.max_watch_buffer_bytes as u64, 64 * 1024)?;
+        at_least("--max-watch-buffers-bytes", self.max_watch_buffers_bytes as u64, self.max_watch_buffer_bytes as u64)?;
         at_least("--http2-max-streams-per-connection", self.http2_max_streams_per_connection, 1)?;
         for (flag, f) in [
             ("--tls-cert-file", &self.tls_cert_file),

@@ -62,6 +62,16 @@ pub const WATCHES_OPEN: &str = "kache_watches_open";
 pub const WATCH_EVENTS_SENT: &str = "kache_watch_events_sent_total";
 /// Watchers ended for falling behind, by resource.
 pub const WATCHERS_SLOW: &str = "kache_watchers_ended_slow_total";
+/// Bytes of events queued for watches' clients and not yet taken, over all watches.
+pub const WATCH_BUFFERED_BYTES: &str = "kache_watch_buffered_bytes";
+/// Times a bound on what one request, object or client may cost was reached, by `limit`:
+/// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
+pub const LIMIT_HITS: &str = "kache_limit_hits_total";
+
+/// Count a hit of the bound `limit` sets (a flag's name without its dashes).
+pub fn limit_hit(limit: &'static str) {
+    metrics::counter!(LIMIT_HITS, "limit" => limit).increment(1);
+}
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 

@@ -57,58 +57,12 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 /// pretty serializer, `json.MarshalIndent`, writes): a newline and two spaces per level
 /// after `{`, `[` and `,`, `": "` after keys, empty objects and arrays left as `{}` and `[]`,
 /// strings copied as they are, whitespace outside strings dropped, no newline at the end.
+/// (Answers are indented a piece at a time by [`Indenter`]; this whole-text form is the
+/// reference the tests compare it with.)
+#[cfg(test)]
 pub fn indent(src: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(src.len() + src.len() / 2);
-    let mut depth = 0usize;
-    // An opening bracket whose newline waits to see whether the value is empty.
-    let mut open = false;
-    let newline = |out: &mut Vec<u8>, depth: usize| {
-        out.push(b'\n');
-        out.resize(out.len() + 2 * depth, b' ');
-    };
-    let mut i = 0;
-    while i < src.len() {
-        let c = src[i];
-        if matches!(c, b' ' | b'\t' | b'\r' | b'\n') {
-            i += 1;
-            continue;
-        }
-        if open && c != b'}' && c != b']' {
-            open = false;
-            newline(&mut out, depth);
-        }
-        match c {
-            b'"' => {
-                let start = i;
-                i += 1;
-                while i < src.len() && src[i] != b'"' {
-                    i += if src[i] == b'\\' { 2 } else { 1 };
-                }
-                out.extend_from_slice(&src[start..(i + 1).min(src.len())]);
-            }
-            b'{' | b'[' => {
-                out.push(c);
-                depth += 1;
-                open = true;
-            }
-            b'}' | b']' => {
-                depth = depth.saturating_sub(1);
-                if open {
-                    open = false;
-                } else {
-                    newline(&mut out, depth);
-                }
-                out.push(c);
-            }
-            b',' => {
-                out.push(c);
-                newline(&mut out, depth);
-            }
-            b':' => out.extend_from_slice(b": "),
-            _ => out.push(c),
-        }
-        i += 1;
-    }
+    Indenter::default().feed(src, &mut out);
     out
 }
 
@@ -188,6 +142,85 @@ pub fn depth(bytes: &[u8]) -> usize {
     deepest
 }
 
+/// [`indent`] a piece at a time: the state between pieces is where the text stands (depth,
+/// inside a string or after its backslash, an opening bracket whose newline waits), so a
+/// body is indented as it is sent, each piece as it comes, and never held whole.
+#[derive(Debug, Default, Clone)]
+pub struct Indenter {
+    depth: usize,
+    /// An opening bracket whose newline waits to see whether the value is empty.
+    open: bool,
+    in_string: bool,
+    /// The previous byte was a backslash inside a string.
+    escaped: bool,
+}
+
+impl Indenter {
+    /// Indent the next piece of the compact text, appending to `out`.
+    pub fn feed(&mut self, src: &[u8], out: &mut Vec<u8>) {
+        let newline = |out: &mut Vec<u8>, depth: usize| {
+            out.push(b'\n');
+            out.resize(out.len() + 2 * depth, b' ');
+        };
+        let mut i = 0;
+        while i < src.len() {
+            if self.in_string {
+                // Copy the string's bytes up to its closing quote (or the piece's end).
+                let start = i;
+                while i < src.len() {
+                    let c = src[i];
+                    i += 1;
+                    if self.escaped {
+                        self.escaped = false;
+                    } else if c == b'\\' {
+                        self.escaped = true;
+                    } else if c == b'"' {
+                        self.in_string = false;
+                        break;
+                    }
+                }
+                out.extend_from_slice(&src[start..i]);
+                continue;
+            }
+            let c = src[i];
+            i += 1;
+            if matches!(c, b' ' | b'\t' | b'\r' | b'\n') {
+                continue;
+            }
+            if self.open && c != b'}' && c != b']' {
+                self.open = false;
+                newline(out, self.depth);
+            }
+            match c {
+                b'"' => {
+                    out.push(c);
+                    self.in_string = true;
+                }
+                b'{' | b'[' => {
+                    out.push(c);
+                    self.depth += 1;
+                    self.open = true;
+                }
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.open {
+                        self.open = false;
+                    } else {
+                        newline(out, self.depth);
+                    }
+                    out.push(c);
+                }
+                b',' => {
+                    out.push(c);
+                    newline(out, self.depth);
+                }
+                b':' => out.extend_from_slice(b": "),
+                _ => out.push(c),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +277,24 @@ mod tests {
             b"{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [\n    1,\n    {\n      \"d\": \"x,\\\"y:{\"\n    }\n  ]\n}"
         );
         assert_eq!(indent(&indent(b"{\"a\":[1]}")), indent(b"{\"a\":[1]}"), "indented input is read again the same");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn indenting_piece_by_piece_is_indenting_the_whole(cuts in proptest::collection::vec(0usize..400, 0..12)) {
+            let src = crate::testdata::capture("cm-list").body;
+            let src = [&src[..], b"{\"s\":\"a\\\\\\\"b,{[:\",\"e\":{},\"l\":[ ]}"].concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c * src.len() / 400).collect();
+            cuts.sort_unstable();
+            let mut out = Vec::new();
+            let mut state = Indenter::default();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([src.len()]) {
+                state.feed(&src[at..c], &mut out);
+                at = c;
+            }
+            proptest::prop_assert_eq!(out, indent(&src));
+        }
     }
 
     #[test]

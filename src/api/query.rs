@@ -35,8 +35,8 @@ pub struct Options {
     pub bookmarks: bool,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
-    /// `timeoutSeconds`.
-    pub timeout_seconds: Option<u64>,
+    /// `timeoutSeconds`, as sent (any int64; see [`Options::watch_timeout`]).
+    pub timeout_seconds: Option<i64>,
     /// `includeObject` (Table rows), as given.
     pub include_object: Option<String>,
 }
@@ -67,6 +67,46 @@ pub(crate) fn boolean(v: &str) -> bool {
 /// a request before its options are parsed.
 pub fn watch_requested(query: Option<&str>) -> bool {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "watch").is_some_and(|(_, v)| boolean(&v))
+}
+
+/// The apiserver's check of the `timeout` query parameter (its request-deadline filter, ahead
+/// of authentication): on a request that is not long-running, a first `timeout` value that
+/// is not a Go duration is a 400. A valid one only shortens the apiserver's own deadline,
+/// which kache's answers from memory do not come near.
+pub fn check_request_timeout(method: &http::Method, path: &str, query: Option<&str>) -> Result<(), Status> {
+    let Some(q) = query.filter(|q| q.contains("timeout")) else { return Ok(()) };
+    let Some((_, v)) = form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "timeout") else { return Ok(()) };
+    if v.is_empty() || long_running(method, path, query) {
+        return Ok(());
+    }
+    match crate::api::time::go_duration(&v) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Status::bad_request(format!("invalid timeout specified in the request URL - {e}"))),
+    }
+}
+
+/// Whether the apiserver treats a request as long-running (no request deadline): a watch
+/// (`watch=true`, or under a `watch/` prefix), a proxy, or the attach, exec, log,
+/// port-forward and proxy subresources.
+fn long_running(method: &http::Method, path: &str, query: Option<&str>) -> bool {
+    use crate::api::route::{classify, Target};
+    let mut segs = path.trim_start_matches('/').split('/');
+    let after_version = match segs.next() {
+        Some("api") => segs.nth(1),
+        Some("apis") => segs.nth(2),
+        _ => None,
+    };
+    if matches!(after_version, Some("watch" | "proxy")) {
+        return true;
+    }
+    match classify(path) {
+        Some(Target::Resource(p)) => {
+            let collection = p.name.is_none() && matches!(*method, http::Method::GET | http::Method::HEAD);
+            (collection && watch_requested(query))
+                || p.subresource.as_deref().is_some_and(|s| matches!(s, "attach" | "exec" | "log" | "portforward" | "proxy"))
+        }
+        _ => false,
+    }
 }
 
 /// Go's `strconv.ParseInt(v, 10, 64)`, with its error text.
@@ -176,7 +216,7 @@ impl Options {
         let rv = get("resourceVersion").unwrap_or("");
         let rv_match = get("resourceVersionMatch").unwrap_or("");
         if let Some(v) = get("timeoutSeconds") {
-            o.timeout_seconds = Some(u64::try_from(parse_int(v)?).unwrap_or(0));
+            o.timeout_seconds = Some(parse_int(v)?);
         }
         if let Some(v) = get("limit") {
             // Zero and negative limits mean no limit (the apiserver pages only when limit > 0).
@@ -266,6 +306,20 @@ impl Options {
         }
     }
 
+    /// How long a watch with these options lasts, as the apiserver computes it: Go's
+    /// `time.Duration(timeoutSeconds) * time.Second`, which wraps around on overflow, so
+    /// `9223372036854775807` is -1 s. `None` when no timeout was given or it comes to zero
+    /// (the apiserver then picks its default); `Some(ZERO)` when it is negative: the
+    /// apiserver's watch ends at once (its context's deadline has passed).
+    pub fn watch_timeout(&self) -> Option<std::time::Duration> {
+        let nanos = self.timeout_seconds?.wrapping_mul(1_000_000_000);
+        match nanos {
+            0 => None,
+            n if n < 0 => Some(std::time::Duration::ZERO),
+            n => Some(std::time::Duration::from_nanos(n.unsigned_abs())),
+        }
+    }
+
     /// Whether a label or field selector filters the result.
     pub fn filtered(&self) -> bool {
         !self.labels.is_empty() || !self.fields.is_empty()
@@ -306,6 +360,49 @@ mod tests {
             assert_eq!(c.content_type, "application/json", "{name}");
             assert_eq!(String::from_utf8(status.encode(false)).unwrap(), c.text(), "{name}");
         }
+    }
+
+    #[test]
+    fn watch_timeouts_wrap_as_go_multiplies() {
+        let t = |q: &str| Options::parse(Some(q)).unwrap().watch_timeout();
+        assert_eq!(t("watch=1"), None);
+        assert_eq!(t("watch=1&timeoutSeconds=0"), None, "zero: the apiserver's default");
+        assert_eq!(t("watch=1&timeoutSeconds=30"), Some(std::time::Duration::from_secs(30)));
+        assert_eq!(t("watch=1&timeoutSeconds=-30"), Some(std::time::Duration::ZERO), "negative: ends at once");
+        assert_eq!(t("watch=1&timeoutSeconds=9223372036854775807"), Some(std::time::Duration::ZERO), "-1 s");
+        // 2^64 / 10^9 rounded up, times 10^9, wraps past zero to 290,448,384 ns.
+        assert_eq!(t("watch=1&timeoutSeconds=18446744074"), Some(std::time::Duration::from_nanos(290_448_384)));
+        assert_eq!(Options::parse(Some("timeoutSeconds=9223372036854775808")).unwrap_err().code, 400, "out of int64's range");
+    }
+
+    #[test]
+    fn a_malformed_timeout_parameter_is_refused_unless_the_request_is_long_running() {
+        use http::Method;
+        let check = |m: &Method, path: &str, q: &str| check_request_timeout(m, path, Some(q)).map_err(|s| s.message);
+        assert_eq!(check(&Method::GET, "/api/v1/pods", "timeout=32s"), Ok(()));
+        assert_eq!(check(&Method::GET, "/api/v1/pods", "timeout="), Ok(()), "empty is no timeout");
+        assert_eq!(check(&Method::GET, "/api", "timeout=-5m"), Ok(()), "valid, however odd");
+        let bad = "invalid timeout specified in the request URL - time: missing unit in duration \"30\"";
+        assert_eq!(check(&Method::GET, "/api/v1/pods", "timeout=30"), Err(bad.to_string()));
+        assert_eq!(check(&Method::GET, "/api/v1/namespaces/a/pods/p", "timeout=30&timeout=1s"), Err(bad.to_string()), "the first value");
+        assert_eq!(check(&Method::POST, "/api/v1/namespaces/a/configmaps", "timeout=30"), Err(bad.to_string()));
+        assert_eq!(
+            check(&Method::GET, "/version", "timeout=9999999999h"),
+            Err("invalid timeout specified in the request URL - time: invalid duration \"9999999999h\"".to_string())
+        );
+        // Long-running requests are not given a deadline, so not checked.
+        for (path, q) in [
+            ("/api/v1/pods", "watch=1&timeout=30"),
+            ("/api/v1/watch/pods", "timeout=30"),
+            ("/apis/apps/v1/watch/namespaces/a/deployments", "timeout=30"),
+            ("/api/v1/namespaces/a/pods/p/exec", "timeout=30"),
+            ("/api/v1/namespaces/a/pods/p/log", "timeout=30"),
+            ("/api/v1/namespaces/a/pods/p/portforward", "timeout=30"),
+            ("/api/v1/namespaces/a/services/s/proxy", "timeout=30"),
+        ] {
+            assert_eq!(check(&Method::GET, path, q), Ok(()), "{path}?{q}");
+        }
+        assert!(check(&Method::GET, "/api/v1/namespaces/a/pods/p", "watch=1&timeout=30").is_err(), "a named GET is no watch");
     }
 
     #[test]

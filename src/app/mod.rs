@@ -12,7 +12,7 @@ use crate::auth::{Security, SecuritySettings};
 use crate::cache::Limits;
 use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
 use crate::serve::discovery::DiscoveryError;
-use crate::serve::handler::WatchSettings;
+use crate::serve::handler::{WatchBuffers, WatchSettings};
 use crate::serve::limit::InflightLimits;
 use crate::serve::server;
 use crate::serve::server::ConnLimits;
@@ -101,7 +101,12 @@ pub fn kubeconfig_with_ca(server: &str, name: &str, ca_pem: Option<&str>) -> Str
 
 fn serve_settings(c: &CacheArgs) -> ServeSettings {
     ServeSettings {
-        limits: Limits { window_events: c.window_events, history: c.snapshot_history, watcher_lag: c.watcher_lag },
+        limits: Limits {
+            window_events: c.window_events,
+            history: c.snapshot_history,
+            watcher_lag: c.watcher_lag,
+            table_cell_bytes: c.max_table_cell_bytes_per_object,
+        },
         watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
         consistent_wait: Duration::from_millis(c.consistent_wait_ms),
         preload: c.preload.clone(),
@@ -112,6 +117,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
+        max_encodes: crate::serve::compress::MAX_ENCODES,
     }
 }
 
@@ -198,11 +204,15 @@ pub async fn start_serve_args(
         Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
+    settings.max_encodes = s.max_concurrent_encodes;
+    settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
+    settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
     let limits = ConnLimits {
         max_header_bytes: s.max_header_bytes,
         header_read_timeout: Duration::from_secs(s.header_read_timeout_seconds),
         tls_handshake_timeout: Duration::from_secs(s.header_read_timeout_seconds),
         max_streams: s.http2_max_streams_per_connection,
+        write_timeout: Duration::from_secs(s.write_timeout_seconds),
     };
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let serving = launch(upstream, &args.listen, args.addr_file.as_deref(), settings, tls, limits, shutdown, grace).await?;

@@ -158,11 +158,20 @@ pub struct Limits {
     pub history: usize,
     /// Messages a watcher may fall behind before it is ended.
     pub watcher_lag: usize,
+    /// Bytes of Table cells one object may hold; larger cells are withheld (the kind's
+    /// Tables then pass through while the object is held).
+    pub table_cell_bytes: usize,
 }
+
+/// Default bound of one object's Table cells: a printer column of a built-in kind prints a
+/// few hundred bytes; a CRD's columns a few KB at most unless they print whole parts of the
+/// object (a `string` column of `.spec` is the spec's JSON again), which the apiserver
+/// computes per answer and kache would hold for every version in its window.
+pub const TABLE_CELL_BYTES: usize = 64 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { window_events: 10_000, history: 1024, watcher_lag: 8192 }
+        Limits { window_events: 10_000, history: 1024, watcher_lag: 8192, table_cell_bytes: TABLE_CELL_BYTES }
     }
 }
 
@@ -331,7 +340,18 @@ impl KindCache {
         Some(self.apply_locked(kind, object))
     }
 
+    /// `o` within the cache's bounds: Table cells over `table_cell_bytes` withheld (and
+    /// counted).
+    fn bounded(&self, mut o: Object) -> Object {
+        if o.withhold_cells_over(self.limits.table_cell_bytes) {
+            crate::telemetry::limit_hit("max-table-cell-bytes-per-object");
+            tracing::debug!(resource = %self.resource.plural, object = %o.key, "Table cells withheld for their size");
+        }
+        o
+    }
+
     fn apply_locked(&self, kind: EventType, object: Object) -> Arc<Event> {
+        let object = self.bounded(object);
         let cur = self.snap.load_full();
         let (next, ev) = cur.apply(kind, object, self.resource.index.as_deref());
         self.snap.store(Arc::new(next));
@@ -375,6 +395,7 @@ impl KindCache {
     /// followed), the state is replaced and watchers ended, as [`KindCache::replace`] does.
     pub fn relist(&self, objects: Vec<Object>, rv: u64, custom: Option<Arc<CustomColumns>>) -> Relisted {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let objects: Vec<Object> = objects.into_iter().map(|o| self.bounded(o)).collect();
         let cur = self.snap.load_full();
         let floor = (*self.progress.borrow()).max(cur.rv);
         let steps = if custom != cur.custom { Err("the printer columns changed") } else { relist_events(&cur, &objects, rv, floor) };
@@ -438,6 +459,7 @@ impl KindCache {
     }
 
     fn replace_locked(&self, objects: impl IntoIterator<Item = Object>, rv: u64, custom: Option<Arc<CustomColumns>>) {
+        let objects = objects.into_iter().map(|o| self.bounded(o));
         let mut s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref());
         s.custom = custom;
         self.snap.store(Arc::new(s));
@@ -464,7 +486,7 @@ mod tests {
 
     #[test]
     fn history_answers_past_states_until_compacted() {
-        let c = KindCache::new(res(), 10, Limits { window_events: 100, history: 2, watcher_lag: 16 });
+        let c = KindCache::new(res(), 10, Limits { window_events: 100, history: 2, watcher_lag: 16, ..Limits::default() });
         c.apply(EventType::Added, obj("a", 11));
         c.apply(EventType::Added, obj("b", 12));
         c.apply(EventType::Added, obj("c", 13));
@@ -511,7 +533,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_nodes_ring_holds_a_nodes_worth_of_changes_and_the_unscheduled_ring_the_kinds() {
-        let c = KindCache::new(res(), 1, Limits { window_events: 1000, history: 2, watcher_lag: 512 });
+        let c = KindCache::new(res(), 1, Limits { window_events: 1000, history: 2, watcher_lag: 512, ..Limits::default() });
         let mut node = c.subscribe_indexed("node-a");
         let mut pending = c.subscribe_indexed("");
         let on = |name: String, node: &str, rv: u64| {
@@ -551,7 +573,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stalled_watcher_never_blocks_the_writer_and_learns_it_lagged() {
-        let c = KindCache::new(res(), 1, Limits { window_events: 10, history: 4, watcher_lag: 16 });
+        let c = KindCache::new(res(), 1, Limits { window_events: 10, history: 4, watcher_lag: 16, ..Limits::default() });
         let mut stalled = c.subscribe();
         for rv in 2..200 {
             c.apply(EventType::Added, obj(&format!("p{rv}"), rv));

@@ -263,9 +263,25 @@ impl Object {
         j.get(at as usize..at as usize + len as usize).filter(|m| !m.is_empty())
     }
 
-    /// The Table row's cells (kinds kache prints, objects held in JSON).
+    /// The Table row's cells (kinds kache prints, objects held in JSON), unless withheld.
     pub fn cells(&self) -> Option<&Cells> {
-        self.cells.as_deref()
+        self.cells.as_deref().filter(|c| !c.is_withheld())
+    }
+
+    /// Whether the object's Table cells were withheld for their size: a Table with it in
+    /// it is the upstream's to answer.
+    pub fn unprinted(&self) -> bool {
+        self.cells.as_deref().is_some_and(Cells::is_withheld)
+    }
+
+    /// Withhold the Table cells if they take more than `max` bytes (a custom resource whose
+    /// many columns each print much of the object); true if they were.
+    pub fn withhold_cells_over(&mut self, max: usize) -> bool {
+        let over = self.cells.as_deref().is_some_and(|c| c.len() > max);
+        if over {
+            self.cells = Some(Box::new(Cells::withheld()));
+        }
+        over
     }
 
     /// The protobuf message's field 1 (`metadata`, an ObjectMeta) with its key and length:

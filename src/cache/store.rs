@@ -24,6 +24,9 @@ pub struct Snapshot {
     pub window: Window,
     /// Bytes of encodings held.
     pub bytes: usize,
+    /// Objects whose Table cells were withheld for their size ([`Object::unprinted`]): while
+    /// any is held, this kind's Tables are the upstream's.
+    pub unprinted: usize,
     /// A custom resource's printer columns, which its objects' cells were computed with
     /// (kept with them so a Table's columns and rows always agree).
     pub custom: Option<Arc<CustomColumns>>,
@@ -47,6 +50,12 @@ impl Snapshot {
         TablePrinter::of(group, plural, self.custom.as_ref())
     }
 
+    /// Whether this state's Tables are printed from memory: the kind has a printer and no
+    /// object's cells were withheld ([`Snapshot::unprinted`]).
+    pub fn prints(&self, group: &str, plural: &str) -> bool {
+        self.unprinted == 0 && self.printer(group, plural).is_some()
+    }
+
     /// An empty snapshot at `rv` with an empty window holding up to `window_cap` events.
     pub fn empty(rv: u64, window_cap: usize) -> Self {
         Snapshot { rv, window: Window::new(rv, window_cap), ..Snapshot::default() }
@@ -67,6 +76,7 @@ impl Snapshot {
             self.unindex(&old, index);
         }
         self.bytes += o.encoded_len();
+        self.unprinted += usize::from(o.unprinted());
         if let Some(v) = index.map(|f| indexed_value(&o, f)) {
             match self.index.get_mut(v) {
                 Some(objects) => {
@@ -82,6 +92,7 @@ impl Snapshot {
 
     fn unindex(&mut self, old: &Object, index: Option<&str>) {
         self.bytes -= old.encoded_len();
+        self.unprinted -= usize::from(old.unprinted());
         if let Some(v) = index.map(|f| indexed_value(old, f)) {
             let emptied = self.index.get_mut(v).is_some_and(|objects| {
                 objects.remove(&old.key);

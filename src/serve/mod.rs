@@ -74,6 +74,9 @@ pub struct ServeSettings {
     pub serve_stale: Duration,
     /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
     pub passthrough_factor: f64,
+    /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
+    /// they go out as they are.
+    pub max_encodes: usize,
 }
 
 /// One readiness check.
@@ -163,6 +166,8 @@ pub struct Serve {
     pub(crate) costs: Arc<cost::Costs>,
     /// Requests passed through, per [`PassThrough`] reason.
     passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
+    /// Answers being indented or compressed.
+    encodes: compress::Encodes,
 }
 
 impl Serve {
@@ -173,6 +178,7 @@ impl Serve {
         let inflight = Inflight::new(settings.inflight);
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let settings_factor = settings.passthrough_factor;
+        let settings_max_encodes = settings.max_encodes;
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -186,6 +192,7 @@ impl Serve {
             passthrough,
             costs: Arc::new(cost::Costs::new(settings_factor)),
             passed: Default::default(),
+            encodes: compress::Encodes::new(settings_max_encodes),
         });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
@@ -276,6 +283,7 @@ impl Serve {
 
     /// Set the cache gauges (objects, bytes, window) from every running cache.
     pub fn sample(&self) {
+        metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
             let labels = [("resource", k.plural.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
@@ -371,6 +379,7 @@ impl Serve {
         if uri_len > self.settings.max_uri_bytes {
             return Err(Status::uri_too_long(self.settings.max_uri_bytes));
         }
+        query::check_request_timeout(req.method(), req.uri().path(), req.uri().query())?;
         let Some(security) = &self.settings.security else { return Ok(None) };
         let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
         security.caller(cert.as_deref(), req.headers()).await.map(Some)
@@ -475,7 +484,7 @@ impl Handler for Serve {
                 Err(reason) => self.passed(req, reason, caller.as_ref(), started, protobuf).await,
             },
         };
-        let (resp, bytes) = shaped(resp, source, pretty, gzip).await;
+        let (resp, bytes) = shaped(resp, source, pretty, gzip, &self.encodes);
         self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
         resp
     }
@@ -484,31 +493,14 @@ impl Handler for Serve {
 /// `resp` as the client asked for it, with its body's length for the metrics when kache
 /// answers it from memory. The upstream indents and compresses its own answers: those passed
 /// through and those kept from before an outage are sent as the upstream sent them. kache's
-/// are indented here (only for the humans who ask, so the stitched body is collected once),
-/// and large cached ones compressed for clients that ask.
-async fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool) -> (Response<Body>, Option<u64>) {
+/// are indented as they are sent (only for the humans who ask), and large cached ones
+/// compressed for clients that ask.
+fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
     let ours = matches!(source, Source::Kache | Source::Cache);
-    let resp = if pretty && ours { indented(resp).await } else { resp };
     let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
-    let resp = if gzip && source == Source::Cache { compress::gzip(resp) } else { resp };
+    let resp = if pretty && ours { compress::indented(resp, encodes) } else { resp };
+    let resp = if gzip && source == Source::Cache { compress::gzip(resp, encodes) } else { resp };
     (resp, bytes)
-}
-
-/// A JSON answer indented as the apiserver's pretty serializer writes it (without the
-/// compact form's final newline); other answers as they are.
-async fn indented(resp: Response<Body>) -> Response<Body> {
-    use http_body_util::BodyExt;
-    let json = resp.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == b"application/json");
-    if !json {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let bytes = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Status::internal(e.to_string()).into_response(false),
-    };
-    parts.headers.remove(http::header::CONTENT_LENGTH);
-    Response::from_parts(parts, body::full(crate::api::json::indent(&bytes)))
 }
 
 #[cfg(test)]
@@ -552,7 +544,7 @@ mod tests {
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 
-        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true).await;
+        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true, &compress::Encodes::new(4));
         assert_eq!(bytes, Some(gz.len() as u64));
         assert_eq!(sent.headers().get_all(CONTENT_ENCODING).iter().count(), 1);
         assert_eq!(sent.headers().get(CONTENT_ENCODING).unwrap(), "gzip");

@@ -191,7 +191,7 @@ impl Serve {
             return Err(PassThrough::NotSynced);
         }
         // A custom resource's Table needs its CRD's columns (read when its cache listed).
-        if matches!(plan.view, View::Table { .. }) && feed.cache.snapshot().printer(&plan.resource.group, &plan.resource.plural).is_none() {
+        if matches!(plan.view, View::Table { .. }) && !feed.cache.snapshot().prints(&plan.resource.group, &plan.resource.plural) {
             return Err(PassThrough::NoPrinter);
         }
         Ok(feed)
@@ -280,7 +280,9 @@ impl Serve {
             Some(name) => {
                 handler::get(cache, ns, name, format, view, Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata))
             }
-            None if opts.watch => handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, view, self.settings.watch).await,
+            None if opts.watch => {
+                handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, view, self.settings.watch.clone()).await
+            }
             None => handler::list(cache, ns, opts, format, view).await,
         }
     }

@@ -106,7 +106,8 @@ impl Sim {
                 v["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 objects.push(encode_printed(r, &v, custom.as_ref())?);
             }
-            let cache = KindCache::new(r.clone(), rv, cfg.limits);
+            // The simulated apiserver prints every Table itself, whatever its cells cost.
+            let cache = KindCache::new(r.clone(), rv, Limits { table_cell_bytes: usize::MAX, ..cfg.limits });
             cache.replace_printed(objects, rv, custom);
             caches.insert((r.group.clone(), r.plural.clone()), Arc::new(cache));
         }
@@ -117,7 +118,7 @@ impl Sim {
             resources,
             caches,
             rv: Mutex::new(rv),
-            watch: cfg.watch,
+            watch: cfg.watch.clone(),
             advertise: cfg.advertise,
             synth,
             auth: None,
@@ -259,7 +260,7 @@ impl Sim {
             {
                 (f, v)
             }
-            Negotiated::Serve(_, View::Table { .. }) => return table::respond(&cache, &req, &p, self.watch).await,
+            Negotiated::Serve(_, View::Table { .. }) => return table::respond(&cache, &req, &p, self.watch.clone()).await,
             Negotiated::Serve(f, v) => (f, v),
             _ => return Err(Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")),
         };
@@ -278,7 +279,7 @@ impl Sim {
                     self.request_progress(&cache, opts.rv);
                 }
                 if opts.watch {
-                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch).await
+                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch.clone()).await
                 } else {
                     handler::list(&cache, ns, &opts, fmt, view).await
                 }
@@ -354,7 +355,9 @@ impl Handler for Sim {
         let gzip = crate::api::media::accepts_gzip(req.headers());
         let resp = self.answer(req).await;
         if gzip {
-            crate::serve::compress::gzip(resp)
+            // The simulated apiserver compresses every answer it is asked to (no bound).
+            static UNBOUNDED: std::sync::OnceLock<crate::serve::compress::Encodes> = std::sync::OnceLock::new();
+            crate::serve::compress::gzip(resp, UNBOUNDED.get_or_init(|| crate::serve::compress::Encodes::new(0)))
         } else {
             resp
         }

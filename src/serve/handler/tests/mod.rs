@@ -4,4 +4,5 @@
 
 mod crd_views;
 mod fidelity;
+mod hostile;
 mod views;
