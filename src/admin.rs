@@ -45,7 +45,8 @@ impl Handler for Admin {
         match req.uri().path() {
             "/metrics" => {
                 self.serve.sample();
-                let rendered = self.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
+                let mut rendered = self.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
+                rendered.push_str(&crate::telemetry::process_metrics());
                 body::respond(StatusCode::OK, "text/plain; version=0.0.4", body::full(rendered))
             }
             "/livez" | "/healthz" => text(StatusCode::OK, "ok\n".into()),

@@ -83,8 +83,11 @@ pub(crate) fn capture(name: &str) -> Capture {
 
 /// Every capture whose name starts with `prefix`, sorted by name.
 pub(crate) fn captures(prefix: &str) -> Vec<(String, Capture)> {
-    let names: Vec<String> =
-        names("fidelity").into_iter().filter_map(|n| n.strip_suffix(".req").map(str::to_string)).filter(|n| n.starts_with(prefix)).collect();
+    let names: Vec<String> = names("fidelity")
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".req").map(str::to_string))
+        .filter(|n| n.starts_with(prefix))
+        .collect();
     names.into_iter().map(|n| (n.clone(), capture(&n))).collect()
 }
 

@@ -194,13 +194,13 @@ impl Feed {
         self.preloaded.load(Ordering::Relaxed)
     }
 
-    fn labels(&self) -> [(&'static str, String); 2] {
-        [("resource", self.cache.resource.plural.clone()), ("encoding", format!("{:?}", self.fmt).to_lowercase())]
+    fn labels(&self) -> [(&'static str, String); 3] {
+        telemetry::cache_labels(&self.cache.resource, self.fmt)
     }
 
-    fn outcome_labels(&self, outcome: &'static str) -> [(&'static str, String); 3] {
-        let [r, e] = self.labels();
-        [r, e, ("outcome", outcome.to_string())]
+    fn outcome_labels(&self, outcome: &'static str) -> [(&'static str, String); 4] {
+        let [r, g, e] = self.labels();
+        [r, g, e, ("outcome", outcome.to_string())]
     }
 
     /// Whether the initial list has been loaded.
@@ -1017,8 +1017,7 @@ mod tests {
     fn identities_of_a_protobuf_metadata_list_are_its_items_names_and_rvs() {
         // The same PartialObjectMetadataList a real apiserver sent in protobuf and JSON.
         let pb = crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.pb.body");
-        let json: Value =
-            serde_json::from_slice(&crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap();
+        let json: Value = serde_json::from_slice(&crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap();
         let (_, kind, raw) = wire::open_envelope(&pb).unwrap();
         assert_eq!(kind, "PartialObjectMetadataList");
         let mut got = Vec::new();

@@ -266,7 +266,8 @@ impl Serve {
     pub fn sample(&self) {
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
-            let labels = [("resource", k.plural.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
+            let labels =
+                [("resource", k.plural.clone()), ("group", k.group.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
             let snap = f.cache.snapshot();
             metrics::gauge!(telemetry::OBJECTS, &labels).set(snap.objects.len() as f64);
             metrics::gauge!(telemetry::BYTES, &labels).set(snap.bytes as f64);
@@ -308,6 +309,7 @@ impl Serve {
         self.feeds
             .entry(key)
             .or_insert_with(|| {
+                telemetry::register_cache(r, fmt);
                 let cache = Arc::new(KindCache::new(r.clone(), 0, self.settings.limits));
                 let feed = Feed::new(cache, fmt, self.upstream.clone());
                 tokio::spawn(feed.clone().run());

@@ -30,6 +30,7 @@ mod ops_config;
 mod ops_docs;
 mod ops_kubeconfig;
 mod ops_metrics;
+mod ops_quickstart;
 mod ops_rbac;
 mod ops_shutdown;
 

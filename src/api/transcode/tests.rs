@@ -355,10 +355,7 @@ fn golden_secret_round_trip() {
 fn all_json_objects() -> Vec<(String, String, Value)> {
     let kinds = ["Pod", "Node", "Namespace", "Service", "ConfigMap", "Secret", "Event", "Endpoints", "Deployment", "Status"];
     let mut out = Vec::new();
-    let mut names: Vec<_> = crate::testdata::names("golden")
-        .into_iter()
-        .filter(|n| n.ends_with(".json.body"))
-        .collect();
+    let mut names: Vec<_> = crate::testdata::names("golden").into_iter().filter(|n| n.ends_with(".json.body")).collect();
     names.sort();
     for name in names {
         let body = golden(&name);
@@ -418,10 +415,7 @@ fn golden_json_round_trips_exactly() {
 /// event objects).
 fn all_pb_objects() -> Vec<(String, String, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut names: Vec<_> = crate::testdata::names("golden")
-        .into_iter()
-        .filter(|n| n.ends_with(".pb.body"))
-        .collect();
+    let mut names: Vec<_> = crate::testdata::names("golden").into_iter().filter(|n| n.ends_with(".pb.body")).collect();
     names.sort();
     for name in names {
         let body = golden(&name);

@@ -181,7 +181,7 @@ impl Watcher {
             Ok(Ok(())) => true,
             Ok(Err(_)) => false,
             Err(_) => {
-                metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
                 tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
                 false
             }
@@ -232,7 +232,7 @@ impl Watcher {
             return;
         }
         drop(snap);
-        let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, "resource" => self.enc.res.plural.clone());
+        let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, &crate::telemetry::resource_labels(&self.enc.res));
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);
         let mut next_bookmark = (Instant::now() + self.settings.bookmark_interval).min(early);
         // As in the apiserver's cacher, a watch whose pre-deadline bookmark time has already
@@ -257,7 +257,16 @@ impl Watcher {
                 _ = self.tx.closed() => return,
             };
             match msg {
-                Ok(Message::Event(ev)) if ev.rv > snap_rv => {
+                Ok(Message::Event(ev)) => {
+                    let Some(ev) = ev.upgrade() else {
+                        // The window dropped this change (its count or byte bound) while
+                        // the watcher lagged: end it so its client resumes, never skip.
+                        metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
+                        return;
+                    };
+                    if ev.rv <= snap_rv {
+                        continue;
+                    }
                     self.last_rv = ev.rv;
                     let frame = transition(&ev, self.namespace.as_deref(), &self.opts).and_then(|(kind, o)| self.enc.event(kind, o));
                     if let Some(f) = frame {
@@ -267,7 +276,6 @@ impl Watcher {
                         sent.increment(1);
                     }
                 }
-                Ok(Message::Event(_)) => continue,
                 Ok(Message::Progress(p)) => {
                     self.last_rv = self.last_rv.max(p);
                     continue;
@@ -283,7 +291,7 @@ impl Watcher {
                 // Relisted state, a watcher too slow for the ring, or a closed cache: end the
                 // stream so the client resumes from its last RV (or relists on 410).
                 Err(broadcast::error::RecvError::Lagged(_)) => {
-                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
                     return;
                 }
                 Ok(Message::Reset) | Err(_) => return,
