@@ -40,6 +40,9 @@ pub const OBJECTS: &str = "kache_cache_objects";
 pub const BYTES: &str = "kache_cache_bytes";
 /// Events in the window, by resource and encoding.
 pub const WINDOW_EVENTS: &str = "kache_cache_window_events";
+/// Bytes of the object versions the window holds (bounded by `--cache-window-bytes`), by
+/// resource and encoding.
+pub const WINDOW_BYTES: &str = "kache_cache_window_bytes";
 /// Seconds between the oldest and newest event in the window.
 pub const WINDOW_SECONDS: &str = "kache_cache_window_span_seconds";
 /// How far the cache's RV trails the upstream's at the last consistency probe.

@@ -425,4 +425,103 @@ mod tests {
         let id = CertIdentity::from_der(der.der()).unwrap();
         assert_eq!((id.common_name.as_str(), id.organizations), ("alice", vec!["readers".to_string()]));
     }
+
+    /// A leaf `issuer` signs for 127.0.0.1: (certificate PEM, key PEM).
+    fn issued(issuer: &Issuer<'static, KeyPair>) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        leaf.distinguished_name.push(DnType::CommonName, "kache");
+        let cert = leaf.signed_by(&key, issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        let cert = p.self_signed(&key).unwrap();
+        (cert.pem(), Issuer::new(p, key))
+    }
+
+    #[test]
+    fn reloads_a_consistent_set_and_keeps_the_last_good_one_meanwhile() {
+        crate::serve::upstream::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, client_ca) = (dir.path().join("tls.crt"), dir.path().join("tls.key"), dir.path().join("ca.crt"));
+        let (ca_pem, issuer) = ca("serving-ca");
+        let (c1, k1) = issued(&issuer);
+        std::fs::write(&cert, &c1).unwrap();
+        std::fs::write(&key, &k1).unwrap();
+        std::fs::write(&client_ca, &ca_pem).unwrap();
+        let files = Files { cert_key: Some((cert.clone(), key.clone())), client_ca: Some(client_ca.clone()) };
+        let r = Reloading::new(files, None, Policy::default()).unwrap();
+        let first = r.config().load_full();
+        assert!(!r.check().unwrap(), "unchanged files: nothing to do");
+        assert!(Arc::ptr_eq(&first, &r.config().load_full()));
+
+        // The certificate is replaced before its key: the pair does not match yet.
+        let (c2, k2) = issued(&issuer);
+        std::fs::write(&cert, &c2).unwrap();
+        assert!(r.check().is_err(), "a certificate without its key does not load");
+        assert!(Arc::ptr_eq(&first, &r.config().load_full()), "the last good configuration stays");
+        // Half a key file does not load either.
+        std::fs::write(&key, &k2[..k2.len() / 2]).unwrap();
+        assert!(r.check().is_err());
+        assert!(Arc::ptr_eq(&first, &r.config().load_full()));
+        std::fs::write(&key, &k2).unwrap();
+        assert!(r.check().unwrap(), "the new pair loads");
+        let second = r.config().load_full();
+        assert!(!Arc::ptr_eq(&first, &second));
+        // A client CA bundle that gains a CA is a change too; an empty one does not load.
+        let (other_ca, _) = ca("other-client-ca");
+        std::fs::write(&client_ca, format!("{ca_pem}{other_ca}")).unwrap();
+        assert!(r.check().unwrap());
+        std::fs::write(&client_ca, "").unwrap();
+        assert!(r.check().is_err());
+        std::fs::remove_file(&client_ca).unwrap();
+        assert!(r.check().is_err(), "a file missing for a moment keeps the last good configuration");
+        assert!(!Arc::ptr_eq(&second, &r.config().load_full()));
+    }
+
+    #[test]
+    fn tls_versions_and_suites_by_the_apiservers_names() {
+        let p = Policy::parse("VersionTLS12", &[]).unwrap();
+        assert!(!p.tls13_only && !p.suites_given);
+        let (provider, versions) = p.provider();
+        assert_eq!(versions.len(), 2);
+        assert_eq!(provider.cipher_suites.len(), rustls::crypto::ring::default_provider().cipher_suites.len());
+
+        let p = Policy::parse("VersionTLS13", &[]).unwrap();
+        assert_eq!(p.provider().1.len(), 1, "TLS 1.3 only");
+
+        let names = ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_string(), "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305".to_string()];
+        let p = Policy::parse("", &names).unwrap();
+        let (provider, versions) = p.provider();
+        assert_eq!(versions.len(), 2);
+        let tls12: Vec<_> = provider.cipher_suites.iter().filter(|s| matches!(s, SupportedCipherSuite::Tls12(_))).map(|s| s.suite()).collect();
+        assert!(tls12.contains(&rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
+        assert!(tls12.contains(&rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256));
+        assert_eq!(tls12.len(), 2);
+        // TLS 1.3 names are accepted and change nothing (as in Go); naming no TLS 1.2 suite
+        // leaves TLS 1.2 nothing to offer.
+        let p = Policy::parse("VersionTLS12", &["TLS_AES_128_GCM_SHA256".to_string()]).unwrap();
+        assert_eq!(p.provider().1.len(), 1);
+
+        for (min, suites, flag) in [
+            ("VersionTLS10", vec![], "--tls-min-version"),
+            ("TLS12", vec![], "--tls-min-version"),
+            ("", vec!["TLS_RSA_WITH_AES_128_CBC_SHA".to_string()], "--tls-cipher-suites"),
+            ("", vec!["TLS_FOO".to_string()], "--tls-cipher-suites"),
+        ] {
+            let err = Policy::parse(min, &suites).unwrap_err();
+            assert_eq!(err.0, flag, "{min} {suites:?}: {}", err.1);
+        }
+        // Served with the policy: a config builds for each.
+        crate::serve::upstream::install_crypto_provider();
+        let c = ServingCert::self_signed(&ServingCert::hosts_for("127.0.0.1:0"), "kache").unwrap();
+        for p in [Policy::parse("VersionTLS13", &[]).unwrap(), Policy::parse("", &names).unwrap()] {
+            server_config_with(&c, None, &p).unwrap();
+        }
+    }
 }

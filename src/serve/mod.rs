@@ -272,6 +272,7 @@ impl Serve {
             metrics::gauge!(telemetry::OBJECTS, &labels).set(snap.objects.len() as f64);
             metrics::gauge!(telemetry::BYTES, &labels).set(snap.bytes as f64);
             metrics::gauge!(telemetry::WINDOW_EVENTS, &labels).set(snap.window.len() as f64);
+            metrics::gauge!(telemetry::WINDOW_BYTES, &labels).set(snap.window.bytes() as f64);
             metrics::gauge!(telemetry::WINDOW_SECONDS, &labels).set(snap.window.span().as_secs_f64());
             metrics::gauge!(telemetry::WATCHES_OPEN, &labels).set(f.cache.watchers() as f64);
             metrics::gauge!(telemetry::STALE_SECONDS, &labels).set(f.staleness().as_secs_f64());

@@ -33,6 +33,7 @@ mod ops_metrics;
 mod ops_quickstart;
 mod ops_rbac;
 mod ops_shutdown;
+mod ops_tls;
 
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;
