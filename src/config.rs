@@ -188,7 +188,7 @@ pub struct CacheArgs {
     /// from (the events' objects, which the current state no longer holds); the oldest
     /// events go first when either bound is reached. With 16 KB objects changing fast the
     /// window keeps about 2,000 changes at the default; 0 for no byte bound.
-    #[arg(long, env = "KACHE_CACHE_WINDOW_BYTES", default_value_t = crate::cache::DEFAULT_WINDOW_BYTES)]
+    #[arg(id = "cache_window_bytes", long = "cache-window-bytes", env = "KACHE_CACHE_WINDOW_BYTES", default_value_t = crate::cache::DEFAULT_WINDOW_BYTES)]
     pub window_bytes: usize,
     /// Past snapshots each cache keeps for continue tokens and exact-RV lists.
     #[arg(long, env = "KACHE_SNAPSHOT_HISTORY", default_value_t = 1024)]
@@ -203,11 +203,11 @@ pub struct CacheArgs {
     /// first of a quiet kind up to 2.3 s; 0 passes every such read through. It is also the
     /// longest a watch waits for the cache it starts (a kind's first request) to sync before
     /// it is passed through.
-    /// Milliseconds, or a duration: `3s`, `1500ms`.
+    /// A number of milliseconds or a duration (`3s`, `1500ms`).
     #[arg(value_parser = millis, long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
     pub consistent_wait_ms: u64,
     /// Seconds between periodic bookmarks on watches kache serves.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(
         value_parser = seconds,
         id = "watch_bookmark_interval_seconds",
@@ -219,18 +219,18 @@ pub struct CacheArgs {
     /// Seconds kache waits for the response headers of its own upstream calls (access and
     /// token reviews, discovery, LIST pages, freshness probes, watches), and for the next
     /// bytes of their bodies; past it the call fails and is retried.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_UPSTREAM_TIMEOUT_SECONDS", default_value_t = 10)]
     pub upstream_timeout_seconds: u64,
     /// Seconds a client's passed-through request waits for the upstream's response headers
     /// before it gets a 504 Timeout Status (the apiserver's own request timeout is 60 s).
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_PASSTHROUGH_TIMEOUT_SECONDS", default_value_t = 60)]
     pub passthrough_timeout_seconds: u64,
     /// Seconds an informer's upstream watch may bring neither an event nor a bookmark
     /// before kache reconnects it (resuming from its resourceVersion). The apiserver sends
     /// a bookmark about every 60 s.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_UPSTREAM_WATCH_IDLE_SECONDS", default_value_t = 90)]
     pub upstream_watch_idle_seconds: u64,
     /// Requests one client (its user name, or its address when clients are not
@@ -245,7 +245,7 @@ pub struct CacheArgs {
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked
     /// or a permission removed during an outage stays effective against cached reads this
     /// long. 0: no stale reads at all.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_SERVE_STALE_SECONDS", default_value_t = 300)]
     pub serve_stale_seconds: u64,
 }
@@ -306,7 +306,7 @@ pub struct ServeArgs {
     #[arg(long, env = "KACHE_ADMIN_ADDR_FILE")]
     pub admin_addr_file: Option<PathBuf>,
     /// Seconds to let in-flight requests finish after SIGTERM/SIGINT before exiting.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long = "shutdown-grace-seconds", env = "KACHE_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
     /// Cache settings.
@@ -354,19 +354,19 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_PASSTHROUGH_AUTH", value_enum, default_value_t = Passthrough::Impersonate)]
     pub passthrough_auth: Passthrough,
     /// Seconds a token the upstream's TokenReview accepted is trusted without asking again.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_TOKEN_CACHE_TTL_SECONDS", default_value_t = 10)]
     pub token_cache_ttl_seconds: u64,
     /// Seconds a token the upstream refused is refused without asking again.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_TOKEN_CACHE_NEGATIVE_TTL_SECONDS", default_value_t = 10)]
     pub token_cache_negative_ttl_seconds: u64,
     /// Seconds an allowed SubjectAccessReview decision is reused.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_AUTHZ_CACHE_ALLOW_TTL_SECONDS", default_value_t = 10)]
     pub authz_cache_allow_ttl_seconds: u64,
     /// Seconds a denied SubjectAccessReview decision is reused.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_AUTHZ_CACHE_DENY_TTL_SECONDS", default_value_t = 10)]
     pub authz_cache_deny_ttl_seconds: u64,
     /// Entries each of the token and decision caches holds at most.
@@ -386,7 +386,7 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_MAX_URI_BYTES", default_value_t = 64 * 1024)]
     pub max_uri_bytes: usize,
     /// Seconds a client has to send a request's headers (HTTP/1.1) or finish the TLS handshake.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 32)]
     pub header_read_timeout_seconds: u64,
     /// HTTP/2 streams one client connection may have open at once.
@@ -489,7 +489,7 @@ pub struct ClusterArgs {
     pub lease_churn_per_sec: f64,
     /// Seconds between the simulated etcd progress notifications that move every kind's
     /// watch cache to the global resourceVersion.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_SIM_PROGRESS_NOTIFY_SECONDS", default_value_t = 60)]
     pub progress_notify_seconds: u64,
     /// Pod updates, creates and deletes per second (0 = none).
@@ -499,7 +499,7 @@ pub struct ClusterArgs {
     #[arg(long, env = "KACHE_WINDOW_EVENTS", default_value_t = 10_000)]
     pub window_events: usize,
     /// Seconds between periodic watch bookmarks.
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
     pub bookmark_interval_seconds: u64,
     /// Concurrent HTTP/2 streams one client connection may carry (the kube-apiserver's
@@ -565,7 +565,7 @@ pub struct DemoArgs {
     #[arg(long, env = "KACHE_DEMO_KUBECONFIG", default_value = "kache-demo.kubeconfig")]
     pub kubeconfig: PathBuf,
     /// Exit after this many seconds (0 = run until interrupted).
-    /// Seconds, or a duration: `90s`, `1m30s`.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_DEMO_SECONDS", default_value_t = 0)]
     pub seconds: u64,
     /// The synthetic cluster.

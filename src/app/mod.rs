@@ -227,6 +227,12 @@ fn client_credentials(args: &ServeArgs) -> Result<kubeconfig::Credentials, Start
         Err(_) if args.upstream_kubeconfig.is_none() && args.upstream_context.is_none() && in_cluster() => {
             kubeconfig::Credentials::in_cluster()
         }
+        // Started in-process with an upstream client built elsewhere (no kubeconfig named):
+        // nothing to copy; the kubeconfig carries the server and CA only.
+        Err(e) if args.upstream_kubeconfig.is_none() => {
+            tracing::warn!(error = %e, "no upstream kubeconfig to copy credentials from: the client kubeconfig has no user");
+            return Ok(kubeconfig::Credentials::default());
+        }
         Err(e) => return Err(e),
     };
     if creds.is_empty() {

@@ -50,7 +50,8 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 }
 
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
-const BOUNDED_LABELS: &[&str] = &["class", "resource", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "quantile"];
+const BOUNDED_LABELS: &[&str] =
+    &["class", "resource", "group", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "version", "commit", "platform"];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
 fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {
@@ -83,6 +84,16 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     // First scrape: caches synced, churn flowing, no client of ours yet.
     let s1 = k.scrape().await;
     assert_eq!(s1.sum(kache::telemetry::WATCHES_OPEN, &[("resource", "pods")]), 0.0, "no watch is open yet");
+    // Counters an alert takes increase() of are there at 0 before their first change.
+    for (name, labels) in [
+        (kache::telemetry::RELISTS, vec![("resource", "pods"), ("group", ""), ("encoding", "json"), ("outcome", "replaced")]),
+        (kache::telemetry::WATCHERS_SLOW, vec![("resource", "pods"), ("group", "")]),
+        (kache::telemetry::WATCH_EVENTS_SENT, vec![("resource", "pods"), ("group", "")]),
+        (kache::telemetry::UPSTREAM_FAULTS, vec![("reason", "hung")]),
+    ] {
+        let found = s1.find(name, &labels);
+        assert_eq!(found.iter().map(|s| s.value).collect::<Vec<_>>(), vec![0.0], "{name}{labels:?} present at 0 from the start");
+    }
 
     // Client traffic: cached LISTs (JSON, protobuf, consistent, paged), GETs (found and not),
     // a write passed through, and a watch kept open across the second scrape.
@@ -183,8 +194,28 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
         }
     }
 
-    // Requests by verb, source and code.
+    // Histograms, not summaries; the build and the process are described.
     use kache::telemetry as t;
+    for h in [t::FRESHNESS_PROBE_SECONDS, t::REQUEST_SECONDS] {
+        assert_eq!(s2.types.get(h).map(String::as_str), Some("histogram"), "{h} is a histogram");
+    }
+    assert!(!s2.find(&format!("{}_bucket", t::FRESHNESS_PROBE_SECONDS), &[("resource", "pods"), ("group", "")]).is_empty());
+    let build = s2.find(t::BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))]);
+    assert_eq!(build.iter().map(|b| b.value).collect::<Vec<_>>(), vec![1.0], "kache_build_info");
+    for (name, kind) in [
+        ("process_cpu_seconds_total", "counter"),
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_open_fds", "gauge"),
+        ("process_start_time_seconds", "gauge"),
+    ] {
+        assert_eq!(s2.types.get(name).map(String::as_str), Some(kind), "{name}");
+        assert!(s2.sum(name, &[]) > 0.0, "{name} > 0");
+    }
+    // Cache series carry the API group (core: ""), so `events` and `events.k8s.io` differ.
+    assert!(s2.find(t::OBJECTS, &[("resource", "pods"), ("group", "")]).len() == 2, "pods objects per encoding, core group");
+    assert!(s2.find(t::WINDOW_BYTES, &[("resource", "pods"), ("encoding", "json")]).iter().all(|s| s.value > 0.0));
+
+    // Requests by verb, source and code.
     for (verb, source, code) in [
         ("list", "cache", "200"),
         ("get", "cache", "200"),
