@@ -653,8 +653,16 @@ mod tests {
             #[command(flatten)]
             cache: CacheArgs,
         }
-        let f = Flags::try_parse_from(["kache", "--serve-stale-seconds", "5m", "--upstream-timeout-seconds", "15", "--consistent-wait-ms", "2s"])
-            .unwrap();
+        let f = Flags::try_parse_from([
+            "kache",
+            "--serve-stale-seconds",
+            "5m",
+            "--upstream-timeout-seconds",
+            "15",
+            "--consistent-wait-ms",
+            "2s",
+        ])
+        .unwrap();
         assert_eq!((f.cache.serve_stale_seconds, f.cache.upstream_timeout_seconds, f.cache.consistent_wait_ms), (300, 15, 2000));
         assert!(Flags::try_parse_from(["kache", "--serve-stale-seconds", "five"]).is_err());
         // The defaults still parse through the same parser.

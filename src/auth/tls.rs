@@ -499,7 +499,8 @@ mod tests {
         let p = Policy::parse("", &names).unwrap();
         let (provider, versions) = p.provider();
         assert_eq!(versions.len(), 2);
-        let tls12: Vec<_> = provider.cipher_suites.iter().filter(|s| matches!(s, SupportedCipherSuite::Tls12(_))).map(|s| s.suite()).collect();
+        let tls12: Vec<_> =
+            provider.cipher_suites.iter().filter(|s| matches!(s, SupportedCipherSuite::Tls12(_))).map(|s| s.suite()).collect();
         assert!(tls12.contains(&rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
         assert!(tls12.contains(&rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256));
         assert_eq!(tls12.len(), 2);

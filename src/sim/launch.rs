@@ -139,6 +139,9 @@ pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
 
 /// `kache demo`.
 pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
+    // Every flag checked before the simulated cluster is built and anything listens.
+    args.cluster.validate()?;
+    args.cache.validate()?;
     let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
     crate::telemetry::install();

@@ -50,8 +50,9 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 }
 
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
-const BOUNDED_LABELS: &[&str] =
-    &["class", "resource", "group", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "version", "commit", "platform"];
+const BOUNDED_LABELS: &[&str] = &[
+    "class", "resource", "group", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "version", "commit", "platform",
+];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
 fn moved(a: &Scrape, b: &Scrape, name: &str, want: &[(&str, &str)]) -> (f64, f64) {

@@ -47,7 +47,8 @@ impl ServingCa {
 type Https = Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
 
 fn client(ca_pem: &str, who: Who<'_>) -> Https {
-    let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls_config(ca_pem, &who)).https_only().enable_all_versions().build();
+    let https =
+        hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls_config(ca_pem, &who)).https_only().enable_all_versions().build();
     Client::builder(TokioExecutor::new()).build(https)
 }
 
