@@ -170,6 +170,20 @@ pub enum Command {
     /// Write a kubeconfig that points a client at a running kache, with the user's
     /// credentials copied from another kubeconfig.
     Kubeconfig(KubeconfigArgs),
+    /// Print what a running kache's caches hold (its admin listener's `/debug/cache`).
+    Status(StatusArgs),
+}
+
+/// `kache status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The admin listener of the kache to ask (`host:port` or `http://host:port`), e.g. a
+    /// `kubectl port-forward` to its port 9090.
+    #[arg(long, env = "KACHE_STATUS_ADMIN", default_value = "127.0.0.1:9090")]
+    pub admin: String,
+    /// Print the `/debug/cache` JSON instead of a table.
+    #[arg(long, env = "KACHE_STATUS_JSON")]
+    pub json: bool,
 }
 
 /// Settings of the cache kache serves from.

@@ -39,6 +39,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => kache::sim::launch::run_demo(args).await,
             Command::Serve(args) => kache::app::run_serve(args).await,
             Command::Kubeconfig(args) => kache::app::kubeconfig::run(&args),
+            Command::Status(args) => kache::app::status::run(&args).await,
         }
     });
     match result {

@@ -27,8 +27,9 @@ echo "# seconds rss_mb window_events(json,pb) window_mb(json,pb)"
 for ((t = 0; t <= SECONDS_TOTAL; t += STEP)); do
   rss_kb="$(awk '/VmRSS/ {print $2}' "/proc/$kp/status")"
   m="$(curl -s "http://$admin/metrics")"
-  ev="$(echo "$m" | awk '/^kache_cache_window_events\{.*resource="pods"/ {printf "%s%d", sep, $2; sep=","}')"
-  by="$(echo "$m" | awk '/^kache_cache_window_bytes\{.*resource="pods"/ {printf "%s%.1f", sep, $2/1048576; sep=","}')"
+  pick() { echo "$m" | awk -v name="$1" -v enc="$2" -v div="$3" '$0 ~ "^" name "\\{" && /resource="pods"/ && $0 ~ "encoding=\"" enc "\"" {printf "%.1f", $2 / div}'; }
+  ev="$(pick kache_cache_window_events json 1),$(pick kache_cache_window_events protobuf 1)"
+  by="$(pick kache_cache_window_bytes json 1048576),$(pick kache_cache_window_bytes protobuf 1048576)"
   echo "$t $((rss_kb / 1024)) $ev $by"
   [ "$t" -lt "$SECONDS_TOTAL" ] && sleep "$STEP"
 done

@@ -4,6 +4,7 @@
 //! unless told otherwise), and `kache demo` (both, with a kubeconfig and commands to try).
 
 pub mod kubeconfig;
+pub mod status;
 
 use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
@@ -45,6 +46,9 @@ pub enum StartError {
     /// `kache kubeconfig` was given something it cannot use (a usage error: exit code 2).
     #[error("{0}")]
     Kubeconfig(String),
+    /// `kache status` could not read a kache's `/debug/cache`.
+    #[error("cannot read kache's status: {0}")]
+    Status(String),
     /// The serving certificate, its key or a client CA could not be used.
     #[error("TLS setup failed")]
     Tls(#[from] TlsError),

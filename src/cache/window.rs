@@ -108,6 +108,11 @@ impl Window {
         }
     }
 
+    /// When the newest event held was applied.
+    pub fn newest_at(&self) -> Option<std::time::Instant> {
+        self.events.back().map(|e| e.at)
+    }
+
     /// The [`Event::held_bytes`] of the events held.
     pub fn bytes(&self) -> usize {
         self.bytes

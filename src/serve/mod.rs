@@ -279,6 +279,48 @@ impl Serve {
         }
     }
 
+    /// What each cache holds, for `/debug/cache` (`kache status`): one entry per resource and
+    /// encoding, in resource order.
+    pub fn cache_report(&self) -> serde_json::Value {
+        let mut caches: Vec<serde_json::Value> = self
+            .feeds
+            .iter()
+            .map(|e| {
+                let (k, f) = (e.key(), e.value());
+                let snap = f.cache.snapshot();
+                let age = snap.window.newest_at().map(|t| t.elapsed().as_secs_f64());
+                serde_json::json!({
+                    "resource": k.plural,
+                    "group": k.group,
+                    "version": k.version,
+                    "encoding": format!("{:?}", k.format).to_lowercase(),
+                    "synced": f.synced(),
+                    "refused": f.refused(),
+                    "objects": snap.objects.len(),
+                    "bytes": snap.bytes,
+                    "resourceVersion": snap.rv.to_string(),
+                    "lastEventAgeSeconds": age,
+                    "staleSeconds": f.staleness().as_secs_f64(),
+                    "window": {
+                        "events": snap.window.len(),
+                        "bytes": snap.window.bytes(),
+                        "spanSeconds": snap.window.span().as_secs_f64(),
+                        "oldestResourceVersion": snap.window.floor().to_string(),
+                    },
+                    "watches": f.cache.watchers(),
+                })
+            })
+            .collect();
+        let key = |v: &serde_json::Value| (v["group"].to_string(), v["resource"].to_string(), v["encoding"].to_string());
+        caches.sort_by_key(key);
+        let upstream = self.upstream_check();
+        serde_json::json!({
+            "upstream": {"up": upstream.pass, "detail": upstream.detail},
+            "inFlightReads": self.in_flight(),
+            "caches": caches,
+        })
+    }
+
     /// End every open watch (shutdown): clients resume against another replica.
     pub fn end_watches(&self) {
         for e in self.feeds.iter() {

@@ -384,3 +384,55 @@ async fn readyz_recovers_when_the_upstream_comes_back() {
     let verbose = k.readyz_becomes(200, 90).await;
     assert!(!verbose.contains("[-]"), "{verbose}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_cache_and_kache_status_show_what_each_cache_holds() {
+    let sim = start(&cluster(&["--nodes", "5", "--pods", "40", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--preload", "pods,nodes", "--preload-encodings", "json"], &[], 120).await;
+    k.readyz_becomes(200, 120).await;
+    // A watch held open, so the report counts it.
+    let watch = k.api.watch("/api/v1/pods?watch=1&resourceVersion=0", "application/json").await;
+    assert_eq!(watch.status, 200);
+    let report: serde_json::Value = eventually(30, 100, || async {
+        let (code, text) = k.admin_get("/debug/cache").await;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{code}: {e}: {text}"))?;
+        let pods = v["caches"].as_array().and_then(|c| c.iter().find(|c| c["resource"] == "pods").cloned()).ok_or("no pods cache")?;
+        if pods["watches"].as_u64() >= Some(1) {
+            Ok(v)
+        } else {
+            Err(format!("watch not counted yet: {pods}"))
+        }
+    })
+    .await;
+    assert_eq!(report["upstream"]["up"], true);
+    let caches = report["caches"].as_array().unwrap();
+    let pods = caches.iter().find(|c| c["resource"] == "pods" && c["encoding"] == "json").expect("pods json");
+    assert_eq!((pods["group"].as_str(), pods["synced"].as_bool(), pods["objects"].as_u64()), (Some(""), Some(true), Some(40)));
+    assert!(pods["bytes"].as_u64() > Some(0) && pods["resourceVersion"].as_str().is_some_and(|rv| rv.parse::<u64>().is_ok()));
+    assert!(pods["window"]["oldestResourceVersion"].is_string() && pods["staleSeconds"].as_f64() == Some(0.0), "{pods}");
+    assert!(caches.iter().any(|c| c["resource"] == "nodes" && c["objects"] == 5));
+    drop(watch);
+
+    // `kache status` prints it as a table.
+    let admin = k.admin_api.base.trim_start_matches("http://").to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kache"))
+            .args(["status", "--admin", &admin])
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "kache status: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("{text}");
+    assert!(text.starts_with("upstream: up"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("pods ")).unwrap_or_else(|| panic!("no pods row:\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[..4], &["pods", "json", "true", "40"], "{row}");
+    assert!(text.lines().next().is_some() && text.contains("RESOURCE") && text.contains("WATCHES"));
+    // A kache that is not there: an error, not a table.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kache")).args(["status", "--admin", "127.0.0.1:1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+}
