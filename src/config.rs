@@ -35,49 +35,13 @@ fn at_least(flag: &str, value: impl Into<u64> + Copy, min: u64) -> Result<(), Co
     Ok(())
 }
 
-/// A Go duration (`time.ParseDuration`: `90s`, `1m30s`, `1.5h`, `300ms`; a sign, then one or
-/// more decimal numbers each with a unit `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`; `0` alone).
+/// A Go duration (`time.ParseDuration`: `90s`, `1m30s`, `1.5h`, `300ms`; `0` alone), read
+/// by the same parser as the apiserver's duration fields ([`crate::api::time::parse_go_duration`]).
 /// Negative durations are refused: no kache setting takes one.
 pub fn parse_go_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let t = t.strip_prefix('+').unwrap_or(t);
-    if t.starts_with('-') {
-        return Err(format!("{s:?}: a duration must not be negative"));
-    }
-    if t == "0" {
-        return Ok(std::time::Duration::ZERO);
-    }
-    if t.is_empty() {
-        return Err("an empty duration".into());
-    }
-    let mut rest = t;
-    let mut nanos: f64 = 0.0;
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let (num, after) = rest.split_at(num_len);
-        if num.is_empty() || num == "." {
-            return Err(format!("{s:?}: not a duration (e.g. 90s, 1m30s)"));
-        }
-        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            "" => return Err(format!("{s:?}: missing unit in duration (e.g. 90s, 1m30s)")),
-            u => return Err(format!("{s:?}: unknown unit {u:?} in duration (ns, us, ms, s, m, h)")),
-        };
-        let value: f64 = num.parse().map_err(|_| format!("{s:?}: not a duration (e.g. 90s, 1m30s)"))?;
-        nanos += value * scale;
-        rest = next;
-    }
-    if !nanos.is_finite() || nanos > u64::MAX as f64 {
-        return Err(format!("{s:?}: duration out of range"));
-    }
-    Ok(std::time::Duration::from_nanos(nanos.round() as u64))
+    let nanos = crate::api::time::parse_go_duration(s.trim()).ok_or_else(|| format!("{s:?}: not a duration (e.g. 90s, 1m30s)"))?;
+    let nanos = u64::try_from(nanos).map_err(|_| format!("{s:?}: a duration must not be negative"))?;
+    Ok(std::time::Duration::from_nanos(nanos))
 }
 
 /// A `--*-seconds` value: a whole number of seconds (`90`), or a Go duration of whole
