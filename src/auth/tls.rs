@@ -258,7 +258,8 @@ impl Policy {
 
 /// A rustls server config for `cert`, offering HTTP/2 and HTTP/1.1; with `client_ca`, client
 /// certificates are requested and verified against it, but not required (token clients
-/// present none).
+/// present none). Used by the simulator (kache serves through [`Reloading`]).
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
 pub fn server_config(cert: &ServingCert, client_ca: Option<&[CertificateDer<'static>]>) -> Result<Arc<ServerConfig>, TlsError> {
     server_config_with(cert, client_ca, &Policy::default())
 }
