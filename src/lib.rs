@@ -17,7 +17,8 @@
 //!   (SubjectAccessReview), impersonation, serving certificates.
 //! - `sim/` (cargo feature `sim`, on by default): the simulated kube-apiserver, its catalogue,
 //!   synthetic cluster, churn and launch (`kache sim`, `kache demo`).
-//! - `app/`: `kache serve`'s wiring and `kache kubeconfig`; `config`, `telemetry`, `admin`.
+//! - `app/`: `kache serve`'s wiring, `kache kubeconfig` and `kache status`; `config`, `telemetry`,
+//!   `admin` (`/metrics`, `/readyz`, `/debug/cache`).
 //!
 //! # A LIST, followed through
 //! 1. `serve::server::serve_with` accepts the connection; hyper calls [`serve::Serve`]'s

@@ -4,6 +4,7 @@
 //! unless told otherwise), and `kache demo` (both, with a kubeconfig and commands to try).
 
 pub mod kubeconfig;
+pub mod status;
 
 use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
@@ -45,6 +46,9 @@ pub enum StartError {
     /// `kache kubeconfig` was given something it cannot use (a usage error: exit code 2).
     #[error("{0}")]
     Kubeconfig(String),
+    /// `kache status` could not read a kache's `/debug/cache`.
+    #[error("cannot read kache's status: {0}")]
+    Status(String),
     /// The serving certificate, its key or a client CA could not be used.
     #[error("TLS setup failed")]
     Tls(#[from] TlsError),
@@ -99,10 +103,14 @@ pub fn kubeconfig_with_ca(server: &str, name: &str, ca_pem: Option<&str>) -> Str
     kubeconfig::for_server(server, name, ca_pem)
 }
 
+/// How often `kache serve` reads its TLS files to find them rotated.
+pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
+
 fn serve_settings(c: &CacheArgs) -> ServeSettings {
     ServeSettings {
         limits: Limits {
             window_events: c.window_events,
+            window_bytes: c.window_bytes,
             history: c.snapshot_history,
             watcher_lag: c.watcher_lag,
             table_cell_bytes: c.max_table_cell_bytes_per_object,
@@ -196,8 +204,14 @@ pub async fn start_serve_args(
         None
     } else {
         let cert = serving_cert((&s.tls_cert_file, &s.tls_private_key_file), &args.listen, &s.tls_sans, "kache")?;
-        let client_ca = s.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
-        Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
+        let ca_pem = cert.ca_pem.clone();
+        let files =
+            tls::Files { cert_key: s.tls_cert_file.clone().zip(s.tls_private_key_file.clone()), client_ca: s.client_ca_file.clone() };
+        let generated = files.cert_key.is_none().then_some(cert);
+        let reloading = tls::Reloading::new(files, generated, s.tls_policy()?)?;
+        // Rotated files apply to new connections within about a second.
+        reloading.watch(TLS_RELOAD_INTERVAL);
+        Some((reloading.config(), ca_pem))
     };
     let mut settings = serve_settings(&args.cache);
     settings.security =
@@ -214,12 +228,56 @@ pub async fn start_serve_args(
         max_streams: s.http2_max_streams_per_connection,
         write_timeout: Duration::from_secs(s.write_timeout_seconds),
     };
+    // The client kubeconfig's credentials are read before anything listens, so a kubeconfig
+    // kache cannot copy stops it with a usage error rather than after start.
+    let creds = args.client_kubeconfig_out.as_ref().map(|_| client_credentials(args)).transpose()?;
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let serving = launch(upstream, &args.listen, args.addr_file.as_deref(), settings, tls, limits, shutdown, grace).await?;
-    if let Some(path) = &args.client_kubeconfig_out {
-        std::fs::write(path, kubeconfig_with_ca(&serving.url, "kache", serving.ca_pem.as_deref()))?;
+    if let (Some(path), Some(creds)) = (&args.client_kubeconfig_out, &creds) {
+        kubeconfig::write_private(path, &kubeconfig::for_client(&serving.url, "kache", serving.ca_pem.as_deref(), creds))?;
+        tracing::info!(path = %path.display(), server = %serving.url, "wrote the client kubeconfig");
     }
     Ok(serving)
+}
+
+/// The credentials `--client-kubeconfig-out` carries: those of the upstream context kache
+/// itself uses (`--upstream-kubeconfig`, `--upstream-context`, else KUBECONFIG or
+/// ~/.kube/config), or in a pod without a kubeconfig its service-account token file, as
+/// kache's own in-cluster config. The client reaches kache as that identity: kache
+/// authenticates it with the upstream (TokenReview), so a token, token file or exec plugin
+/// works as it does against the apiserver; a client certificate needs `--client-ca-file`.
+fn client_credentials(args: &ServeArgs) -> Result<kubeconfig::Credentials, StartError> {
+    let flags = ("--upstream-kubeconfig", "--upstream-context");
+    let creds = match kubeconfig::Credentials::from_kubeconfig(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref(), flags)
+    {
+        Ok(c) => c,
+        // kube's inference falls back to in-cluster config the same way.
+        Err(_) if args.upstream_kubeconfig.is_none() && args.upstream_context.is_none() && in_cluster() => {
+            kubeconfig::Credentials::in_cluster()
+        }
+        // Started in-process with an upstream client built elsewhere (no kubeconfig named):
+        // nothing to copy; the kubeconfig carries the server and CA only.
+        Err(e) if args.upstream_kubeconfig.is_none() => {
+            tracing::warn!(error = %e, "no upstream kubeconfig to copy credentials from: the client kubeconfig has no user");
+            return Ok(kubeconfig::Credentials::default());
+        }
+        Err(e) => return Err(e),
+    };
+    if creds.is_empty() {
+        tracing::warn!("the upstream context has no user: clients of the written kubeconfig reach kache without credentials (401 unless --allow-anonymous)");
+    } else if creds.certificate_only() && args.security.client_ca_file.is_none() {
+        tracing::warn!(
+            "the upstream context authenticates with a client certificate, which kache accepts only with --client-ca-file: \
+             pass the cluster's client CA (kubectl -n kube-system get configmap extension-apiserver-authentication \
+             -o jsonpath='{{.data.client-ca-file}}'), or clients of the written kubeconfig get 401"
+        );
+    }
+    Ok(creds)
+}
+
+/// Whether this process runs in a pod with a service account (in-cluster config applies).
+fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && std::path::Path::new(kubeconfig::SERVICE_ACCOUNT_TOKEN).is_file()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -228,7 +286,7 @@ async fn launch(
     listen: &str,
     addr_file: Option<&std::path::Path>,
     settings: ServeSettings,
-    tls: Option<(Arc<rustls::ServerConfig>, String)>,
+    tls: Option<(tls::TlsConfig, String)>,
     limits: ConnLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
@@ -289,9 +347,9 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
     let serving = start_serve_args(upstream, &args, terminated()).await?;
     if let Some(admin) = &args.admin_listen {
         let addr = start_admin(serving.serve.clone(), admin, args.admin_addr_file.as_deref()).await?;
-        println!("kache admin on http://{addr}");
+        tracing::info!(admin = %format!("http://{addr}"), "admin listener (/metrics, /readyz, /livez) ready");
     }
-    println!("kache serving on {}", serving.url);
+    tracing::info!(url = %serving.url, version = env!("CARGO_PKG_VERSION"), "kache serving");
     let _ = serving.done.await;
     Ok(())
 }

@@ -257,9 +257,9 @@ mod tests {
                     .collect()
             })
             .collect();
-        crate::serve::body::try_stitched(Arc::new(pieces), |p| {
-            let items = p.iter().map(|v| crate::serve::body::Piece::from(v.as_slice())).collect();
-            Ok::<_, ()>(crate::serve::body::Stitch { head: Vec::new(), items, tail: b"".as_slice().into() })
+        crate::body::try_stitched(Arc::new(pieces), |p| {
+            let items = p.iter().map(|v| crate::body::Piece::from(v.as_slice())).collect();
+            Ok::<_, ()>(crate::body::Stitch { head: Vec::new(), items, tail: b"".as_slice().into() })
         })
         .unwrap()
     }
@@ -304,7 +304,7 @@ mod tests {
     async fn pretty_answers_are_indented_as_they_are_sent_never_held_whole() {
         let src = crate::testdata::capture("cm-list").body;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let resp = indented(respond(StatusCode::OK, "application/json", crate::serve::body::channel(rx)), &Encodes::new(1));
+        let resp = indented(respond(StatusCode::OK, "application/json", crate::body::channel(rx)), &Encodes::new(1));
         let mut body = resp.into_body();
         let half = src.len() / 2;
         tx.send(Bytes::copy_from_slice(&src[..half])).await.unwrap();

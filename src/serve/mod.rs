@@ -25,8 +25,8 @@ use crate::api::resource::ResourceRef;
 use crate::api::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
+use crate::body::Body;
 use crate::body::RequestBody;
-use crate::body::{self, Body};
 use crate::cache::feed::Feed;
 use crate::cache::KindCache;
 use crate::cache::Limits;
@@ -286,15 +286,59 @@ impl Serve {
         metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
-            let labels = [("resource", k.plural.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
+            let labels =
+                [("resource", k.plural.clone()), ("group", k.group.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
             let snap = f.cache.snapshot();
             metrics::gauge!(telemetry::OBJECTS, &labels).set(snap.objects.len() as f64);
             metrics::gauge!(telemetry::BYTES, &labels).set(snap.bytes as f64);
             metrics::gauge!(telemetry::WINDOW_EVENTS, &labels).set(snap.window.len() as f64);
+            metrics::gauge!(telemetry::WINDOW_BYTES, &labels).set(snap.window.bytes() as f64);
             metrics::gauge!(telemetry::WINDOW_SECONDS, &labels).set(snap.window.span().as_secs_f64());
             metrics::gauge!(telemetry::WATCHES_OPEN, &labels).set(f.cache.watchers() as f64);
             metrics::gauge!(telemetry::STALE_SECONDS, &labels).set(f.staleness().as_secs_f64());
         }
+    }
+
+    /// What each cache holds, for `/debug/cache` (`kache status`): one entry per resource and
+    /// encoding, in resource order.
+    pub fn cache_report(&self) -> serde_json::Value {
+        let mut caches: Vec<serde_json::Value> = self
+            .feeds
+            .iter()
+            .map(|e| {
+                let (k, f) = (e.key(), e.value());
+                let snap = f.cache.snapshot();
+                let age = snap.window.newest_at().map(|t| t.elapsed().as_secs_f64());
+                serde_json::json!({
+                    "resource": k.plural,
+                    "group": k.group,
+                    "version": k.version,
+                    "encoding": format!("{:?}", k.format).to_lowercase(),
+                    "synced": f.synced(),
+                    "refused": f.refused(),
+                    "objects": snap.objects.len(),
+                    "bytes": snap.bytes,
+                    "resourceVersion": snap.rv.to_string(),
+                    "lastEventAgeSeconds": age,
+                    "staleSeconds": f.staleness().as_secs_f64(),
+                    "window": {
+                        "events": snap.window.len(),
+                        "bytes": snap.window.bytes(),
+                        "spanSeconds": snap.window.span().as_secs_f64(),
+                        "oldestResourceVersion": snap.window.floor().to_string(),
+                    },
+                    "watches": f.cache.watchers(),
+                })
+            })
+            .collect();
+        let key = |v: &serde_json::Value| (v["group"].to_string(), v["resource"].to_string(), v["encoding"].to_string());
+        caches.sort_by_key(key);
+        let upstream = self.upstream_check();
+        serde_json::json!({
+            "upstream": {"up": upstream.pass, "detail": upstream.detail},
+            "inFlightReads": self.in_flight(),
+            "caches": caches,
+        })
     }
 
     /// End every open watch (shutdown): clients resume against another replica.
@@ -339,6 +383,7 @@ impl Serve {
         self.feeds
             .entry(key)
             .or_insert_with(|| {
+                telemetry::register_cache(r, fmt);
                 let cache = Arc::new(KindCache::new(r.clone(), 0, self.settings.limits));
                 let feed = Feed::new(cache, fmt, self.upstream.clone());
                 tokio::spawn(feed.clone().run());

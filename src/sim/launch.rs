@@ -70,7 +70,7 @@ pub async fn start_sim_with(
     let tls = if auth.tls_enabled() {
         let cert = serving_cert((&auth.tls_cert_file, &auth.tls_private_key_file), listen, &[], "kache-sim")?;
         let client_ca = auth.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
-        Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
+        Some((Arc::new(arc_swap::ArcSwap::new(tls::server_config(&cert, client_ca.as_deref())?)), cert.ca_pem))
     } else {
         None
     };
@@ -113,7 +113,7 @@ pub async fn start_sim_with(
 pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
     let Some(fault_listen) = &args.fault_listen else {
         let running = start_sim_with(&args.listen, args.addr_file.as_deref(), &args.cluster, &args.auth, ctrl_c()).await?;
-        println!("kache sim listening on {}", running.url);
+        tracing::info!(url = %running.url, "kache sim listening");
         ctrl_c().await;
         return Ok(());
     };
@@ -132,13 +132,16 @@ pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
         std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref()))?;
     }
     let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy)).await?;
-    println!("kache sim listening on {url}; fault switches on http://{faults}");
+    tracing::info!(url = %url, faults = %format!("http://{faults}"), "kache sim listening; fault switches ready");
     ctrl_c().await;
     Ok(())
 }
 
 /// `kache demo`.
 pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
+    // Every flag checked before the simulated cluster is built and anything listens.
+    args.cluster.validate()?;
+    args.cache.validate()?;
     let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
     crate::telemetry::install();

@@ -32,8 +32,10 @@ mod ops_config;
 mod ops_docs;
 mod ops_kubeconfig;
 mod ops_metrics;
+mod ops_quickstart;
 mod ops_rbac;
 mod ops_shutdown;
+mod ops_tls;
 
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;

@@ -165,13 +165,13 @@ impl Feed {
         self.preloaded.load(Ordering::Relaxed)
     }
 
-    fn labels(&self) -> [(&'static str, String); 2] {
-        [("resource", self.cache.resource.plural.clone()), ("encoding", format!("{:?}", self.fmt).to_lowercase())]
+    fn labels(&self) -> [(&'static str, String); 3] {
+        telemetry::cache_labels(&self.cache.resource, self.fmt)
     }
 
-    fn outcome_labels(&self, outcome: &'static str) -> [(&'static str, String); 3] {
-        let [r, e] = self.labels();
-        [r, e, ("outcome", outcome.to_string())]
+    fn outcome_labels(&self, outcome: &'static str) -> [(&'static str, String); 4] {
+        let [r, g, e] = self.labels();
+        [r, g, e, ("outcome", outcome.to_string())]
     }
 
     /// Whether the initial list has been loaded.

@@ -333,7 +333,7 @@ pub struct TlsClient {
     client: Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>,
 }
 
-fn tls_config(ca_pem: &str, who: &Who<'_>) -> rustls::ClientConfig {
+pub fn tls_config(ca_pem: &str, who: &Who<'_>) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(c.unwrap()).unwrap();
