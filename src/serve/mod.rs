@@ -585,7 +585,7 @@ mod tests {
         assert!(accepts_gzip(req.headers()));
         let key = DocKey::of(&req).unwrap();
         let kept = Arc::new(LastDiscovery::default());
-        let mut upstream = respond(StatusCode::OK, "application/json", body::full(gz.clone()));
+        let mut upstream = respond(StatusCode::OK, "application/json", crate::body::full(gz.clone()));
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 
