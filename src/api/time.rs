@@ -183,53 +183,59 @@ pub fn parse_go_duration(s: &str) -> Option<i64> {
     }
     let mut total: u128 = 0;
     while !rest.is_empty() {
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let int_part = &rest[..int_len];
-        rest = &rest[int_len..];
-        let mut frac_part = "";
-        if let Some(tail) = rest.strip_prefix('.') {
-            let n = tail.bytes().take_while(u8::is_ascii_digit).count();
-            frac_part = &tail[..n];
-            rest = &tail[n..];
-        }
-        if int_part.is_empty() && frac_part.is_empty() {
-            return None;
-        }
-        let unit_len = rest.char_indices().find(|&(_, c)| c == '.' || c.is_ascii_digit()).map_or(rest.len(), |(i, _)| i);
-        let unit: u128 = match &rest[..unit_len] {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        let mut v: u128 = 0;
-        for c in int_part.bytes() {
-            v = v.checked_mul(10)?.checked_add(u128::from(c - b'0'))?;
-            if v > u128::from(u64::MAX) {
-                return None;
-            }
-        }
-        total = total.checked_add(v.checked_mul(unit)?)?;
-        let mut scale: u128 = 1;
-        let mut f: u128 = 0;
-        for c in frac_part.bytes().take(18) {
-            f = f * 10 + u128::from(c - b'0');
-            scale *= 10;
-        }
-        total = total.checked_add(f * unit / scale)?;
+        let (ns, after) = duration_term(rest)?;
+        total = total.checked_add(ns)?;
         if total > 1u128 << 63 {
             return None;
         }
+        rest = after;
     }
     if neg {
         Some((total as i128).checked_neg().and_then(|x| i64::try_from(x).ok())?)
     } else {
         i64::try_from(total).ok()
     }
+}
+
+/// One `<decimal><unit>` term at the start of `rest` of a Go duration: its nanoseconds
+/// (the fraction cut to 18 digits, as Go does) and what follows it.
+fn duration_term(rest: &str) -> Option<(u128, &str)> {
+    let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let int_part = &rest[..int_len];
+    let mut rest = &rest[int_len..];
+    let mut frac_part = "";
+    if let Some(tail) = rest.strip_prefix('.') {
+        let n = tail.bytes().take_while(u8::is_ascii_digit).count();
+        frac_part = &tail[..n];
+        rest = &tail[n..];
+    }
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    let unit_len = rest.char_indices().find(|&(_, c)| c == '.' || c.is_ascii_digit()).map_or(rest.len(), |(i, _)| i);
+    let unit: u128 = match &rest[..unit_len] {
+        "ns" => 1,
+        "us" | "µs" | "μs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => return None,
+    };
+    let mut v: u128 = 0;
+    for c in int_part.bytes() {
+        v = v.checked_mul(10)?.checked_add(u128::from(c - b'0'))?;
+        if v > u128::from(u64::MAX) {
+            return None;
+        }
+    }
+    let mut scale: u128 = 1;
+    let mut f: u128 = 0;
+    for c in frac_part.bytes().take(18) {
+        f = f * 10 + u128::from(c - b'0');
+        scale *= 10;
+    }
+    Some((v.checked_mul(unit)?.checked_add(f * unit / scale)?, &rest[unit_len..]))
 }
 
 #[cfg(test)]

@@ -37,6 +37,8 @@ mod ops_shutdown;
 mod real_apiserver;
 mod real_differential;
 mod real_kcm;
+mod real_kubectl;
 mod real_restart;
+mod real_views;
 
 mod support;

@@ -258,38 +258,52 @@ impl Watcher {
                 _ = sleep_until(end) => return,
                 _ = self.tx.closed() => return,
             };
-            match msg {
-                Ok(Message::Event(ev)) if ev.rv > snap_rv => {
-                    self.last_rv = ev.rv;
-                    let frame = transition(&ev, self.namespace.as_deref(), &self.opts).and_then(|(kind, o)| self.enc.event(kind, o));
-                    if let Some(f) = frame {
-                        if !(self.put(&mut out, f).await && self.flush(&mut out).await) {
-                            return;
-                        }
-                        sent.increment(1);
-                    }
-                }
-                Ok(Message::Event(_)) => continue,
-                Ok(Message::Progress(p)) => {
-                    self.last_rv = self.last_rv.max(p);
-                    continue;
-                }
-                // A relist's differences have all been sent: a bookmark at the list's RV
-                // tells the client it has caught up.
-                Ok(Message::Caught(p)) => {
-                    self.last_rv = self.last_rv.max(p);
-                    if bookmarks && !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await) {
-                        return;
-                    }
-                }
-                // Relisted state, a watcher too slow for the ring, or a closed cache: end the
-                // stream so the client resumes from its last RV (or relists on 410).
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
-                    return;
-                }
-                Ok(Message::Reset) | Err(_) => return,
+            if !self.deliver(&mut out, msg, snap_rv, bookmarks, &sent).await {
+                return;
             }
+        }
+    }
+
+    /// Send what one message from the cache means for this watcher (an event it selects, a
+    /// bookmark after a relist's differences); whether the stream goes on.
+    async fn deliver(
+        &mut self,
+        out: &mut Chunks,
+        msg: Result<Message, broadcast::error::RecvError>,
+        snap_rv: u64,
+        bookmarks: bool,
+        sent: &metrics::Counter,
+    ) -> bool {
+        match msg {
+            Ok(Message::Event(ev)) if ev.rv > snap_rv => {
+                self.last_rv = ev.rv;
+                let frame = transition(&ev, self.namespace.as_deref(), &self.opts).and_then(|(kind, o)| self.enc.event(kind, o));
+                if let Some(f) = frame {
+                    if !(self.put(out, f).await && self.flush(out).await) {
+                        return false;
+                    }
+                    sent.increment(1);
+                }
+                true
+            }
+            Ok(Message::Event(_)) => true,
+            Ok(Message::Progress(p)) => {
+                self.last_rv = self.last_rv.max(p);
+                true
+            }
+            // A relist's differences have all been sent: a bookmark at the list's RV
+            // tells the client it has caught up.
+            Ok(Message::Caught(p)) => {
+                self.last_rv = self.last_rv.max(p);
+                !bookmarks || (self.put(out, self.enc.bookmark(self.last_rv, false)).await && self.flush(out).await)
+            }
+            // Relisted state, a watcher too slow for the ring, or a closed cache: end the
+            // stream so the client resumes from its last RV (or relists on 410).
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                false
+            }
+            Ok(Message::Reset) | Err(_) => false,
         }
     }
 }
