@@ -2,37 +2,49 @@
 //!
 //! # Layout: folders in pipeline order
 //! - `serve/`: everything one request touches, in order: `server` (accept, TLS, HTTP/1.1
-//!   and HTTP/2, drain), `route` (classify a path), `query` (list/watch options), `limit`
-//!   (in-flight caps), `read` (can the cache answer? authorization, freshness), `handler/`
-//!   (`get`, `list`, `watch` from one snapshot), `body` (stitched bytes, `writev`), `proxy`
-//!   (pass-through, upgrades), `upstream` (pooled HTTP/2 client), `discovery`.
+//!   and HTTP/2, drain), `limit` (in-flight caps), `read` (can the cache answer?
+//!   authorization, freshness), `handler/` (`get`, `list`, `watch` from one snapshot; in
+//!   `handler/tests/` the read path against a real apiserver's answers), `respond` (the
+//!   headers every answer carries, a `Status` as a response), `compress` (gzip), `proxy`
+//!   (pass-through, upgrades), `discovery` (which resources the upstream serves).
 //! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
-//!   (stored bytes and selector fields), `token` (continue tokens), `informer` (LIST+WATCH,
-//!   freshness probes).
-//! - `api/`: pure Kubernetes formats shared by all, safe to fuzz: `status`, `media` (Accept),
-//!   `resource`, `json`, `time`, `wire` (protobuf framing), `selector`, `transcode`.
+//!   (stored bytes and selector fields), `informer` (LIST+WATCH, freshness probes).
+//! - `upstream/`: the upstream apiserver, the one way to it: the client, its connection
+//!   pools (`pool`), its health as kache's monitor finds it (`health`; kache's own readiness
+//!   is `serve`'s and `admin`'s), the discovery documents kept for its outages
+//!   (`last_discovery`).
+//! - `api/`: pure Kubernetes formats shared by all, safe to fuzz: a request's `route`
+//!   (classify a path), `query` (list and watch options), `token` (continue tokens) and
+//!   `media` (`Accept`: content negotiation); `status`, `resource`, `json`, `time`, `quote`,
+//!   `wire` (protobuf framing), `selector`, `table`, `transcode`.
+//! - `body`: the one HTTP body type, both ways: buffers, stored bytes stitched, streams.
 //! - `auth/`: client identity (certificates, TokenReview), authorization
 //!   (SubjectAccessReview), impersonation, serving certificates.
 //! - `sim/` (cargo feature `sim`, on by default): the simulated kube-apiserver, its catalogue,
 //!   synthetic cluster, churn and launch (`kache sim`, `kache demo`).
 //! - `app/`: `kache serve`'s wiring and `kache kubeconfig`; `config`, `telemetry`, `admin`.
 //!
+//! Layers only look down: `api` <- `body` <- `upstream` <- `cache`, `auth` <- `serve` <-
+//! `app`, `sim`, `admin`.
+//!
 //! # A LIST, followed through
 //! 1. `serve::server::serve_with` accepts the connection; hyper calls [`serve::Serve`]'s
 //!    `Handler::handle`.
 //! 2. `Serve::admit` checks the URI's length and authenticates (`auth::Security::caller`).
-//! 3. `serve::route::classify` turns the path into a `ResourcePath`.
-//! 4. `Serve::cached` (`serve/read.rs`): `plan` (resource, scope, `query::negotiate`,
-//!    `Options::parse`), `authorize` (cached SubjectAccessReview), the feed (`Serve::feed`).
+//! 3. `api::route::classify` turns the path into a `ResourcePath`.
+//! 4. `Serve::cached` (`serve/read.rs`): `plan` (resource, scope, `api::media::negotiate`,
+//!    `api::query::Options::parse`), `authorize` (cached SubjectAccessReview), the feed
+//!    (`Serve::feed`).
 //! 5. `permit` takes an in-flight place (`serve::limit`).
 //! 6. `current`: a consistent LIST asks `cache::informer::Feed::upstream_rv`, then
 //!    `Feed::prove` waits for the cache to be proven at that RV (a freshness probe).
-//! 7. `serve::handler::list` picks a snapshot (`KindCache::at` for past RVs) and selects
-//!    items (`handler::candidates`, the `spec.nodeName` index, selectors).
+//! 7. `serve::handler::list` picks a snapshot (`KindCache::latest`, `KindCache::at` for past
+//!    RVs) and selects items (`handler::candidates`, the `spec.nodeName` index, selectors).
 //! 8. `list::stitch` writes the list head and borrows each item's stored bytes.
-//! 9. `serve::body::Stitch` goes out as one vectored write; nothing is re-encoded.
-//! 10. Anything `cached` declines goes to `serve::proxy::forward`, streamed.
+//! 9. `body::Stitch` goes out as one vectored write; nothing is re-encoded.
+//! 10. Anything `cached` declines goes to `serve::proxy::forward`, streamed through
+//!     `upstream::Upstream`.
 //!
 //! # A WATCH, followed through
 //! 1. Steps 1-4 as for a LIST; `Options::parse` sees `watch=1`; no in-flight permit.
