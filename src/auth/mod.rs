@@ -8,7 +8,7 @@
 
 pub(crate) mod authn;
 pub(crate) mod authz;
-pub(crate) mod impersonate;
+pub mod impersonate;
 mod review;
 pub(crate) mod security;
 pub(crate) mod tls;

@@ -267,35 +267,48 @@ impl Sim {
         if let View::Metadata { list, .. } = view {
             metadata_fits(&r, &req, &p, list)?;
         }
+        self.serve_verb(&cache, req, &p, fmt, view).await
+    }
+
+    /// A request for `cache`'s resource, its encoding and view negotiated, carried out by
+    /// its verb (the read path's handlers, or the simulator's writes).
+    async fn serve_verb<B: RequestBody>(
+        &self,
+        cache: &Arc<KindCache>,
+        req: Request<B>,
+        p: &ResourcePath,
+        fmt: Format,
+        view: View,
+    ) -> Result<Response<Body>, Status> {
         let ns = p.namespace.as_deref();
         match (req.method().clone(), p.name.as_deref(), p.subresource.as_deref()) {
             (Method::GET, Some(name), None | Some("status")) => {
                 let include = Options::parse(req.uri().query())?.include_object;
-                handler::get(&cache, ns, name, fmt, view, Include::parse(include.as_deref()).unwrap_or(Include::Metadata))
+                handler::get(cache, ns, name, fmt, view, Include::parse(include.as_deref()).unwrap_or(Include::Metadata))
             }
             (Method::GET, None, None) => {
                 let opts = Options::parse(req.uri().query())?;
                 if opts.cont.is_none() && opts.rv != Some(0) {
-                    self.request_progress(&cache, opts.rv);
+                    self.request_progress(cache, opts.rv);
                 }
                 if opts.watch {
                     handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch.clone()).await
                 } else {
-                    handler::list(&cache, ns, &opts, fmt, view).await
+                    handler::list(cache, ns, &opts, fmt, view).await
                 }
             }
-            (Method::GET, Some(name), Some("log")) if r.kind == "Pod" => write::log(&cache, ns, name),
-            (Method::POST, None, None) => self.create(&cache, req, &p, fmt).await,
-            (Method::PUT, Some(_), None | Some("status")) => self.update(&cache, req, &p, fmt).await,
-            (Method::PATCH, Some(_), None | Some("status")) => self.patch(&cache, req, &p, fmt).await,
+            (Method::GET, Some(name), Some("log")) if cache.resource.kind == "Pod" => write::log(cache, ns, name),
+            (Method::POST, None, None) => self.create(cache, req, p, fmt).await,
+            (Method::PUT, Some(_), None | Some("status")) => self.update(cache, req, p, fmt).await,
+            (Method::PATCH, Some(_), None | Some("status")) => self.patch(cache, req, p, fmt).await,
             (Method::DELETE, Some(name), None) => {
                 let dry = write::delete_is_dry_run(req).await?;
-                self.delete(&cache, ns, name, fmt, dry)
+                self.delete(cache, ns, name, fmt, dry)
             }
-            (Method::DELETE, None, None) if catalog::allows_delete_collection(&r) => {
+            (Method::DELETE, None, None) if catalog::allows_delete_collection(&cache.resource) => {
                 let query = req.uri().query().map(str::to_string);
                 let dry = write::delete_is_dry_run(req).await?;
-                self.delete_collection(&cache, ns, query.as_deref(), fmt, dry)
+                self.delete_collection(cache, ns, query.as_deref(), fmt, dry)
             }
             (_, _, Some(_)) => Err(Status::no_route()),
             _ => Err(Status::method_not_allowed()),

@@ -277,42 +277,7 @@ impl Sim {
         if !given_rv.is_empty() && given_rv != cur["metadata"]["resourceVersion"] {
             return Err(Status::conflict(&r.group, &r.plural, name));
         }
-        for k in ["name", "namespace", "uid", "creationTimestamp", "generation"] {
-            match cur["metadata"].get(k) {
-                Some(v) => next["metadata"][k] = v.clone(),
-                None => {
-                    if let Some(m) = next["metadata"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
-            }
-        }
-        let has_status = crate::sim::catalog::has_status(&r);
-        if p.subresource.as_deref() == Some("status") {
-            let status = next.get("status").cloned();
-            next = cur.clone();
-            match status {
-                Some(s) => next["status"] = s,
-                None => {
-                    if let Some(m) = next.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-        } else if has_status {
-            match cur.get("status") {
-                Some(s) => next["status"] = s.clone(),
-                None => {
-                    if let Some(m) = next.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-            if cur.get("spec") != next.get("spec") {
-                let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-                next["metadata"]["generation"] = Value::from(g);
-            }
-        }
+        next = kept_by_server(&cur, next, p.subresource.as_deref() == Some("status"), crate::sim::catalog::has_status(&r));
         let mut a = cur.clone();
         a["metadata"]["resourceVersion"] = Value::Null;
         let mut b = next.clone();
@@ -359,6 +324,48 @@ impl Sim {
         }
         Ok(Status::success(Details::default()).into_response(fmt == Format::Protobuf))
     }
+}
+
+/// An update's new state `next` with what the apiserver keeps from the current `cur`: its
+/// identity fields; for `/status` (`status_only`) everything but status; for a kind with a
+/// status subresource (`has_status`) its status, and a generation counting spec changes.
+fn kept_by_server(cur: &Value, mut next: Value, status_only: bool, has_status: bool) -> Value {
+    for k in ["name", "namespace", "uid", "creationTimestamp", "generation"] {
+        match cur["metadata"].get(k) {
+            Some(v) => next["metadata"][k] = v.clone(),
+            None => {
+                if let Some(m) = next["metadata"].as_object_mut() {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+    if status_only {
+        let status = next.get("status").cloned();
+        next = cur.clone();
+        match status {
+            Some(s) => next["status"] = s,
+            None => {
+                if let Some(m) = next.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+    } else if has_status {
+        match cur.get("status") {
+            Some(s) => next["status"] = s.clone(),
+            None => {
+                if let Some(m) = next.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        if cur.get("spec") != next.get("spec") {
+            let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            next["metadata"]["generation"] = Value::from(g);
+        }
+    }
+    next
 }
 
 fn strip_type(mut v: Value) -> Value {

@@ -41,6 +41,8 @@ mod ops_tls;
 mod real_apiserver;
 mod real_differential;
 mod real_kcm;
+mod real_kubectl;
 mod real_restart;
+mod real_views;
 
 mod support;
