@@ -207,6 +207,7 @@ impl Serve {
                 None => tracing::warn!(resource = %name, "preload: the upstream has no such listable resource"),
             }
         }
+        telemetry::register_limits();
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
         tokio::spawn(health::monitor(Arc::downgrade(&serve), |s| &s.upstream));
         Ok(serve)
