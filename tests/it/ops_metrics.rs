@@ -212,8 +212,16 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     for h in [t::FRESHNESS_PROBE_SECONDS, t::REQUEST_SECONDS] {
         assert_eq!(s2.types.get(h).map(String::as_str), Some("histogram"), "{h} is a histogram");
     }
-    // The consistent LIST of nodes (quiet while pods churn) waited for a probe.
-    assert!(!s2.find(&format!("{}_bucket", t::FRESHNESS_PROBE_SECONDS), &[("resource", "nodes"), ("group", "")]).is_empty());
+    // The consistent LIST of nodes (quiet while pods churn) waited for a probe, which is
+    // counted in the histogram once it has ended (its watch lasts about 3 s).
+    eventually(30, 200, || async {
+        let s = k.scrape().await;
+        match s.find(&format!("{}_bucket", t::FRESHNESS_PROBE_SECONDS), &[("resource", "nodes"), ("group", "")]).is_empty() {
+            true => Err("no nodes probe in the histogram yet".to_string()),
+            false => Ok(()),
+        }
+    })
+    .await;
     let build = s2.find(t::BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))]);
     assert_eq!(build.iter().map(|b| b.value).collect::<Vec<_>>(), vec![1.0], "kache_build_info");
     for (name, kind) in [
