@@ -177,6 +177,23 @@ impl Costs {
     }
 }
 
+impl Costs {
+    /// A read of the whole collection of a kind whose cache is still listing, expected to
+    /// have synced in `eta` holding `bytes` (index bytes): how long to wait for it, or
+    /// `None` to pass the read through now. It waits when the cache would answer sooner
+    /// than the upstream (`eta`, plus a proof's expected wait for a `consistent` read,
+    /// against the upstream's time for `bytes`, weighed by the factor), and no longer than
+    /// the upstream would take. With the factor 0 it never waits (as before the rule).
+    pub(crate) fn wait_for_sync(&self, kind: &str, eta: Duration, bytes: u64, consistent: bool) -> Option<Duration> {
+        if self.factor <= 0.0 {
+            return None;
+        }
+        let upstream = self.upstream_secs(bytes);
+        let kache = eta.as_secs_f64() + if consistent { self.proof_wait(kind) } else { 0.0 } + bytes as f64 / SERVE_RATE;
+        (upstream > self.factor * kache).then(|| Duration::try_from_secs_f64(upstream).unwrap_or(Duration::MAX))
+    }
+}
+
 /// A passed-through answer's body that reports to [`Costs`] when its last byte has gone:
 /// how long the upstream took for an answer of `bytes` index bytes. A body the client
 /// abandons reports nothing.
@@ -244,6 +261,22 @@ mod tests {
         // 40 MB takes it ~1.26 s: wait no longer than that.
         let Decision::Prove(d) = c.decide("pods", 40_000_000, Duration::from_secs(3)) else { panic!("prove") };
         assert!((1.2..1.3).contains(&d.as_secs_f64()), "{d:?}");
+    }
+
+    #[test]
+    fn a_cache_still_listing_is_waited_for_when_it_will_answer_sooner() {
+        let c = Costs::new(1.0);
+        // Every pod (150 MB, the upstream's ~4.7 s) with the list 2 s from its end: wait,
+        // as long as the upstream would take; a consistent read adds the proof's 1 s.
+        let w = c.wait_for_sync("pods", Duration::from_secs(2), 150_000_000, true).expect("waits");
+        assert!((4.6..4.8).contains(&w.as_secs_f64()), "{w:?}");
+        // The list 4 s from its end: with the proof kache would be later than the upstream.
+        assert_eq!(c.wait_for_sync("pods", Duration::from_secs(4), 150_000_000, true), None);
+        assert!(c.wait_for_sync("pods", Duration::from_secs(4), 150_000_000, false).is_some(), "RV=0 needs no proof");
+        // A small kind the upstream lists in milliseconds: through at once.
+        assert_eq!(c.wait_for_sync("namespaces", Duration::from_millis(100), 30_000, false), None);
+        // The factor 0 keeps the cache's old rule: not synced passes through.
+        assert_eq!(Costs::new(0.0).wait_for_sync("pods", Duration::from_millis(1), 150_000_000, false), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::api::status::Status;
 use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
 use crate::body::Body;
-use crate::cache::feed::Feed;
+use crate::cache::feed::{Feed, SyncEstimate};
 use crate::cache::object::{self, Object};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
@@ -127,6 +127,11 @@ struct Plan<'a> {
     options: Result<Options, Status>,
 }
 
+/// How long a read of a kind kache has just started listing waits for the list's first
+/// page, which tells how long the rest will take (a page of 500 pods took 40-90 ms from a
+/// kube-apiserver).
+const FIRST_PAGE_WAIT: Duration = Duration::from_millis(500);
+
 /// The cost rule's name for a kind: `plural.group`.
 fn kind_key(r: &ResourceRef) -> String {
     format!("{}.{}", r.plural, r.group)
@@ -182,12 +187,7 @@ impl Serve {
             return Err(PassThrough::UnknownField);
         }
         let feed = self.feed(&plan.resource, plan.format);
-        // A cache the request has just started is not synced yet. A watch stays open for
-        // minutes (an informer's first watch of a kind holds its stream until its timeout),
-        // so a watch waits a little for a kind that lists quickly rather than taking an
-        // upstream stream for its whole life; anything else passes through meanwhile.
-        let synced = feed.synced() || opts.watch && feed.wait_synced(self.settings.consistent_wait).await;
-        if !synced {
+        if !feed.synced() && !self.wait_for_sync(&feed, plan, opts).await {
             return Err(PassThrough::NotSynced);
         }
         // A custom resource's Table needs its CRD's columns (read when its cache listed).
@@ -195,6 +195,45 @@ impl Serve {
             return Err(PassThrough::NoPrinter);
         }
         Ok(feed)
+    }
+
+    /// A read of a kind kache is still listing (a cache the request has just started, or
+    /// kache itself starting): whether to wait for the cache rather than pass it through.
+    ///
+    /// - A read of the whole collection (no namespace, name or selector; a LIST, or a watch
+    ///   that starts with the state) waits when the list's end is expected sooner than the
+    ///   upstream would answer it (the cost rule: the list's pages so far give the time left
+    ///   and the answer's size, see `Costs::wait_for_sync`), at most as long as the upstream
+    ///   is expected to take. An informer started with kache thus gets the list kache is
+    ///   already halfway through instead of a second one from the upstream.
+    /// - Any other watch stays open for minutes (an informer's holds its stream until its
+    ///   timeout), so it waits up to `--consistent-wait-ms` for a kind that lists within it
+    ///   rather than take an upstream stream for its whole life.
+    /// - Anything else (a small answer the upstream gives in milliseconds) passes through.
+    async fn wait_for_sync(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> bool {
+        let bound = self.settings.consistent_wait;
+        let whole = plan.path.name.is_none() && plan.path.namespace.is_none() && opts.labels.is_empty() && opts.fields.is_empty();
+        let state = !opts.watch || opts.send_initial_events == Some(true) || matches!(opts.rv, None | Some(0));
+        let watch_wait = |eta: Duration| (opts.watch && eta <= bound).then_some(bound);
+        let mut estimate = feed.sync_estimate();
+        if estimate == SyncEstimate::Unknown && (opts.watch || whole && state) {
+            // The list's first page tells how long the rest will take.
+            feed.next_page(FIRST_PAGE_WAIT.min(bound)).await;
+            estimate = feed.sync_estimate();
+        }
+        let wait = match estimate {
+            SyncEstimate::Synced => return true,
+            SyncEstimate::Within { eta, bytes } if whole && state => {
+                let kind = kind_key(&feed.cache.resource);
+                self.costs.wait_for_sync(&kind, eta, bytes, opts.rv.is_none()).or(watch_wait(eta))
+            }
+            SyncEstimate::Within { eta, .. } => watch_wait(eta),
+            SyncEstimate::Unknown => opts.watch.then_some(bound),
+        };
+        match wait {
+            Some(wait) => feed.wait_synced(wait).await,
+            None => false,
+        }
     }
 
     /// Count a read answered as metadata or a Table.

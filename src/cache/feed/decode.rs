@@ -96,6 +96,8 @@ struct ListMetaJson {
     resource_version: String,
     #[serde(rename = "continue", default)]
     cont: Option<String>,
+    #[serde(rename = "remainingItemCount", default)]
+    remaining: Option<i64>,
 }
 
 /// A JSON list with its items undecoded (skipping over an item is iterative, so any depth
@@ -145,17 +147,28 @@ pub(super) fn json_page(
     body: &[u8],
     custom: Option<&Arc<CustomColumns>>,
     out: &mut Listed,
-) -> Result<(u64, String), DecodeError> {
+) -> Result<Page, DecodeError> {
     let list: ListJson<'_> = serde_json::from_slice(body)?;
     for item in &list.items {
         out.push(json_object(r, item.get().as_bytes(), custom));
     }
-    Ok((list.rv()?, list.metadata.cont.unwrap_or_default()))
+    let remaining = list.metadata.remaining.and_then(|n| u64::try_from(n).ok());
+    Ok(Page { rv: list.rv()?, cont: list.metadata.cont.unwrap_or_default(), remaining })
+}
+
+/// What a list page says of the list: its resourceVersion, the continue token of the next
+/// page (empty on the last) and how many items the pages after it hold (the apiserver's
+/// `remainingItemCount`, given for paged lists without a selector).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Page {
+    pub(super) rv: u64,
+    pub(super) cont: String,
+    pub(super) remaining: Option<u64>,
 }
 
 /// A protobuf list page (the `k8s\0` envelope): its items into `out` (those that cannot be
 /// decoded skipped), and its (RV, continue).
-pub(super) fn pb_page(r: &Resource, body: &[u8], out: &mut Listed) -> Result<(u64, String), DecodeError> {
+pub(super) fn pb_page(r: &Resource, body: &[u8], out: &mut Listed) -> Result<Page, DecodeError> {
     let (_, _, raw) = wire::open_envelope(body).ok_or(DecodeError::Protobuf("list envelope"))?;
     pb_list(r, raw, out)
 }
@@ -212,34 +225,37 @@ pub(super) fn object_rv(fmt: Format, obj: &[u8]) -> Option<u64> {
 }
 
 /// Objects of a protobuf list message, and its (RV, continue).
-fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<(u64, String), DecodeError> {
+fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<Page, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("list");
-    let (mut pos, mut rv, mut cont) = (0, 0, String::new());
+    let (mut pos, mut page) = (0, Page::default());
     while pos < raw.len() {
         let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
         match field {
-            1 => (rv, cont) = pb_list_meta(&raw[range])?,
+            1 => page = pb_list_meta(&raw[range])?,
             2 => out.push(pb_object(r, &raw[range])),
             _ => {}
         }
     }
-    Ok((rv, cont))
+    Ok(page)
 }
 
-/// (resourceVersion, continue) of a protobuf ListMeta.
-fn pb_list_meta(m: &[u8]) -> Result<(u64, String), DecodeError> {
+/// resourceVersion (2), continue (3) and remainingItemCount (4) of a protobuf ListMeta.
+fn pb_list_meta(m: &[u8]) -> Result<Page, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("list metadata");
-    let (mut p, mut rv, mut cont) = (0, 0, String::new());
+    let (mut p, mut page) = (0, Page::default());
     while p < m.len() {
-        let (f, _, r) = wire::next_field(m, &mut p).ok_or(BAD)?;
+        let (f, wire_type, r) = wire::next_field(m, &mut p).ok_or(BAD)?;
+        let varint = || (wire_type == prost::encoding::WireType::Varint).then(|| wire::get_varint(m, &mut r.start.clone())).flatten();
         let text = || std::str::from_utf8(&m[r.clone()]).map_err(|_| BAD);
         match f {
-            2 => rv = parse_rv(text()?)?,
-            3 => cont = text()?.to_string(),
+            2 => page.rv = parse_rv(text()?)?,
+            3 => page.cont = text()?.to_string(),
+            // An int64 as a varint: a negative count would be ten bytes of high bits.
+            4 => page.remaining = varint().filter(|n| i64::try_from(*n).is_ok()),
             _ => {}
         }
     }
-    Ok((rv, cont))
+    Ok(page)
 }
 
 /// What a metadata list says of an object: enough to tell whether the cache's copy is it.
@@ -259,7 +275,7 @@ pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Identity>) -> Result<(u64
         let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
         let m = &raw[range];
         match field {
-            1 => (rv, cont) = pb_list_meta(m)?,
+            1 => Page { rv, cont, .. } = pb_list_meta(m)?,
             2 => {
                 // PartialObjectMetadata { metadata: ObjectMeta = 1 }
                 let (mut p, mut meta) = (0, None);
@@ -457,7 +473,7 @@ pub(super) mod tests {
                     assert_eq!(crate::api::json::depth(&obj), levels);
                     let list = [&b"{\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..], &obj, b"]}"].concat();
                     let mut listed = Listed::default();
-                    assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), (9, String::new()));
+                    assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), Page { rv: 9, ..Page::default() });
                     assert!(listed.skipped.is_empty(), "{levels}: {:?}", listed.skipped);
                     assert_eq!(listed.objects.len(), 1);
                     let o = &listed.objects[0];
@@ -486,10 +502,28 @@ pub(super) mod tests {
         ]
         .concat();
         let mut listed = Listed::default();
-        assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), (10, String::new()));
+        assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), Page { rv: 10, ..Page::default() });
         assert_eq!(listed.objects.iter().map(|o| &*o.key).collect::<Vec<_>>(), ["default/fine"]);
         assert_eq!(listed.skipped.iter().map(DecodeError::reason).collect::<Vec<_>>(), ["metadata", "too_deep"]);
         assert_eq!(object_rv(Format::Json, &too_deep), Some(8), "its RV is still read, to resume past it");
         assert!(std::error::Error::source(&InformerError::from(listed.skipped.remove(0))).is_some(), "the cause is kept");
+    }
+
+    #[test]
+    fn a_page_says_how_many_items_the_pages_after_it_hold_in_both_encodings() {
+        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods");
+        let json: serde_json::Value = serde_json::from_slice(&crate::testdata::golden("02c-list-pods-limit2-page1.json.body")).unwrap();
+        let remaining = json["metadata"]["remainingItemCount"].as_u64().expect("the capture has remainingItemCount");
+        let mut listed = Listed::default();
+        let page = json_page(&pods, &crate::testdata::golden("02c-list-pods-limit2-page1.json.body"), None, &mut listed).unwrap();
+        assert_eq!((page.remaining, page.cont.is_empty(), listed.objects.len()), (Some(remaining), false, 2));
+        let mut listed = Listed::default();
+        let page = pb_page(&pods, &crate::testdata::golden("02c-list-pods-limit2-page1.pb.body"), &mut listed).unwrap();
+        assert_eq!((page.remaining, page.cont.is_empty(), listed.objects.len()), (Some(remaining), false, 2));
+        // The last page, and an unpaged list, say nothing.
+        let page = json_page(&pods, &crate::testdata::golden("02d-list-pods-limit2-page2.json.body"), None, &mut Listed::default()).unwrap();
+        assert_eq!(page.remaining, None);
+        let page = pb_page(&pods, &crate::testdata::golden("02a-list-pods.pb.body"), &mut Listed::default()).unwrap();
+        assert_eq!((page.remaining, page.cont.as_str()), (None, ""));
     }
 }

@@ -86,6 +86,36 @@ pub struct Feed {
     /// The newest RV of a watch event skipped (the feed's watch and a freshness probe may
     /// both meet it: it is counted once).
     skipped_rv: AtomicU64,
+    /// How far the initial list has come, while the feed has not synced.
+    listing: std::sync::Mutex<Option<Listing>>,
+    /// Told of each page of the initial list.
+    paged: tokio::sync::Notify,
+}
+
+/// The initial list's progress: when it started, what its pages brought so far and what
+/// the upstream says remains (`remainingItemCount`).
+#[derive(Debug, Clone, Copy)]
+struct Listing {
+    started: Instant,
+    items: u64,
+    bytes: u64,
+    remaining: Option<u64>,
+}
+
+/// When a feed that has not synced will have: what [`Feed::sync_estimate`] says.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SyncEstimate {
+    /// It has synced.
+    Synced,
+    /// It expects to in `eta`, holding then about `bytes` bytes (its pages' rate so far).
+    Within {
+        /// The time left, at the rate the pages have come so far.
+        eta: Duration,
+        /// The bytes of the whole list, from the pages' mean item size.
+        bytes: u64,
+    },
+    /// No page has come yet, or the upstream does not say how many items remain.
+    Unknown,
 }
 
 impl Feed {
@@ -106,6 +136,8 @@ impl Feed {
             demand: std::sync::Mutex::new(Instant::now()),
             refused: std::sync::OnceLock::new(),
             skipped_rv: AtomicU64::new(0),
+            listing: std::sync::Mutex::new(None),
+            paged: tokio::sync::Notify::new(),
         })
     }
 
@@ -177,6 +209,55 @@ impl Feed {
     /// Whether the initial list has been loaded.
     pub fn synced(&self) -> bool {
         *self.synced.borrow()
+    }
+
+    /// When this feed will have synced, judged from its initial list's pages so far.
+    pub fn sync_estimate(&self) -> SyncEstimate {
+        if self.synced() {
+            return SyncEstimate::Synced;
+        }
+        let listing = *self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        match listing {
+            Some(Listing { started, items, bytes, remaining: Some(left) }) if items > 0 => {
+                let per_item = started.elapsed().as_secs_f64() / items as f64;
+                let eta = Duration::try_from_secs_f64(per_item * left as f64).unwrap_or(Duration::MAX);
+                SyncEstimate::Within { eta, bytes: bytes.saturating_add(bytes / items * left) }
+            }
+            _ => SyncEstimate::Unknown,
+        }
+    }
+
+    /// The initial list has started (`items` = 0) or brought a page: its items and bytes so
+    /// far, and what the upstream says remains. Nothing once synced (relists are not timed).
+    pub(super) fn listed_page(&self, items: u64, bytes: u64, remaining: Option<u64>) {
+        if self.synced() {
+            return;
+        }
+        let mut l = self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        match (&mut *l, items) {
+            (_, 0) => *l = Some(Listing { started: Instant::now(), items: 0, bytes: 0, remaining: None }),
+            (Some(l), _) => (l.items, l.bytes, l.remaining) = (items, bytes, remaining),
+            (None, _) => {}
+        }
+        drop(l);
+        self.paged.notify_waiters();
+    }
+
+    /// Wait for the initial list's next page, or its end, at most `timeout`.
+    pub async fn next_page(&self, timeout: Duration) {
+        let page = self.paged.notified();
+        tokio::pin!(page);
+        page.as_mut().enable();
+        if self.synced() {
+            return;
+        }
+        let _ = tokio::time::timeout(timeout, async {
+            tokio::select! {
+                _ = page => {}
+                _ = self.wait_synced(timeout) => {}
+            }
+        })
+        .await;
     }
 
     /// Wait until synced or `timeout` passes.

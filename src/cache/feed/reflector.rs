@@ -158,19 +158,27 @@ impl Feed {
         let base = collection_path(r);
         let mut listed = Listed::default();
         let mut cont = String::new();
+        let mut bytes = 0;
+        self.listed_page(0, 0, None);
         loop {
             let path = page_path(&base, page, &cont);
-            let (rv, next) = match self.fmt {
-                Format::Json => decode::json_page(r, &fetch(&self.upstream, &path, "application/json").await?, custom, &mut listed)?,
-                Format::Protobuf => decode::pb_page(r, &fetch(&self.upstream, &path, wire::PROTOBUF).await?, &mut listed)?,
+            let got = match self.fmt {
+                Format::Json => fetch(&self.upstream, &path, "application/json").await?,
+                Format::Protobuf => fetch(&self.upstream, &path, wire::PROTOBUF).await?,
             };
-            if next.is_empty() {
-                return Ok((listed, rv));
+            bytes += got.len() as u64;
+            let next = match self.fmt {
+                Format::Json => decode::json_page(r, &got, custom, &mut listed)?,
+                Format::Protobuf => decode::pb_page(r, &got, &mut listed)?,
+            };
+            self.listed_page((listed.objects.len() + listed.skipped.len()) as u64, bytes, next.remaining);
+            if next.cont.is_empty() {
+                return Ok((listed, next.rv));
             }
             if page.is_none() {
                 return Err(DecodeError::UnpagedContinue.into());
             }
-            cont = next;
+            cont = next.cont;
         }
     }
 
