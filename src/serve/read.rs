@@ -19,6 +19,7 @@ use crate::cache::object::{self, Object};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
+use crate::serve::handler::EndAfter;
 use crate::serve::limit::{Guarded, Permit};
 use crate::serve::respond::StatusResponse;
 use crate::serve::Serve;
@@ -127,6 +128,13 @@ struct Plan<'a> {
     options: Result<Options, Status>,
 }
 
+/// Whether a watch from no resourceVersion sends the state and then the initial-events-end
+/// bookmark: a WatchList (`sendInitialEvents=true`), or a legacy watch the apiserver takes
+/// for one (neither sendInitialEvents nor resourceVersionMatch), with bookmarks allowed.
+fn ends_initial_events(opts: &Options) -> bool {
+    opts.bookmarks && (opts.send_initial_events == Some(true) || opts.send_initial_events.is_none() && opts.rv_match.is_none())
+}
+
 /// How long a read of a kind kache has just started listing waits for the list's first
 /// page, which tells how long the rest will take (a page of 500 pods took 40-90 ms from a
 /// kube-apiserver).
@@ -170,9 +178,12 @@ impl Serve {
             Ok(p) => p,
             Err(status) => return Ok(status.into_response(pb)),
         };
-        self.fresh_enough(&feed, &plan, opts).await?;
+        let end_after = self.fresh_enough(&feed, &plan, opts).await?;
         self.count_view(req, &plan, opts);
-        let resp = self.answer(&feed, plan.path, opts, plan.format, plan.view).await.unwrap_or_else(|status| status.into_response(pb));
+        let resp = self
+            .answer(&feed, plan.path, opts, (plan.format, plan.view), end_after)
+            .await
+            .unwrap_or_else(|status| status.into_response(pb));
         Ok(match permit {
             Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
             None => resp,
@@ -312,7 +323,14 @@ impl Serve {
     }
 
     /// The answer from cache.
-    async fn answer(&self, feed: &Feed, p: &ResourcePath, opts: &Options, format: Format, view: View) -> Result<Response<Body>, Status> {
+    async fn answer(
+        &self,
+        feed: &Feed,
+        p: &ResourcePath,
+        opts: &Options,
+        (format, view): (Format, View),
+        end_after: Option<EndAfter>,
+    ) -> Result<Response<Body>, Status> {
         let cache = &feed.cache;
         let ns = p.namespace.as_deref();
         match &p.name {
@@ -320,7 +338,8 @@ impl Serve {
                 handler::get(cache, ns, name, format, view, Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata))
             }
             None if opts.watch => {
-                handler::watch(cache.clone(), p.namespace.clone(), opts.clone(), format, view, self.settings.watch.clone()).await
+                let settings = self.settings.watch.clone();
+                handler::watch_proving(cache.clone(), p.namespace.clone(), opts.clone(), format, view, settings, end_after).await
             }
             None => handler::list(cache, ns, opts, format, view).await,
         }
@@ -337,7 +356,7 @@ impl Serve {
     /// the upstream (a passed-through read), whose states there are not the cache's: a
     /// watch from where a relisted deletion may lie below it, and an exact-RV read in the
     /// span, are the upstream's too (see `cache::Gap`).
-    async fn fresh_enough(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<(), PassThrough> {
+    async fn fresh_enough(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<Option<EndAfter>, PassThrough> {
         let named = plan.path.name.is_some();
         if opts.watch && !named && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
             return Err(PassThrough::Stale);
@@ -349,14 +368,15 @@ impl Serve {
         if named || opts.watch {
             return match opts.rv {
                 // A watch's start is not weighed: kache exists to hold watches.
-                None if opts.watch => self.proven(feed, wait).await,
-                None => self.consistent(feed, plan, opts).await,
-                Some(n) => self.reached(feed, n, wait).await,
+                None if opts.watch && ends_initial_events(opts) => self.proving(feed, wait).await,
+                None if opts.watch => self.proven(feed, wait).await.map(|()| None),
+                None => self.consistent(feed, plan, opts).await.map(|()| None),
+                Some(n) => self.reached(feed, n, wait).await.map(|()| None),
             };
         }
         let past = match opts.list_mode() {
-            ListMode::Consistent => return self.consistent(feed, plan, opts).await,
-            ListMode::NotOlderThan(n) => return self.reached(feed, n, wait).await,
+            ListMode::Consistent => return self.consistent(feed, plan, opts).await.map(|()| None),
+            ListMode::NotOlderThan(n) => return self.reached(feed, n, wait).await.map(|()| None),
             ListMode::Exact(n) => {
                 self.reached(feed, n, wait).await?;
                 Some(n)
@@ -367,8 +387,24 @@ impl Serve {
         let cache = &feed.cache;
         match past {
             Some(n) if !cache.vouches_for(n) || (n <= cache.progress() && cache.at(n).is_err()) => Err(PassThrough::Stale),
-            _ => Ok(()),
+            _ => Ok(None),
         }
+    }
+
+    /// A consistent WatchList: the upstream's current RV, which its end bookmark waits for
+    /// while the state is already on its way (`handler::watch_proving`), with probes started
+    /// to prove it; `None` when the cache has reached it already.
+    async fn proving(&self, feed: &Arc<Feed>, wait: Duration) -> Result<Option<EndAfter>, PassThrough> {
+        let rv = feed.upstream_rv().await.map_err(|e| {
+            tracing::debug!(error = %e, "consistency probe failed; passing through");
+            PassThrough::Unavailable
+        })?;
+        if feed.cache.progress() >= rv {
+            return Ok(None);
+        }
+        let f = feed.clone();
+        tokio::spawn(async move { f.prove(rv, wait).await });
+        Ok(Some(EndAfter { rv, wait }))
     }
 
     /// A consistent read (no resourceVersion): answered from cache after a freshness proof,

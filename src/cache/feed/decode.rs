@@ -142,12 +142,7 @@ pub(super) fn parse_rv(s: &str) -> Result<u64, DecodeError> {
 
 /// A JSON list page: its items into `out` (those that cannot be decoded skipped), and its
 /// (RV, continue).
-pub(super) fn json_page(
-    r: &Resource,
-    body: &[u8],
-    custom: Option<&Arc<CustomColumns>>,
-    out: &mut Listed,
-) -> Result<Page, DecodeError> {
+pub(super) fn json_page(r: &Resource, body: &[u8], custom: Option<&Arc<CustomColumns>>, out: &mut Listed) -> Result<Page, DecodeError> {
     let list: ListJson<'_> = serde_json::from_slice(body)?;
     for item in &list.items {
         out.push(json_object(r, item.get().as_bytes(), custom));
@@ -521,7 +516,8 @@ pub(super) mod tests {
         let page = pb_page(&pods, &crate::testdata::golden("02c-list-pods-limit2-page1.pb.body"), &mut listed).unwrap();
         assert_eq!((page.remaining, page.cont.is_empty(), listed.objects.len()), (Some(remaining), false, 2));
         // The last page, and an unpaged list, say nothing.
-        let page = json_page(&pods, &crate::testdata::golden("02d-list-pods-limit2-page2.json.body"), None, &mut Listed::default()).unwrap();
+        let page =
+            json_page(&pods, &crate::testdata::golden("02d-list-pods-limit2-page2.json.body"), None, &mut Listed::default()).unwrap();
         assert_eq!(page.remaining, None);
         let page = pb_page(&pods, &crate::testdata::golden("02a-list-pods.pb.body"), &mut Listed::default()).unwrap();
         assert_eq!((page.remaining, page.cont.as_str()), (None, ""));

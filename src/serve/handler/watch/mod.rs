@@ -121,6 +121,37 @@ pub async fn watch(
     view: View,
     settings: WatchSettings,
 ) -> Result<Response<Body>, Status> {
+    watch_proving(cache, namespace, opts, fmt, view, settings, None).await
+}
+
+/// A consistent WatchList's end bookmark that waits for a freshness proof: the RV the
+/// upstream had reached when the request came, and how long to wait for the cache to reach
+/// it.
+#[derive(Debug, Clone, Copy)]
+pub struct EndAfter {
+    /// The upstream's RV at the request's arrival.
+    pub rv: u64,
+    /// How long to wait for the cache to reach it before ending the watch.
+    pub wait: Duration,
+}
+
+/// [`watch`] for a consistent WatchList (no resourceVersion, `sendInitialEvents=true`,
+/// bookmarks allowed) whose cache has not yet been proven at the upstream's current RV:
+/// the state is sent at once, then whatever changed after it, and the initial-events-end
+/// bookmark once the watcher has delivered everything up to `end_after.rv` (the
+/// apiserver's own stream, too, carries the changes after its snapshot before that
+/// bookmark, which waits for its bookmark timer). The client thus takes in the state while
+/// the proof is on its way instead of after it. Not proven in `end_after.wait`: the stream
+/// ends, with no end bookmark, and the client starts its WatchList again.
+pub async fn watch_proving(
+    cache: Arc<KindCache>,
+    namespace: Option<String>,
+    opts: Options,
+    fmt: Format,
+    view: View,
+    settings: WatchSettings,
+    end_after: Option<EndAfter>,
+) -> Result<Response<Body>, Status> {
     opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
     if let Some(n) = opts.rv.filter(|n| *n > 0) {
         reach(&cache, n).await?;
@@ -145,9 +176,10 @@ pub async fn watch(
     // bookmark when bookmarks are allowed.
     let legacy = opts.rv_match.is_none() && matches!(opts.rv, None | Some(0));
     let initial_events = opts.send_initial_events.or(legacy.then_some(true));
+    let end_after = end_after.filter(|e| e.rv > start_rv && initial_events == Some(true) && opts.bookmarks);
     let backlog = match (opts.rv, initial_events) {
         (_, Some(true)) | (None | Some(0), None) => {
-            Backlog::State { end_bookmark: initial_events == Some(true) && opts.bookmarks, rv: start_rv }
+            Backlog::State { end_bookmark: initial_events == Some(true) && opts.bookmarks && end_after.is_none(), rv: start_rv }
         }
         (Some(from), _) => Backlog::Since(from),
         (None, Some(false)) => Backlog::Nothing,
@@ -163,7 +195,8 @@ pub async fn watch(
     let now = Instant::now();
     let end = now.checked_add(timeout).unwrap_or_else(|| now + FAR);
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
-    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv) };
+    let pending_end = end_after.map(|e| (e.rv, now + e.wait.min(timeout)));
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv), pending_end };
     tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
 }
@@ -216,6 +249,9 @@ struct Watcher {
     own: Arc<Semaphore>,
     /// RV up to which this watcher has delivered everything (basis of bookmarks).
     last_rv: u64,
+    /// A consistent WatchList's initial-events-end bookmark still to send: once `last_rv`
+    /// reaches this RV, or the stream ends at this instant ([`watch_proving`]).
+    pending_end: Option<(u64, Instant)>,
 }
 
 impl Watcher {
@@ -332,9 +368,13 @@ impl Watcher {
         let bookmarks = self.opts.bookmarks && early > Instant::now();
         let mut out = Chunks::exact();
         loop {
+            if !self.end_initial_events(&mut out).await {
+                return;
+            }
+            let unproven = self.pending_end.map_or(end, |(_, at)| at);
             let msg = tokio::select! {
                 m = rx.recv() => m,
-                _ = sleep_until(next_bookmark), if bookmarks => {
+                _ = sleep_until(next_bookmark), if bookmarks && self.pending_end.is_none() => {
                     if !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await) {
                         return;
                     }
@@ -346,11 +386,24 @@ impl Watcher {
                     continue;
                 }
                 _ = sleep_until(end) => return,
+                _ = sleep_until(unproven), if self.pending_end.is_some() => return,
                 _ = self.tx.closed() => return,
             };
             if !self.deliver(&mut out, msg, snap_rv, bookmarks, &sent).await {
                 return;
             }
+        }
+    }
+
+    /// Send a consistent WatchList's initial-events-end bookmark once the watcher has
+    /// delivered everything up to the RV it waits for; false if the watch ends.
+    async fn end_initial_events(&mut self, out: &mut Chunks) -> bool {
+        match self.pending_end {
+            Some((rv, _)) if self.last_rv >= rv => {
+                self.pending_end = None;
+                self.put(out, self.enc.bookmark(self.last_rv, true)).await && self.flush(out).await
+            }
+            _ => true,
         }
     }
 

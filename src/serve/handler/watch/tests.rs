@@ -25,6 +25,7 @@ fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
         settings: WatchSettings::default(),
         tx,
         last_rv: 0,
+        pending_end: None,
     }
 }
 
@@ -304,4 +305,72 @@ fn pod_bookmark_frames_match_the_golden_stream() {
     assert_eq!(bookmarks.len(), 2);
     assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61591, true, true)), bookmarks[0]);
     assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61592, false, true)), bookmarks[1]);
+}
+
+/// A consistent WatchList waiting for a proof of `rv` (at most `wait`): its events as
+/// (type, name or bookmark RV, whether annotated initial-events-end, second sent).
+async fn proving(cache: &Arc<KindCache>, rv: u64, wait: u64) -> Vec<(String, String, bool, u64)> {
+    use http_body_util::BodyExt as _;
+    let q = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=60";
+    let opts = Options::parse(Some(q)).unwrap();
+    let end_after = Some(EndAfter { rv, wait: Duration::from_secs(wait) });
+    let resp = watch_proving(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default(), end_after).await.unwrap();
+    let start = Instant::now();
+    let mut body = resp.into_body();
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let mut data = frame.unwrap().into_data().unwrap();
+        let n = bytes::Buf::remaining(&data);
+        let data = bytes::Buf::copy_to_bytes(&mut data, n);
+        for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+            let t = v["type"].as_str().unwrap().to_string();
+            let m = &v["object"]["metadata"];
+            let what = if t == "BOOKMARK" { m["resourceVersion"].as_str() } else { m["name"].as_str() };
+            let end = m["annotations"]["k8s.io/initial-events-end"] == "true";
+            out.push((t, what.unwrap().to_string(), end, start.elapsed().as_secs()));
+        }
+        if out.iter().any(|e| e.2) {
+            break;
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consistent_watch_list_sends_the_state_at_once_and_its_end_bookmark_once_proven() {
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    cache.apply(EventType::Added, cm(1, 10));
+    cache.apply(EventType::Added, cm(2, 10));
+    cache.advance(15, false);
+    // The upstream was at 18 when the request came: a change at 16 and then the proof (a
+    // bookmark at 20) arrive while the state is already sent.
+    let c = cache.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.apply(EventType::Added, cm(6, 10));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.advance(20, true);
+    });
+    let ev = |t: &str, what: &str, end: bool, at: u64| (t.to_string(), what.to_string(), end, at);
+    assert_eq!(
+        proving(&cache, 18, 5).await,
+        vec![
+            ev("ADDED", "cm-0001", false, 0),
+            ev("ADDED", "cm-0002", false, 0),
+            ev("ADDED", "cm-0006", false, 1),
+            ev("BOOKMARK", "20", true, 2)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_consistent_watch_list_not_proven_in_time_ends_without_its_end_bookmark() {
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    cache.apply(EventType::Added, cm(1, 10));
+    cache.advance(15, false);
+    let ev = |t: &str, what: &str, end: bool, at: u64| (t.to_string(), what.to_string(), end, at);
+    assert_eq!(proving(&cache, 30, 3).await, vec![ev("ADDED", "cm-0001", false, 0)], "no bookmark of any kind, and the stream ends");
+    // Already proven when the watch starts: the end bookmark follows the state at once.
+    assert_eq!(proving(&cache, 15, 3).await, vec![ev("ADDED", "cm-0001", false, 0), ev("BOOKMARK", "15", true, 0)]);
 }
