@@ -195,7 +195,7 @@ pub async fn watch_proving(
     let now = Instant::now();
     let end = now.checked_add(timeout).unwrap_or_else(|| now + FAR);
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
-    let pending_end = end_after.map(|e| (e.rv, now + e.wait.min(timeout)));
+    let pending_end = end_after.map(|e| (e.rv, e.wait));
     let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv), pending_end };
     tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
@@ -250,8 +250,9 @@ struct Watcher {
     /// RV up to which this watcher has delivered everything (basis of bookmarks).
     last_rv: u64,
     /// A consistent WatchList's initial-events-end bookmark still to send: once `last_rv`
-    /// reaches this RV, or the stream ends at this instant ([`watch_proving`]).
-    pending_end: Option<(u64, Instant)>,
+    /// reaches this RV, or the stream ends when this long has passed after the state was
+    /// sent ([`watch_proving`]).
+    pending_end: Option<(u64, Duration)>,
 }
 
 impl Watcher {
@@ -366,13 +367,18 @@ impl Watcher {
         // As in the apiserver's cacher, a watch whose pre-deadline bookmark time has already
         // passed when it starts (timeoutSeconds of 2 or less) gets no bookmarks at all.
         let bookmarks = self.opts.bookmarks && early > Instant::now();
+        let unproven = self.pending_end.map_or(end, |(_, wait)| Instant::now() + wait);
         let mut out = Chunks::exact();
         loop {
-            if !self.end_initial_events(&mut out).await {
+            // The select below takes the cache's messages first: a busy kind must not keep
+            // a watch past its deadline.
+            if !self.end_initial_events(&mut out).await || Instant::now() >= end {
                 return;
             }
-            let unproven = self.pending_end.map_or(end, |(_, at)| at);
             let msg = tokio::select! {
+                // What the cache sent comes first: a proof that has come is seen before the
+                // time to wait for it runs out.
+                biased;
                 m = rx.recv() => m,
                 _ = sleep_until(next_bookmark), if bookmarks && self.pending_end.is_none() => {
                     if !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await) {
