@@ -106,6 +106,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         passthrough_per_client: c.max_passthrough_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         max_uri_bytes: 64 * 1024,
+        access_log: false,
     }
 }
 
@@ -198,6 +199,7 @@ pub async fn start_serve_args(
         Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
+    settings.access_log = args.access_log;
     let limits = ConnLimits {
         max_header_bytes: s.max_header_bytes,
         header_read_timeout: Duration::from_secs(s.header_read_timeout_seconds),

@@ -69,6 +69,8 @@ pub struct ServeSettings {
     pub passthrough_per_client: usize,
     /// How long reads are served from a cache whose informer cannot reach the upstream.
     pub serve_stale: Duration,
+    /// Log one line per request (target `kache::access`): who, what, answered by whom.
+    pub access_log: bool,
 }
 
 /// One readiness check.
@@ -451,7 +453,12 @@ impl Handler for Serve {
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
         let gzip = compress::accepts_gzip(req.headers());
-        let (resp, source) = match self.admit(&req).await {
+        let admitted = self.admit(&req).await;
+        let user = match (&admitted, self.settings.access_log) {
+            (Ok(Some(caller)), true) => Some(caller.identity.username.clone()),
+            _ => None,
+        };
+        let (resp, source) = match admitted {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Some(resp) => {
@@ -478,7 +485,27 @@ impl Handler for Serve {
             },
         };
         let (resp, bytes) = shaped(resp, source, pretty, gzip).await;
-        self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
+        let seconds = started.elapsed().as_secs_f64();
+        self.metrics.record(verb, source.label(), resp.status().as_u16(), seconds, bytes);
+        if self.settings.access_log {
+            // Reads answered from cache never reach the apiserver's audit log: this line is
+            // their record. No query, name or body: selectors and names can carry data.
+            let (group, resource, namespace) =
+                path.as_ref().map_or(("", "", ""), |p| (p.group.as_str(), p.plural.as_str(), p.namespace.as_deref().unwrap_or("")));
+            tracing::info!(
+                target: "kache::access",
+                user = user.as_deref().unwrap_or(""),
+                verb,
+                group,
+                resource,
+                namespace,
+                source = source.label(),
+                code = resp.status().as_u16(),
+                bytes,
+                seconds,
+                "request"
+            );
+        }
         resp
     }
 }

@@ -386,9 +386,15 @@ async fn readyz_recovers_when_the_upstream_comes_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debug_cache_and_kache_status_show_what_each_cache_holds() {
+async fn debug_cache_kache_status_and_the_access_log() {
     let sim = start(&cluster(&["--nodes", "5", "--pods", "40", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
-    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--preload", "pods,nodes", "--preload-encodings", "json"], &[], 120).await;
+    let k = KacheBin::spawn(
+        &format!("http://{}", sim.addr),
+        &["--preload", "pods,nodes", "--preload-encodings", "json", "--access-log", "--log-format", "json"],
+        &[],
+        120,
+    )
+    .await;
     k.readyz_becomes(200, 120).await;
     // A watch held open, so the report counts it.
     let watch = k.api.watch("/api/v1/pods?watch=1&resourceVersion=0", "application/json").await;
@@ -432,6 +438,29 @@ async fn debug_cache_and_kache_status_show_what_each_cache_holds() {
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&cells[..4], &["pods", "json", "true", "40"], "{row}");
     assert!(text.lines().next().is_some() && text.contains("RESOURCE") && text.contains("WATCHES"));
+    // --access-log: one JSON line per request, the watch among them (answered from cache,
+    // as system:anonymous: the test's kache allows anonymous clients).
+    let access: Vec<serde_json::Value> = k
+        .stderr()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "kache::access")
+        .collect();
+    let w = access.iter().find(|v| v["fields"]["verb"] == "watch").unwrap_or_else(|| panic!("no access line for the watch: {access:?}"));
+    let f = &w["fields"];
+    assert_eq!(
+        (
+            f["user"].as_str(),
+            f["resource"].as_str(),
+            f["group"].as_str(),
+            f["namespace"].as_str(),
+            f["source"].as_str(),
+            f["code"].as_u64()
+        ),
+        (Some("system:anonymous"), Some("pods"), Some(""), Some(""), Some("cache"), Some(200)),
+        "{w}"
+    );
+    assert!(f["seconds"].as_f64().is_some(), "{w}");
     // A kache that is not there: an error, not a table.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kache")).args(["status", "--admin", "127.0.0.1:1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
