@@ -19,7 +19,9 @@ use std::time::Duration;
 fn sim_config(c: &ClusterArgs, advertise: String) -> SimConfig {
     SimConfig {
         cluster: ClusterSpec { nodes: c.nodes, pods: c.pods, namespaces: c.namespaces, seed: c.seed, pod_bytes: c.pod_bytes },
-        limits: Limits { window_events: c.window_events, history: c.window_events.max(1024), ..Limits::default() },
+        // The apiserver's watch cache is bounded by count (and time), not bytes: so is the
+        // simulator's window.
+        limits: Limits { window_events: c.window_events, window_bytes: 0, history: c.window_events.max(1024), ..Limits::default() },
         watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
         advertise,
     }
