@@ -1,8 +1,8 @@
 //! Command-line configuration. Every flag can also be set by a `KACHE_...` environment
 //! variable; everything is validated before a port is bound.
 
+use crate::api::media::Format;
 use crate::auth::Passthrough;
-use crate::serve::query::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -27,6 +27,15 @@ impl ConfigError {
 }
 
 /// `flag` must be at least `min`.
+/// A finite number at least 0 (a factor).
+fn non_negative(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
+        Ok(_) => Err(format!("{v} is not a finite number at least 0")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn at_least(flag: &str, value: impl Into<u64> + Copy, min: u64) -> Result<(), ConfigError> {
     let v: u64 = value.into();
     if v < min {
@@ -174,6 +183,12 @@ pub struct CacheArgs {
     /// Changes a watcher may fall behind before it is ended (its client then resumes); at most 128 for a watch of one node's pods.
     #[arg(long, env = "KACHE_WATCHER_LAG", default_value_t = 8192)]
     pub watcher_lag: usize,
+    /// Bytes of Table cells (`kubectl get` rows) kept per object version. A custom
+    /// resource's printer columns can print whole parts of the object once per column;
+    /// cells over this are not kept, and Tables of the kind pass through to the upstream
+    /// while such an object is held (`kache_limit_hits_total{limit="max-table-cell-bytes-per-object"}`).
+    #[arg(long, env = "KACHE_MAX_TABLE_CELL_BYTES_PER_OBJECT", default_value_t = crate::cache::TABLE_CELL_BYTES)]
+    pub max_table_cell_bytes_per_object: usize,
     /// Milliseconds a read that needs a newer state than the cache has proven (a consistent
     /// read, or a resourceVersion ahead of it) waits for a freshness probe before it is
     /// passed through. Probes roll while a kind is read (a bookmark per tick of the
@@ -184,6 +199,16 @@ pub struct CacheArgs {
     /// A number of milliseconds or a duration (`3s`, `1500ms`).
     #[arg(value_parser = millis, long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
     pub consistent_wait_ms: u64,
+    /// How a consistent read (no resourceVersion) weighs the upstream against a freshness
+    /// proof. It is passed through at once when the upstream's expected time for it (its
+    /// measured round trip plus the answer's bytes in kache's index over its measured encode
+    /// rate) is at most this factor times kache's (the expected wait for a proof of that
+    /// kind, measured, plus its own time to send the answer); otherwise it waits for the
+    /// proof, no longer than the upstream would take. 1 keeps every read as fast as going
+    /// direct; 0 never passes through by cost (every consistent read waits for a proof,
+    /// sparing the upstream most); above 1 favours the upstream, below it the cache.
+    #[arg(long, env = "KACHE_CONSISTENT_PASSTHROUGH_FACTOR", default_value_t = 1.0, value_parser = non_negative)]
+    pub consistent_passthrough_factor: f64,
     /// Seconds between periodic bookmarks on watches kache serves.
     /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(
@@ -230,9 +255,9 @@ pub struct CacheArgs {
 
 impl CacheArgs {
     /// The upstream deadlines these flags set.
-    pub fn timeouts(&self) -> crate::serve::upstream::Timeouts {
+    pub fn timeouts(&self) -> crate::upstream::Timeouts {
         use std::time::Duration;
-        crate::serve::upstream::Timeouts {
+        crate::upstream::Timeouts {
             own: Duration::from_secs(self.upstream_timeout_seconds),
             passthrough: Duration::from_secs(self.passthrough_timeout_seconds),
             watch_idle: Duration::from_secs(self.upstream_watch_idle_seconds),
@@ -284,9 +309,9 @@ pub struct ServeArgs {
     #[arg(long, env = "KACHE_ADMIN_ADDR_FILE")]
     pub admin_addr_file: Option<PathBuf>,
     /// Log one line per request (log target `kache::access`, at info): user, verb, group,
-    /// resource, namespace, source (`cache`, `upstream`, `kache`), status code, bytes of a
-    /// cached answer, seconds to its headers. Reads answered from cache never reach the
-    /// apiserver's audit log; this is their record.
+    /// resource, namespace, source (`cache`, `upstream`, `kache`), the pass-through reason of
+    /// an upstream answer, status code, bytes of a cached answer, seconds to its headers.
+    /// Reads answered from cache never reach the apiserver's audit log; this is their record.
     #[arg(long, env = "KACHE_ACCESS_LOG")]
     pub access_log: bool,
     /// Seconds to let in-flight requests finish after SIGTERM/SIGINT before exiting.
@@ -376,6 +401,29 @@ pub struct SecurityArgs {
     /// HTTP/2 streams one client connection may have open at once.
     #[arg(long, env = "KACHE_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::serve::server::MAX_STREAMS)]
     pub http2_max_streams_per_connection: u32,
+    /// Seconds a write to a client may make no progress (the client takes no byte) before
+    /// its connection is closed, with every answer and watch on it
+    /// (`kache_limit_hits_total{limit="write-timeout-seconds"}`). A slow reader that takes
+    /// bytes is never cut.
+    #[arg(long, env = "KACHE_WRITE_TIMEOUT_SECONDS", default_value_t = crate::serve::server::WRITE_TIMEOUT.as_secs())]
+    pub write_timeout_seconds: u64,
+    /// Answers being indented (`pretty`, or a curl, Wget or browser user agent) or
+    /// gzip-compressed at once; each is encoded a frame at a time as it is sent, never held
+    /// whole. Past it an answer goes out compact or uncompressed
+    /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
+    pub max_concurrent_encodes: usize,
+    /// Bytes of events queued for one watch's client that it has not taken yet; past them
+    /// the watch waits for the client, and ends it after 15 s without progress (it then
+    /// resumes from its resourceVersion). A single event larger than this is queued alone
+    /// (`kache_limit_hits_total{limit="max-watch-buffer-bytes"}` counts the waits).
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFER_BYTES", default_value_t = crate::serve::handler::WATCH_BUFFER_BYTES)]
+    pub max_watch_buffer_bytes: usize,
+    /// Bytes of events all watches together may have queued for their clients; past them
+    /// watches wait for room as for a slow client
+    /// (`kache_limit_hits_total{limit="max-watch-buffers-bytes"}`).
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFERS_BYTES", default_value_t = crate::serve::handler::WATCH_BUFFERS_BYTES)]
+    pub max_watch_buffers_bytes: usize,
 }
 
 impl SecurityArgs {
@@ -393,6 +441,9 @@ impl SecurityArgs {
         at_least("--max-header-bytes", self.max_header_bytes as u64, 8192)?;
         at_least("--max-uri-bytes", self.max_uri_bytes as u64, 256)?;
         at_least("--header-read-timeout-seconds", self.header_read_timeout_seconds, 1)?;
+        at_least("--write-timeout-seconds", self.write_timeout_seconds, 1)?;
+        at_least("--max-watch-buffer-bytes", self.max_watch_buffer_bytes as u64, 64 * 1024)?;
+        at_least("--max-watch-buffers-bytes", self.max_watch_buffers_bytes as u64, self.max_watch_buffer_bytes as u64)?;
         at_least("--http2-max-streams-per-connection", self.http2_max_streams_per_connection, 1)?;
         for (flag, f) in [
             ("--tls-cert-file", &self.tls_cert_file),

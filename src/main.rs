@@ -45,14 +45,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // The error, then each cause after a colon, as Go tools print wrapped errors.
-            let mut line = format!("kache: {e}");
-            let mut cause = std::error::Error::source(&e);
-            while let Some(c) = cause {
-                line.push_str(&format!(": {c}"));
-                cause = c.source();
-            }
-            eprintln!("{line}");
+            eprintln!("kache: {}", kache::app::describe(&e));
             let usage = matches!(e, kache::app::StartError::Config(_) | kache::app::StartError::Kubeconfig(_));
             if usage {
                 ExitCode::from(2)

@@ -27,6 +27,10 @@ pub const FRESHNESS_PROBES: &str = "kache_freshness_probes_total";
 pub const FRESHNESS_PROBE_SECONDS: &str = "kache_freshness_probe_seconds";
 /// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
 pub const REQUESTS: &str = "kache_requests_total";
+/// Requests passed through to the upstream, by reason (`serve::PassThrough`: write,
+/// non_resource, subresource, unknown_resource, scope, encoding, named_watch, view,
+/// unknown_field, not_synced, no_printer, cheaper_upstream, unproven, unavailable, stale).
+pub const PASSTHROUGH: &str = "kache_passthrough_total";
 /// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
 /// objects, by view (`metadata`, `table`) and verb.
 pub const CACHED_VIEWS: &str = "kache_cached_views_total";
@@ -55,12 +59,37 @@ pub const EVENTS_INGESTED: &str = "kache_informer_events_total";
 pub const RELISTS: &str = "kache_informer_relists_total";
 /// Upstream watch restarts, by resource and encoding.
 pub const WATCH_RESTARTS: &str = "kache_informer_watch_restarts_total";
+/// Objects left out of a cache because kache cannot decode them (the kind stays cached
+/// without them), by resource and reason (`json`, `too_deep`: nested deeper than the
+/// apiserver decodes, `protobuf`, `metadata`: no name or resourceVersion).
+pub const OBJECTS_SKIPPED: &str = "kache_objects_skipped_total";
 /// Watches open, by resource.
 pub const WATCHES_OPEN: &str = "kache_watches_open";
 /// Watch events sent to clients, by resource.
 pub const WATCH_EVENTS_SENT: &str = "kache_watch_events_sent_total";
 /// Watchers ended for falling behind, by resource.
 pub const WATCHERS_SLOW: &str = "kache_watchers_ended_slow_total";
+/// Bytes of events queued for watches' clients and not yet taken, over all watches.
+pub const WATCH_BUFFERED_BYTES: &str = "kache_watch_buffered_bytes";
+/// Times a bound on what one request, object or client may cost was reached, by `limit`:
+/// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
+pub const LIMIT_HITS: &str = "kache_limit_hits_total";
+
+/// The `limit` labels of [`LIMIT_HITS`]: every bound whose hits are counted, present at zero
+/// from the start.
+pub const LIMITS: [&str; 5] = [
+    "max-table-cell-bytes-per-object",
+    "max-concurrent-encodes",
+    "max-watch-buffer-bytes",
+    "max-watch-buffers-bytes",
+    "write-timeout-seconds",
+];
+
+/// Count a hit of the bound `limit` sets (a flag's name without its dashes, one of [`LIMITS`]).
+pub fn limit_hit(limit: &'static str) {
+    debug_assert!(LIMITS.contains(&limit), "{limit} is not in telemetry::LIMITS");
+    metrics::counter!(LIMIT_HITS, "limit" => limit).increment(1);
+}
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -84,6 +113,9 @@ pub fn install() -> Option<PrometheusHandle> {
             for reason in ["hung", "unreachable", "unready"] {
                 metrics::counter!(UPSTREAM_FAULTS, "reason" => reason).increment(0);
             }
+            for limit in LIMITS {
+                metrics::counter!(LIMIT_HITS, "limit" => limit).increment(0);
+            }
             Some(handle)
         })
         .clone()
@@ -92,7 +124,7 @@ pub fn install() -> Option<PrometheusHandle> {
 /// The labels of one cache's series: its resource (plural), API group (empty for the core
 /// group, as the apiserver's metrics have it) and encoding. The group keeps `events` and
 /// `events.events.k8s.io` apart.
-pub fn cache_labels(r: &crate::api::resource::Resource, fmt: crate::serve::query::Format) -> [(&'static str, String); 3] {
+pub fn cache_labels(r: &crate::api::resource::Resource, fmt: crate::api::media::Format) -> [(&'static str, String); 3] {
     [("resource", r.plural.clone()), ("group", r.group.clone()), ("encoding", format!("{fmt:?}").to_lowercase())]
 }
 
@@ -104,7 +136,7 @@ pub fn resource_labels(r: &crate::api::resource::Resource) -> [(&'static str, St
 /// Register a new cache's counters at zero, so `rate()` and `increase()` over them have a
 /// series from the start rather than from the first event (an alert on relists that ended
 /// watches, or on slow watchers, would otherwise miss the first one).
-pub fn register_cache(r: &crate::api::resource::Resource, fmt: crate::serve::query::Format) {
+pub fn register_cache(r: &crate::api::resource::Resource, fmt: crate::api::media::Format) {
     let labels = cache_labels(r, fmt);
     for name in [EVENTS_INGESTED, WATCH_RESTARTS, FRESHNESS_PROBES] {
         metrics::counter!(name, &labels).increment(0);

@@ -170,66 +170,137 @@ pub fn format_go_duration(d: i64) -> String {
 /// Go's `time.ParseDuration`: `[-+]` then one or more `<decimal><unit>` with units ns, us,
 /// µs, μs, ms, s, m, h; a bare `0` is allowed.
 pub fn parse_go_duration(s: &str) -> Option<i64> {
-    let (neg, mut rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if rest == "0" {
-        return Some(0);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total: u128 = 0;
-    while !rest.is_empty() {
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let int_part = &rest[..int_len];
-        rest = &rest[int_len..];
-        let mut frac_part = "";
-        if let Some(tail) = rest.strip_prefix('.') {
-            let n = tail.bytes().take_while(u8::is_ascii_digit).count();
-            frac_part = &tail[..n];
-            rest = &tail[n..];
+    go_duration(s).ok()
+}
+
+/// [`parse_go_duration`] with Go's error text (`time: invalid duration "x"`, `time: missing
+/// unit in duration "1"`, `time: unknown unit "d" in duration "1d"`), step for step as Go
+/// parses (the same overflow checks, a fraction's digits past int64 precision dropped).
+pub fn go_duration(orig: &str) -> Result<i64, String> {
+    let invalid = || format!("time: invalid duration {}", go_time_quote(orig));
+    let mut s = orig.as_bytes();
+    let mut neg = false;
+    if let Some(&c) = s.first() {
+        if c == b'-' || c == b'+' {
+            neg = c == b'-';
+            s = &s[1..];
         }
-        if int_part.is_empty() && frac_part.is_empty() {
-            return None;
+    }
+    if s == b"0" {
+        return Ok(0);
+    }
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    const MAX: u64 = 1 << 63;
+    let mut d: u64 = 0;
+    while !s.is_empty() {
+        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
+            return Err(invalid());
         }
-        let unit_len = rest.char_indices().find(|&(_, c)| c == '.' || c.is_ascii_digit()).map_or(rest.len(), |(i, _)| i);
-        let unit: u128 = match &rest[..unit_len] {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            _ => return None,
+        // [0-9]*
+        let mut v: u64 = 0;
+        let mut i = 0;
+        while i < s.len() && s[i].is_ascii_digit() {
+            if v > MAX / 10 {
+                return Err(invalid());
+            }
+            v = v * 10 + u64::from(s[i] - b'0');
+            if v > MAX {
+                return Err(invalid());
+            }
+            i += 1;
+        }
+        let pre = i > 0;
+        s = &s[i..];
+        // (\.[0-9]*)?
+        let (mut f, mut scale, mut post) = (0u64, 1f64, false);
+        if s.first() == Some(&b'.') {
+            s = &s[1..];
+            let mut i = 0;
+            let mut overflow = false;
+            while i < s.len() && s[i].is_ascii_digit() {
+                if !overflow {
+                    if f > (MAX - 1) / 10 {
+                        overflow = true;
+                    } else {
+                        let y = f * 10 + u64::from(s[i] - b'0');
+                        if y > MAX {
+                            overflow = true;
+                        } else {
+                            f = y;
+                            scale *= 10.0;
+                        }
+                    }
+                }
+                i += 1;
+            }
+            post = i > 0;
+            s = &s[i..];
+        }
+        if !pre && !post {
+            return Err(invalid());
+        }
+        let n = s.iter().position(|c| *c == b'.' || c.is_ascii_digit()).unwrap_or(s.len());
+        if n == 0 {
+            return Err(format!("time: missing unit in duration {}", go_time_quote(orig)));
+        }
+        let (u, rest) = s.split_at(n);
+        s = rest;
+        let unit: u64 = match u {
+            b"ns" => 1,
+            b"us" | [0xc2, 0xb5, b's'] | [0xce, 0xbc, b's'] => 1_000, // us, µs (U+00B5), μs (U+03BC)
+            b"ms" => 1_000_000,
+            b"s" => 1_000_000_000,
+            b"m" => 60_000_000_000,
+            b"h" => 3_600_000_000_000,
+            _ => {
+                let u = String::from_utf8_lossy(u);
+                return Err(format!("time: unknown unit {} in duration {}", go_time_quote(&u), go_time_quote(orig)));
+            }
         };
-        rest = &rest[unit_len..];
-        let mut v: u128 = 0;
-        for c in int_part.bytes() {
-            v = v.checked_mul(10)?.checked_add(u128::from(c - b'0'))?;
-            if v > u128::from(u64::MAX) {
-                return None;
+        if v > MAX / unit {
+            return Err(invalid());
+        }
+        v *= unit;
+        if f > 0 {
+            // As Go: float64, nanosecond-accurate for fractions of hours.
+            v += (f as f64 * (unit as f64 / scale)) as u64;
+            if v > MAX {
+                return Err(invalid());
             }
         }
-        total = total.checked_add(v.checked_mul(unit)?)?;
-        let mut scale: u128 = 1;
-        let mut f: u128 = 0;
-        for c in frac_part.bytes().take(18) {
-            f = f * 10 + u128::from(c - b'0');
-            scale *= 10;
-        }
-        total = total.checked_add(f * unit / scale)?;
-        if total > 1u128 << 63 {
-            return None;
+        d += v;
+        if d > MAX {
+            return Err(invalid());
         }
     }
     if neg {
-        Some((total as i128).checked_neg().and_then(|x| i64::try_from(x).ok())?)
-    } else {
-        i64::try_from(total).ok()
+        return Ok((d as i64).wrapping_neg());
     }
+    i64::try_from(d).map_err(|_| invalid())
+}
+
+/// The `time` package's own `quote`: printable ASCII as is (`"` and `\\` escaped), every
+/// other byte of a non-ASCII or control character as `\xNN`.
+fn go_time_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if (c as u32) < 0x20 || !c.is_ascii() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        } else {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out.push('"');
+    out
 }
 
 #[cfg(test)]
@@ -251,7 +322,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn durations_parse_and_fail_as_go_parses_them() {
+        for (s, want) in [
+            ("0", Ok(0)),
+            ("-0", Ok(0)),
+            ("1h30m", Ok(5_400_000_000_000)),
+            ("1.5h", Ok(5_400_000_000_000)),
+            (".5s", Ok(500_000_000)),
+            ("-2µs", Ok(-2_000)),
+            ("2562047h47m16.854775807s", Ok(i64::MAX)),
+            ("-2562047h47m16.854775808s", Ok(i64::MIN)),
+            ("2562047h47m16.854775808s", Err("time: invalid duration \"2562047h47m16.854775808s\"")),
+            ("9223372036854775808ns", Err("time: invalid duration \"9223372036854775808ns\"")),
+            ("", Err("time: invalid duration \"\"")),
+            ("abc", Err("time: invalid duration \"abc\"")),
+            (".s", Err("time: invalid duration \".s\"")),
+            ("1", Err("time: missing unit in duration \"1\"")),
+            ("1d", Err("time: unknown unit \"d\" in duration \"1d\"")),
+            ("1é", Err("time: unknown unit \"\\xc3\\xa9\" in duration \"1\\xc3\\xa9\"")),
+            ("1\"s", Err("time: unknown unit \"\\\"s\" in duration \"1\\\"s\"")),
+        ] {
+            assert_eq!(go_duration(s), want.map_err(str::to_string), "{s:?}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn any_duration_text_parses_or_fails_without_panicking(s in "[-+]?[0-9.]{0,22}(ns|us|µs|ms|s|m|h|d|)[0-9.]{0,5}[a-z]{0,2}") {
+            let _ = go_duration(&s);
+        }
+
         #[test]
         fn days_and_dates_round_trip(days in -800_000i64..3_000_000) {
             let (y, m, d) = civil_from_days(days);

@@ -10,15 +10,15 @@ use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
 use crate::auth::tls::{self, ServingCert, TlsError};
 use crate::auth::{Security, SecuritySettings};
-use crate::cache::informer::InformerError;
 use crate::cache::Limits;
 use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
-use crate::serve::handler::WatchSettings;
+use crate::serve::discovery::DiscoveryError;
+use crate::serve::handler::{WatchBuffers, WatchSettings};
 use crate::serve::limit::InflightLimits;
 use crate::serve::server;
 use crate::serve::server::ConnLimits;
-use crate::serve::upstream::{Upstream, UpstreamError};
 use crate::serve::{Serve, ServeSettings};
+use crate::upstream::{Upstream, UpstreamError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,14 +35,14 @@ pub enum StartError {
     #[error("cannot listen or write a file")]
     Io(#[from] std::io::Error),
     /// The simulator's cluster or its users and RBAC could not be built.
-    #[error("cannot build the simulated cluster: {0}")]
-    Sim(String),
+    #[error("cannot build the simulated cluster")]
+    Sim(#[source] crate::api::status::Status),
     /// The upstream client could not be configured.
     #[error("cannot configure the upstream client")]
     Upstream(#[from] UpstreamError),
     /// The upstream's resources could not be discovered.
     #[error("cannot discover the upstream's resources")]
-    Discovery(#[from] InformerError),
+    Discovery(#[from] DiscoveryError),
     /// `kache kubeconfig` was given something it cannot use (a usage error: exit code 2).
     #[error("{0}")]
     Kubeconfig(String),
@@ -52,6 +52,23 @@ pub enum StartError {
     /// The serving certificate, its key or a client CA could not be used.
     #[error("TLS setup failed")]
     Tls(#[from] TlsError),
+}
+
+/// An error and its causes on one line, each cause after a colon, as Go tools print wrapped
+/// errors. A cause whose text the line already ends with is left out: many errors (kube's
+/// among them) write their cause into their own message and return it as their source too.
+pub fn describe(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
 }
 
 /// The serving certificate for `listen`: the given files, or generated (for `extra` names
@@ -96,6 +113,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
             window_bytes: c.window_bytes,
             history: c.snapshot_history,
             watcher_lag: c.watcher_lag,
+            table_cell_bytes: c.max_table_cell_bytes_per_object,
         },
         watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
         consistent_wait: Duration::from_millis(c.consistent_wait_ms),
@@ -105,7 +123,9 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         inflight: InflightLimits { global: 4000, per_user: 400 },
         passthrough_per_client: c.max_passthrough_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
+        passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
+        max_encodes: crate::serve::compress::MAX_ENCODES,
         access_log: false,
     }
 }
@@ -180,7 +200,7 @@ pub async fn start_serve_args(
     if args.insecure_http {
         crate::config::require_loopback(&args.listen)?;
     }
-    crate::serve::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let tls = if args.insecure_http {
         None
     } else {
@@ -199,12 +219,16 @@ pub async fn start_serve_args(
         Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
+    settings.max_encodes = s.max_concurrent_encodes;
+    settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
+    settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
     settings.access_log = args.access_log;
     let limits = ConnLimits {
         max_header_bytes: s.max_header_bytes,
         header_read_timeout: Duration::from_secs(s.header_read_timeout_seconds),
         tls_handshake_timeout: Duration::from_secs(s.header_read_timeout_seconds),
         max_streams: s.http2_max_streams_per_connection,
+        write_timeout: Duration::from_secs(s.write_timeout_seconds),
     };
     // The client kubeconfig's credentials are read before anything listens, so a kubeconfig
     // kache cannot copy stops it with a usage error rather than after start.
@@ -334,6 +358,40 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
 
 /// An upstream client for a plain-HTTP server URL (the simulator).
 pub fn plain_upstream(url: &str) -> Result<Upstream, StartError> {
-    let uri = url.parse().map_err(|e: http::uri::InvalidUri| UpstreamError::Client(format!("{url}: {e}")))?;
+    let uri = url.parse().map_err(|source| UpstreamError::Url { url: url.to_string(), source })?;
     Ok(Upstream::new(&kube::Config::new(uri))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::status::Status;
+
+    #[test]
+    fn start_errors_print_each_cause_once() {
+        let sim = StartError::Sim(Status::internal("no CRD widgets.example.com"));
+        assert_eq!(describe(&sim), "cannot build the simulated cluster: no CRD widgets.example.com");
+        let url = plain_upstream("http://[::1").unwrap_err();
+        let text = describe(&url);
+        assert!(text.starts_with("cannot configure the upstream client: upstream URL http://[::1: "), "{text}");
+        // kube writes the cause into its message and returns it as the source as well.
+        let missing = std::env::temp_dir().join(format!("kache-no-such-kubeconfig-{}", std::process::id()));
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let err = runtime.block_on(Upstream::load(Some(&missing), None)).unwrap_err();
+        assert!(matches!(err, UpstreamError::Kubeconfig(_)), "{err:?}");
+        let io = std::fs::read(&missing).unwrap_err().to_string();
+        let text = describe(&StartError::from(err));
+        assert!(text.starts_with("cannot configure the upstream client: upstream kubeconfig: failed to read kubeconfig"), "{text}");
+        assert_eq!(text.matches(&io).count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_discovery_error_names_the_document_and_its_cause_once() {
+        let source = crate::cache::feed::InformerError::Transport("connection refused".into());
+        let err = StartError::from(DiscoveryError::Fetch { path: "/apis".into(), source });
+        assert_eq!(
+            describe(&err),
+            "cannot discover the upstream's resources: cannot fetch /apis: upstream request failed: connection refused"
+        );
+    }
 }

@@ -9,7 +9,7 @@ use super::tls::CertIdentity;
 use super::ttl::TtlCache;
 use super::{Identity, AUTHENTICATED};
 use crate::api::status::Status;
-use crate::serve::upstream::Upstream;
+use crate::upstream::Upstream;
 use http::{header, HeaderMap};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};

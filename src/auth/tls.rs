@@ -410,7 +410,7 @@ mod tests {
 
     #[test]
     fn self_signed_serves_and_identities_parse() {
-        crate::serve::upstream::install_crypto_provider();
+        crate::upstream::install_crypto_provider();
         let c = ServingCert::self_signed(&ServingCert::hosts_for("127.0.0.1:0"), "kache").unwrap();
         assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         server_config(&c, None).unwrap();
@@ -447,7 +447,7 @@ mod tests {
 
     #[test]
     fn reloads_a_consistent_set_and_keeps_the_last_good_one_meanwhile() {
-        crate::serve::upstream::install_crypto_provider();
+        crate::upstream::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let (cert, key, client_ca) = (dir.path().join("tls.crt"), dir.path().join("tls.key"), dir.path().join("ca.crt"));
         let (ca_pem, issuer) = ca("serving-ca");
@@ -520,7 +520,7 @@ mod tests {
             assert_eq!(err.0, flag, "{min} {suites:?}: {}", err.1);
         }
         // Served with the policy: a config builds for each.
-        crate::serve::upstream::install_crypto_provider();
+        crate::upstream::install_crypto_provider();
         let c = ServingCert::self_signed(&ServingCert::hosts_for("127.0.0.1:0"), "kache").unwrap();
         for p in [Policy::parse("VersionTLS13", &[]).unwrap(), Policy::parse("", &names).unwrap()] {
             server_config_with(&c, None, &p).unwrap();

@@ -3,10 +3,9 @@
 //! change through a bounded broadcast ring, so a slow watcher falls behind and is ended
 //! instead of delaying the writer or anyone else.
 
-pub mod informer;
+pub mod feed;
 pub(crate) mod object;
 pub(crate) mod store;
-pub(crate) mod token;
 pub(crate) mod window;
 
 use crate::api::resource::ResourceRef;
@@ -76,7 +75,7 @@ enum Step {
 /// deletion took an RV of its own in that range, so there are enough; if not, the
 /// upstream's history is not the one the cache followed (a restored etcd) and no events can
 /// describe it.
-fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
+fn relist_events(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
     if rv < floor {
         return Err("the new list is older than the cache");
     }
@@ -168,11 +167,26 @@ pub struct Limits {
     pub history: usize,
     /// Messages a watcher may fall behind before it is ended.
     pub watcher_lag: usize,
+    /// Bytes of Table cells one object may hold; larger cells are withheld (the kind's
+    /// Tables then pass through while the object is held).
+    pub table_cell_bytes: usize,
 }
+
+/// Default bound of one object's Table cells: a printer column of a built-in kind prints a
+/// few hundred bytes; a CRD's columns a few KB at most unless they print whole parts of the
+/// object (a `string` column of `.spec` is the spec's JSON again), which the apiserver
+/// computes per answer and kache would hold for every version in its window.
+pub const TABLE_CELL_BYTES: usize = 64 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { window_events: 10_000, window_bytes: DEFAULT_WINDOW_BYTES, history: 1024, watcher_lag: 8192 }
+        Limits {
+            window_events: 10_000,
+            window_bytes: DEFAULT_WINDOW_BYTES,
+            history: 1024,
+            watcher_lag: 8192,
+            table_cell_bytes: TABLE_CELL_BYTES,
+        }
     }
 }
 
@@ -240,7 +254,7 @@ impl KindCache {
     /// The RV everything up to which is reflected, and the state as of then. Reading
     /// progress before the snapshot keeps the pair consistent: progress only moves after the
     /// change it covers is swapped in.
-    pub fn current(&self) -> (u64, Arc<Snapshot>) {
+    pub fn latest(&self) -> (u64, Arc<Snapshot>) {
         let p = *self.progress.borrow();
         let s = self.snapshot();
         (p.max(s.rv), s)
@@ -248,7 +262,7 @@ impl KindCache {
 
     /// The RV everything up to which is reflected.
     pub fn progress(&self) -> u64 {
-        self.current().0
+        self.latest().0
     }
 
     /// Subscribe to changes committed from now on.
@@ -341,7 +355,18 @@ impl KindCache {
         Some(self.apply_locked(kind, object))
     }
 
+    /// `o` within the cache's bounds: Table cells over `table_cell_bytes` withheld (and
+    /// counted).
+    fn bounded(&self, mut o: Object) -> Object {
+        if o.withhold_cells_over(self.limits.table_cell_bytes) {
+            crate::telemetry::limit_hit("max-table-cell-bytes-per-object");
+            tracing::debug!(resource = %self.resource.plural, object = %o.key, "Table cells withheld for their size");
+        }
+        o
+    }
+
     fn apply_locked(&self, kind: EventType, object: Object) -> Arc<Event> {
+        let object = self.bounded(object);
         let cur = self.snap.load_full();
         let (next, ev) = cur.apply(kind, object, self.resource.index.as_deref());
         self.snap.store(Arc::new(next));
@@ -377,7 +402,7 @@ impl KindCache {
     }
 
     /// Bring the cache to a new list of the upstream's (after its watch expired) at `rv`,
-    /// telling open watchers the differences as events (see [`plan`]) instead of ending
+    /// telling open watchers the differences as events (see [`relist_events`]) instead of ending
     /// them, so their clients need not relist. All events are applied in one step (readers
     /// see the old state or the new one), each leaving its state in the history for exact-RV
     /// reads; then a [`Message::Caught`] at `rv`. When that cannot be done soundly (the
@@ -385,9 +410,10 @@ impl KindCache {
     /// followed), the state is replaced and watchers ended, as [`KindCache::replace`] does.
     pub fn relist(&self, objects: Vec<Object>, rv: u64, custom: Option<Arc<CustomColumns>>) -> Relisted {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let objects: Vec<Object> = objects.into_iter().map(|o| self.bounded(o)).collect();
         let cur = self.snap.load_full();
         let floor = (*self.progress.borrow()).max(cur.rv);
-        let steps = if custom != cur.custom { Err("the printer columns changed") } else { plan(&cur, &objects, rv, floor) };
+        let steps = if custom != cur.custom { Err("the printer columns changed") } else { relist_events(&cur, &objects, rv, floor) };
         let steps = match steps {
             Ok(steps) => steps,
             Err(why) => {
@@ -448,6 +474,7 @@ impl KindCache {
     }
 
     fn replace_locked(&self, objects: impl IntoIterator<Item = Object>, rv: u64, custom: Option<Arc<CustomColumns>>) {
+        let objects = objects.into_iter().map(|o| self.bounded(o));
         let mut s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref())
             .with_window_bytes(self.limits.window_bytes);
         s.custom = custom;
@@ -475,7 +502,7 @@ mod tests {
 
     #[test]
     fn history_answers_past_states_until_compacted() {
-        let c = KindCache::new(res(), 10, Limits { window_events: 100, window_bytes: 0, history: 2, watcher_lag: 16 });
+        let c = KindCache::new(res(), 10, Limits { window_events: 100, window_bytes: 0, history: 2, watcher_lag: 16, ..Limits::default() });
         c.apply(EventType::Added, obj("a", 11));
         c.apply(EventType::Added, obj("b", 12));
         c.apply(EventType::Added, obj("c", 13));
@@ -522,7 +549,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_nodes_ring_holds_a_nodes_worth_of_changes_and_the_unscheduled_ring_the_kinds() {
-        let c = KindCache::new(res(), 1, Limits { window_events: 1000, window_bytes: 0, history: 2, watcher_lag: 512 });
+        let c =
+            KindCache::new(res(), 1, Limits { window_events: 1000, window_bytes: 0, history: 2, watcher_lag: 512, ..Limits::default() });
         let mut node = c.subscribe_indexed("node-a");
         let mut pending = c.subscribe_indexed("");
         let on = |name: String, node: &str, rv: u64| {
@@ -562,7 +590,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stalled_watcher_never_blocks_the_writer_and_learns_it_lagged() {
-        let c = KindCache::new(res(), 1, Limits { window_events: 10, window_bytes: 0, history: 4, watcher_lag: 16 });
+        let c = KindCache::new(res(), 1, Limits { window_events: 10, window_bytes: 0, history: 4, watcher_lag: 16, ..Limits::default() });
         let mut stalled = c.subscribe();
         for rv in 2..200 {
             c.apply(EventType::Added, obj(&format!("p{rv}"), rv));

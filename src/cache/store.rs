@@ -24,6 +24,9 @@ pub struct Snapshot {
     pub window: Window,
     /// Bytes of encodings held.
     pub bytes: usize,
+    /// Objects whose Table cells were withheld for their size ([`Object::unprinted`]): while
+    /// any is held, this kind's Tables are the upstream's.
+    pub unprinted: usize,
     /// A custom resource's printer columns, which its objects' cells were computed with
     /// (kept with them so a Table's columns and rows always agree).
     pub custom: Option<Arc<CustomColumns>>,
@@ -45,6 +48,12 @@ impl Snapshot {
     /// What prints this state's objects as Table rows, if anything does.
     pub fn printer(&self, group: &str, plural: &str) -> Option<TablePrinter> {
         TablePrinter::of(group, plural, self.custom.as_ref())
+    }
+
+    /// Whether this state's Tables are printed from memory: the kind has a printer and no
+    /// object's cells were withheld ([`Snapshot::unprinted`]).
+    pub fn prints(&self, group: &str, plural: &str) -> bool {
+        self.unprinted == 0 && self.printer(group, plural).is_some()
     }
 
     /// The same snapshot with its window bounded by `bytes` as well (0: no byte bound).
@@ -73,6 +82,7 @@ impl Snapshot {
             self.unindex(&old, index);
         }
         self.bytes += o.encoded_len();
+        self.unprinted += usize::from(o.unprinted());
         if let Some(v) = index.map(|f| indexed_value(&o, f)) {
             match self.index.get_mut(v) {
                 Some(objects) => {
@@ -88,6 +98,7 @@ impl Snapshot {
 
     fn unindex(&mut self, old: &Object, index: Option<&str>) {
         self.bytes -= old.encoded_len();
+        self.unprinted -= usize::from(old.unprinted());
         if let Some(v) = index.map(|f| indexed_value(old, f)) {
             let emptied = self.index.get_mut(v).is_some_and(|objects| {
                 objects.remove(&old.key);

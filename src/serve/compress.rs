@@ -1,75 +1,223 @@
-//! Response compression as the apiserver does it (its `APIResponseCompression`, on by
-//! default): gzip at level 1 for a client whose `Accept-Encoding` lists `gzip`, when the
-//! answer is larger than 128 KiB. Go clients ask for it by default; one namespace's pods
-//! shrink about 5 times, all pods in protobuf about 12 times.
+//! Encodings of answers kache writes itself, applied as they are sent, a frame at a time:
+//! gzip as the apiserver does it (its `APIResponseCompression`, on by default: level 1 for a
+//! client whose `Accept-Encoding` lists `gzip`, when the answer is larger than 128 KiB; Go
+//! clients ask for it by default; one namespace's pods shrink about 5 times, all pods in
+//! protobuf about 12 times), and the indentation of `pretty` answers.
 //!
-//! The stored bytes are compressed as they are sent, on a blocking thread (a 100 MB LIST is
-//! about a second of one core at level 1, what the apiserver spends on the same answer), in
-//! chunks handed to the connection as they are ready.
+//! Neither holds an answer whole: each frame is encoded when the connection asks for the
+//! next one. gzip runs on the blocking pool one frame per job (a 100 MB LIST is about a
+//! second of one core at level 1, what the apiserver spends on the same answer); a job
+//! compresses and returns, so no blocking thread ever waits on a client that does not read.
+//! The encodes in progress are bounded ([`Encodes`]); past the bound an answer goes out
+//! as it is (identity encoding, compact JSON), which every client reads.
 
-use crate::serve::body::{channel, Body};
+use crate::api::json::Indenter;
+use crate::body::{Body, BoxError, Chunk};
 use bytes::{Buf, Bytes};
-use http::{header, HeaderMap, HeaderValue, Response};
+use flate2::write::GzEncoder;
+use http::{header, HeaderValue, Response};
+use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
+use std::future::Future;
 use std::io::Write;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+/// Default bound of answers being encoded at once: each holds a frame (up to 256 KiB) and
+/// its encoding, and a gzip job a blocking thread while it runs.
+pub const MAX_ENCODES: usize = 64;
 
 /// Answers of at most this many bytes are sent as they are (the apiserver's threshold).
 pub const THRESHOLD: u64 = 128 * 1024;
 
-/// Compressed bytes gathered before they are handed to the connection.
-const CHUNK: usize = 64 * 1024;
+/// The bound on answers being encoded (indented or compressed) at once: each holds a place
+/// until its body has been sent or dropped.
+#[derive(Debug, Clone)]
+pub struct Encodes(Arc<Semaphore>);
 
-/// Whether the client accepts gzip, as the apiserver reads `Accept-Encoding`: one of its
-/// comma-separated tokens is exactly `gzip` (parameters such as `;q=` are not parsed).
-pub fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).any(|v| v.split(',').any(|t| t.trim() == "gzip"))
+impl Encodes {
+    /// At most `max` encodes at once (0: no bound).
+    pub fn new(max: usize) -> Encodes {
+        Encodes(Arc::new(Semaphore::new(if max == 0 { Semaphore::MAX_PERMITS } else { max })))
+    }
+
+    /// A place for one more encode, or `None` (counted) when all are taken.
+    fn place(&self) -> Option<OwnedSemaphorePermit> {
+        let place = self.0.clone().try_acquire_owned().ok();
+        if place.is_none() {
+            crate::telemetry::limit_hit("max-concurrent-encodes");
+        }
+        place
+    }
 }
 
-/// `resp` gzip-encoded if its body is known to be larger than [`THRESHOLD`]; as it is
-/// otherwise (small answers, streams of unknown length such as watches).
-pub fn gzip(resp: Response<Body>) -> Response<Body> {
-    let big = http_body::Body::size_hint(resp.body()).exact().is_some_and(|n| n > THRESHOLD);
+/// `resp` gzip-encoded if its body is known to be larger than [`THRESHOLD`] (an indented
+/// answer: its compact text) and a place among the encodes is free; as it is otherwise
+/// (small answers, streams of unknown length such as watches, and while the encodes are at
+/// their bound).
+pub fn gzip(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
+    let big = http_body::Body::size_hint(resp.body()).lower() > THRESHOLD;
     if !big {
         return resp;
     }
+    let Some(place) = encodes.place() else { return resp };
     let (mut parts, body) = resp.into_parts();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let mut body = body;
-        let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(CHUNK * 2), flate2::Compression::new(1));
-        while let Some(frame) = handle.block_on(body.frame()) {
-            let Ok(frame) = frame else { return };
-            let Ok(mut data) = frame.into_data() else { continue };
-            while data.has_remaining() {
-                let chunk = data.chunk();
-                let n = chunk.len();
-                if enc.write_all(chunk).is_err() {
-                    return;
-                }
-                data.advance(n);
-                if enc.get_ref().len() >= CHUNK {
-                    let out = std::mem::replace(enc.get_mut(), Vec::with_capacity(CHUNK * 2));
-                    if tx.blocking_send(Bytes::from(out)).is_err() {
-                        return; // the client is gone
-                    }
-                }
-            }
-        }
-        if let Ok(rest) = enc.finish() {
-            let _ = tx.blocking_send(Bytes::from(rest));
-        }
-    });
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     parts.headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    Response::from_parts(parts, channel(rx))
+    let enc = GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+    let body = Gzipped { inner: body, enc: Some(enc), job: None, finished: false, _place: place };
+    Response::from_parts(parts, body.boxed_unsync())
+}
+
+/// A JSON answer indented as the apiserver's pretty serializer writes it (without the
+/// compact form's final newline), as it is sent; other answers (and JSON while the encodes
+/// are at their bound) as they are.
+pub fn indented(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
+    let json = resp.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == b"application/json");
+    if !json {
+        return resp;
+    }
+    let Some(place) = encodes.place() else { return resp };
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = Indented { inner: body, state: Indenter::default(), _place: place };
+    Response::from_parts(parts, body.boxed_unsync())
+}
+
+/// A body indented frame by frame.
+struct Indented {
+    inner: Body,
+    state: Indenter,
+    _place: OwnedSemaphorePermit,
+}
+
+impl http_body::Body for Indented {
+    type Data = Chunk;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
+        let this = &mut *self;
+        loop {
+            let frame = match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => frame,
+                other => return Poll::Ready(other),
+            };
+            let mut data = match frame.into_data() {
+                Ok(data) => data,
+                Err(frame) => return Poll::Ready(Some(Ok(frame))),
+            };
+            let mut out = Vec::with_capacity(data.remaining() + data.remaining() / 2);
+            while data.has_remaining() {
+                let piece = data.chunk();
+                let n = piece.len();
+                this.state.feed(piece, &mut out);
+                data.advance(n);
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Chunk::One(Bytes::from(out))))));
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    /// At least what is left of the compact text (indentation only adds).
+    fn size_hint(&self) -> SizeHint {
+        let mut hint = SizeHint::new();
+        hint.set_lower(self.inner.size_hint().lower());
+        hint
+    }
+}
+
+/// What a compression job gives back: the encoder, and the compressed bytes it produced.
+type Job = JoinHandle<(GzEncoder<Vec<u8>>, std::io::Result<Vec<u8>>)>;
+
+/// A body compressed frame by frame, each frame one job on the blocking pool.
+struct Gzipped {
+    inner: Body,
+    /// The encoder, while no job holds it.
+    enc: Option<GzEncoder<Vec<u8>>>,
+    /// The job compressing the last frame (or finishing the stream).
+    job: Option<Job>,
+    /// Whether the finishing job has been started.
+    finished: bool,
+    _place: OwnedSemaphorePermit,
+}
+
+/// Compress `data` (every piece of it) into `enc`, taking what it has written so far.
+fn compress(mut enc: GzEncoder<Vec<u8>>, mut data: Chunk) -> (GzEncoder<Vec<u8>>, std::io::Result<Vec<u8>>) {
+    while data.has_remaining() {
+        let piece = data.chunk();
+        let n = piece.len();
+        if let Err(e) = enc.write_all(piece) {
+            return (enc, Err(e));
+        }
+        data.advance(n);
+    }
+    let out = std::mem::take(enc.get_mut());
+    (enc, Ok(out))
+}
+
+impl http_body::Body for Gzipped {
+    type Data = Chunk;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
+        let this = &mut *self;
+        loop {
+            if let Some(job) = this.job.as_mut() {
+                let done = ready!(Pin::new(job).poll(cx));
+                this.job = None;
+                let (enc, out) = done.map_err(|e| Box::new(e) as BoxError)?;
+                this.enc = Some(enc);
+                let out = out?;
+                if !out.is_empty() {
+                    return Poll::Ready(Some(Ok(Frame::data(Chunk::One(Bytes::from(out))))));
+                }
+                continue;
+            }
+            if this.finished {
+                return Poll::Ready(None);
+            }
+            let Some(mut enc) = this.enc.take() else { return Poll::Ready(None) };
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => {
+                    this.enc = Some(enc);
+                    return Poll::Pending;
+                }
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => this.job = Some(tokio::task::spawn_blocking(move || compress(enc, data))),
+                    // Trailers (none in kache's answers) are dropped with the length.
+                    Err(_) => this.enc = Some(enc),
+                },
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => {
+                    this.finished = true;
+                    this.job = Some(tokio::task::spawn_blocking(move || {
+                        let out = enc.try_finish().map(|()| std::mem::take(enc.get_mut()));
+                        (enc, out)
+                    }));
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::body::{full, respond};
+    use crate::body::full;
+    use crate::serve::respond::respond;
     use http::StatusCode;
     use std::io::Read;
 
@@ -77,24 +225,11 @@ mod tests {
         resp.into_body().collect().await.unwrap().to_bytes().to_vec()
     }
 
-    #[test]
-    fn gzip_is_accepted_as_the_apiserver_reads_the_header() {
-        let h = |v: &str| {
-            let mut m = HeaderMap::new();
-            m.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
-            m
-        };
-        assert!(accepts_gzip(&h("gzip")));
-        assert!(accepts_gzip(&h("deflate, gzip")));
-        assert!(!accepts_gzip(&h("gzip;q=1.0")), "the apiserver does not parse parameters");
-        assert!(!accepts_gzip(&h("br")));
-        assert!(!accepts_gzip(&HeaderMap::new()));
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn large_answers_are_gzipped_and_decode_to_the_same_bytes_small_ones_are_not() {
         let big: Vec<u8> = (0..THRESHOLD as usize + 1).map(|i| b"{\"items\":[0123456789]}"[i % 22]).collect();
-        let resp = gzip(respond(StatusCode::OK, "application/json", full(big.clone())));
+        let encodes = Encodes::new(4);
+        let resp = gzip(respond(StatusCode::OK, "application/json", full(big.clone())), &encodes);
         assert_eq!(resp.headers()[header::CONTENT_ENCODING], "gzip");
         assert_eq!(resp.headers()[header::VARY], "Accept-Encoding");
         let zipped = collect(resp).await;
@@ -104,8 +239,81 @@ mod tests {
         assert_eq!(out, big);
 
         let small = vec![b'x'; THRESHOLD as usize];
-        let resp = gzip(respond(StatusCode::OK, "application/json", full(small.clone())));
+        let resp = gzip(respond(StatusCode::OK, "application/json", full(small.clone())), &encodes);
         assert!(resp.headers().get(header::CONTENT_ENCODING).is_none(), "128 KiB exactly is sent as is");
         assert_eq!(collect(resp).await, small);
+    }
+
+    /// A stitched body of `n` incompressible pieces of 256 KB (a frame each).
+    fn frames(n: usize) -> Body {
+        let mut x: u64 = 7;
+        let pieces: Vec<Vec<u8>> = (0..n)
+            .map(|_| {
+                (0..256 * 1024)
+                    .map(|_| {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        (x >> 56) as u8
+                    })
+                    .collect()
+            })
+            .collect();
+        crate::body::try_stitched(Arc::new(pieces), |p| {
+            let items = p.iter().map(|v| crate::body::Piece::from(v.as_slice())).collect();
+            Ok::<_, ()>(crate::body::Stitch { head: Vec::new(), items, tail: b"".as_slice().into() })
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn no_blocking_thread_waits_on_a_client_that_stops_reading() {
+        // One blocking thread: were it parked handing compressed bytes to a client that
+        // does not read, nothing else could run there (nor DNS for upstream connections).
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).max_blocking_threads(1).enable_all().build().unwrap();
+        rt.block_on(async {
+            let encodes = Encodes::new(4);
+            let resp = gzip(respond(StatusCode::OK, "application/json", frames(40)), &encodes);
+            let mut body = resp.into_body();
+            assert!(body.frame().await.is_some(), "the first compressed bytes");
+            // The client reads nothing more; the blocking thread is free for others.
+            let other = tokio::task::spawn_blocking(|| 7);
+            let got = tokio::time::timeout(std::time::Duration::from_secs(60), other).await;
+            assert_eq!(got.expect("the blocking thread is free").unwrap(), 7);
+            drop(body);
+        });
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn encodes_past_the_bound_go_out_as_they_are() {
+        let encodes = Encodes::new(1);
+        let big = vec![b'a'; THRESHOLD as usize * 2];
+        let first = gzip(respond(StatusCode::OK, "application/json", full(big.clone())), &encodes);
+        assert_eq!(first.headers()[header::CONTENT_ENCODING], "gzip");
+        let second = gzip(respond(StatusCode::OK, "application/json", full(big.clone())), &encodes);
+        assert!(second.headers().get(header::CONTENT_ENCODING).is_none(), "sent as is while the one place is taken");
+        assert_eq!(collect(second).await, big);
+        let pretty = indented(respond(StatusCode::OK, "application/json", full(&b"{\"a\":1}"[..])), &encodes);
+        assert_eq!(collect(pretty).await, b"{\"a\":1}", "compact while the place is taken");
+        collect(first).await;
+        let third = gzip(respond(StatusCode::OK, "application/json", full(big)), &encodes);
+        assert_eq!(third.headers()[header::CONTENT_ENCODING], "gzip", "the place came back when the first was sent");
+        let pretty = indented(respond(StatusCode::OK, "application/json", full(&b"{\"a\":1}"[..])), &Encodes::new(1));
+        assert_eq!(collect(pretty).await, b"{\n  \"a\": 1\n}");
+    }
+
+    #[tokio::test]
+    async fn pretty_answers_are_indented_as_they_are_sent_never_held_whole() {
+        let src = crate::testdata::capture("cm-list").body;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let resp = indented(respond(StatusCode::OK, "application/json", crate::body::channel(rx)), &Encodes::new(1));
+        let mut body = resp.into_body();
+        let half = src.len() / 2;
+        tx.send(Bytes::copy_from_slice(&src[..half])).await.unwrap();
+        // The first half is indented and out while the rest has not been written yet.
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        let mut got = first.chunk().to_vec();
+        tx.send(Bytes::copy_from_slice(&src[half..])).await.unwrap();
+        drop(tx);
+        got.extend(collect(Response::new(body)).await);
+        assert_eq!(got, crate::api::json::indent(&src));
     }
 }

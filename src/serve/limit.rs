@@ -4,7 +4,7 @@
 //! Watches are long-running and, as in the apiserver, not counted.
 
 use crate::api::status::Status;
-use crate::serve::body::{Body, BoxError, Chunk};
+use crate::body::{Body, BoxError, Chunk};
 use dashmap::DashMap;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;

@@ -3,40 +3,43 @@
 //! pass everything else through.
 //!
 //! Request pipeline: `server` -> [`Serve::handle`] (URI limit, authentication and
-//! impersonation) -> `route::classify` -> either authorization (SubjectAccessReview), the
+//! impersonation) -> `api::route::classify` -> either authorization (SubjectAccessReview), the
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
-pub(crate) mod body;
 pub(crate) mod compress;
-pub(crate) mod discovery;
+pub(crate) mod cost;
+pub mod discovery;
 pub mod handler;
-pub mod health;
-pub(crate) mod kept;
 pub(crate) mod limit;
 pub(crate) mod proxy;
-pub mod query;
 mod read;
-pub(crate) mod route;
+pub use read::PassThrough;
+pub(crate) mod respond;
 pub(crate) mod server;
-pub mod upstream;
 
+use crate::api::media::accepts_gzip;
+use crate::api::media::Format;
+use crate::api::query;
 use crate::api::resource::ResourceRef;
+use crate::api::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
-use crate::cache::informer::{Feed, InformerError};
+use crate::body::Body;
+use crate::body::RequestBody;
+use crate::cache::feed::Feed;
 use crate::cache::KindCache;
 use crate::cache::Limits;
-use crate::serve::body::Body;
-use crate::serve::body::RequestBody;
+use crate::serve::discovery::DiscoveryError;
 use crate::serve::limit::{Inflight, InflightLimits};
-use crate::serve::proxy::Credentials;
-use crate::serve::query::Format;
-use crate::serve::route::{classify, ResourcePath, Target};
+use crate::serve::respond::StatusResponse;
 use crate::serve::server::Handler;
 use crate::serve::server::Peer;
-use crate::serve::upstream::Upstream;
 use crate::telemetry;
+use crate::upstream::health;
+use crate::upstream::last_discovery::{DocKey, LastDiscovery};
+use crate::upstream::Credentials;
+use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
 use handler::WatchSettings;
@@ -69,6 +72,11 @@ pub struct ServeSettings {
     pub passthrough_per_client: usize,
     /// How long reads are served from a cache whose informer cannot reach the upstream.
     pub serve_stale: Duration,
+    /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
+    pub passthrough_factor: f64,
+    /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
+    /// they go out as they are.
+    pub max_encodes: usize,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
     pub access_log: bool,
 }
@@ -149,22 +157,30 @@ pub struct Serve {
     pub(crate) settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
     /// The upstream's last discovery answers, for an outage.
-    kept: Arc<kept::Kept>,
+    kept: Arc<LastDiscovery>,
     /// Reads answered from cache as PartialObjectMetadata.
     pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
     pub(crate) inflight: Inflight,
     /// Pass-through requests in flight, per client.
     passthrough: Inflight,
+    /// The cost rule's measurements (consistent reads: proof or pass-through).
+    pub(crate) costs: Arc<cost::Costs>,
+    /// Requests passed through, per [`PassThrough`] reason.
+    passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
+    /// Answers being indented or compressed.
+    encodes: compress::Encodes,
 }
 
 impl Serve {
     /// Discover the upstream's resources and start the preloaded informers.
-    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
+    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, DiscoveryError> {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
+        let settings_factor = settings.passthrough_factor;
+        let settings_max_encodes = settings.max_encodes;
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -176,6 +192,9 @@ impl Serve {
             metrics: Default::default(),
             inflight,
             passthrough,
+            costs: Arc::new(cost::Costs::new(settings_factor)),
+            passed: Default::default(),
+            encodes: compress::Encodes::new(settings_max_encodes),
         });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
@@ -191,7 +210,7 @@ impl Serve {
             }
         }
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
-        tokio::spawn(health::monitor(Arc::downgrade(&serve)));
+        tokio::spawn(health::monitor(Arc::downgrade(&serve), |s| &s.upstream));
         Ok(serve)
     }
 
@@ -236,14 +255,14 @@ impl Serve {
     fn upstream_check(&self) -> Check {
         let name = "upstream".to_string();
         match &*self.upstream.health().borrow() {
-            upstream::Health::Down { since, why, reason } => {
+            health::Health::Down { since, why, reason } => {
                 let down = since.elapsed();
                 let what = format!("{reason} for {}s: {why}", down.as_secs());
                 let counts = down >= self.settings.serve_stale;
                 Check::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
             }
-            upstream::Health::Up => Check::pass(name, "ok".into()),
-            upstream::Health::Unknown => Check::pass(name, "not probed yet".into()),
+            health::Health::Up => Check::pass(name, "ok".into()),
+            health::Health::Unknown => Check::pass(name, "not probed yet".into()),
         }
     }
 
@@ -266,6 +285,7 @@ impl Serve {
 
     /// Set the cache gauges (objects, bytes, window) from every running cache.
     pub fn sample(&self) {
+        metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
             let labels =
@@ -335,6 +355,17 @@ impl Serve {
         self.hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Requests passed through for `reason` (a [`PassThrough`] label) so far.
+    pub fn passed_through(&self, reason: &str) -> u64 {
+        PassThrough::LABELS.iter().position(|l| *l == reason).map_or(0, |i| self.passed[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Count a request passed through for `reason`.
+    fn count_passthrough(&self, reason: PassThrough) {
+        self.passed[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::counter!(telemetry::PASSTHROUGH, "reason" => reason.label()).increment(1);
+    }
+
     /// Requests answered from cache as PartialObjectMetadata(List) so far.
     pub fn metadata_hits(&self) -> u64 {
         self.metadata_hits.load(std::sync::atomic::Ordering::Relaxed)
@@ -395,6 +426,7 @@ impl Serve {
         if uri_len > self.settings.max_uri_bytes {
             return Err(Status::uri_too_long(self.settings.max_uri_bytes));
         }
+        query::check_request_timeout(req.method(), req.uri().path(), req.uri().query())?;
         let Some(security) = &self.settings.security else { return Ok(None) };
         let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
         security.caller(cert.as_deref(), req.headers()).await.map(Some)
@@ -403,10 +435,10 @@ impl Serve {
     /// The upstream's last answer to a discovery request, while the upstream is hung or
     /// unreachable (within `--serve-stale-seconds` of its going down) and the caller is
     /// authenticated, as the apiserver's discovery roles require.
-    fn kept_doc(&self, doc: &kept::DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
+    fn kept_doc(&self, doc: &DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
         self.upstream.unavailable()?;
         let down_for = match &*self.upstream.health().borrow() {
-            upstream::Health::Down { since, .. } => since.elapsed(),
+            health::Health::Down { since, .. } => since.elapsed(),
             _ => return None,
         };
         let authenticated = self.settings.security.is_none() || caller.is_some_and(|c| c.identity.in_group(crate::auth::AUTHENTICATED));
@@ -437,8 +469,44 @@ impl Serve {
     }
 }
 
+impl Serve {
+    /// A request the cache declined for `reason`: a discovery document kept through an
+    /// outage, or the upstream's answer (timed for the cost rule when that decided it).
+    async fn passed<B: RequestBody>(
+        &self,
+        mut req: Request<B>,
+        reason: PassThrough,
+        caller: Option<&Caller>,
+        started: std::time::Instant,
+        protobuf: bool,
+    ) -> (Response<Body>, Source) {
+        let doc = DocKey::of(&req);
+        if let Some(resp) = doc.as_ref().and_then(|d| self.kept_doc(d, caller)) {
+            return (resp, Source::Kept);
+        }
+        let (creds, permit) = match self.pass(&mut req, caller) {
+            Ok(p) => p,
+            Err(status) => return (status.into_response(protobuf), Source::Kache),
+        };
+        self.count_passthrough(reason);
+        let resp = proxy::forward(&self.upstream, req, creds).await;
+        let resp = match doc {
+            Some(d) => self.kept.keep(d, resp),
+            None => resp,
+        };
+        let resp = match reason {
+            PassThrough::CheaperUpstream { bytes } if resp.status().is_success() => {
+                let costs = self.costs.clone();
+                resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, started)))
+            }
+            _ => resp,
+        };
+        (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
+    }
+}
+
 impl Handler for Serve {
-    async fn handle<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
+    async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
         let started = std::time::Instant::now();
         let path = match classify(req.uri().path()) {
             Some(Target::Resource(p)) => Some(p),
@@ -452,97 +520,91 @@ impl Handler for Serve {
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
-        let gzip = compress::accepts_gzip(req.headers());
+        let gzip = accepts_gzip(req.headers());
         let admitted = self.admit(&req).await;
         let user = match (&admitted, self.settings.access_log) {
             (Ok(Some(caller)), true) => Some(caller.identity.username.clone()),
             _ => None,
         };
+        let mut reason = None;
         let (resp, source) = match admitted {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
-                Some(resp) => {
+                Ok(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (resp, Source::Cache)
                 }
-                None => {
-                    let doc = kept::DocKey::of(&req);
-                    match doc.as_ref().and_then(|d| self.kept_doc(d, caller.as_ref())) {
-                        Some(resp) => (resp, Source::Kept),
-                        None => match self.pass(&mut req, caller.as_ref()) {
-                            Ok((creds, permit)) => {
-                                let resp = proxy::forward(&self.upstream, req, creds).await;
-                                let resp = match doc {
-                                    Some(d) => self.kept.keep(d, resp),
-                                    None => resp,
-                                };
-                                (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
-                            }
-                            Err(status) => (status.into_response(protobuf), Source::Kache),
-                        },
-                    }
+                Err(why) => {
+                    reason = Some(why);
+                    self.passed(req, why, caller.as_ref(), started, protobuf).await
                 }
             },
         };
-        let (resp, bytes) = shaped(resp, source, pretty, gzip).await;
+        let (resp, bytes) = shaped(resp, source, pretty, gzip, &self.encodes);
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.record(verb, source.label(), resp.status().as_u16(), seconds, bytes);
         if self.settings.access_log {
-            // Reads answered from cache never reach the apiserver's audit log: this line is
-            // their record. No query, name or body: selectors and names can carry data.
-            let (group, resource, namespace) =
-                path.as_ref().map_or(("", "", ""), |p| (p.group.as_str(), p.plural.as_str(), p.namespace.as_deref().unwrap_or("")));
-            tracing::info!(
-                target: "kache::access",
-                user = user.as_deref().unwrap_or(""),
-                verb,
-                group,
-                resource,
-                namespace,
-                source = source.label(),
-                code = resp.status().as_u16(),
-                bytes,
-                seconds,
-                "request"
-            );
+            // The pass-through reason only for what the upstream answered (a kept discovery
+            // document or a refusal by kache was not passed through).
+            let reason = reason.filter(|_| source == Source::Upstream);
+            let line = Access { user: user.as_deref(), verb, path: path.as_ref(), source, reason, code: resp.status().as_u16() };
+            line.log(bytes, seconds);
         }
         resp
+    }
+}
+
+/// One line of `--access-log`.
+struct Access<'a> {
+    user: Option<&'a str>,
+    verb: &'static str,
+    path: Option<&'a ResourcePath>,
+    source: Source,
+    reason: Option<PassThrough>,
+    code: u16,
+}
+
+impl Access<'_> {
+    /// Log the line (target `kache::access`, at info). Reads answered from cache never reach
+    /// the apiserver's audit log: this line is their record. No query, name or body:
+    /// selectors and names can carry data.
+    fn log(&self, bytes: Option<u64>, seconds: f64) {
+        let (group, resource, namespace) =
+            self.path.map_or(("", "", ""), |p| (p.group.as_str(), p.plural.as_str(), p.namespace.as_deref().unwrap_or("")));
+        tracing::info!(
+            target: "kache::access",
+            user = self.user.unwrap_or(""),
+            verb = self.verb,
+            group,
+            resource,
+            namespace,
+            source = self.source.label(),
+            reason = self.reason.map_or("", PassThrough::label),
+            code = self.code,
+            bytes,
+            seconds,
+            "request"
+        );
     }
 }
 
 /// `resp` as the client asked for it, with its body's length for the metrics when kache
 /// answers it from memory. The upstream indents and compresses its own answers: those passed
 /// through and those kept from before an outage are sent as the upstream sent them. kache's
-/// are indented here (only for the humans who ask, so the stitched body is collected once),
-/// and large cached ones compressed for clients that ask.
-async fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool) -> (Response<Body>, Option<u64>) {
+/// are indented as they are sent (only for the humans who ask), and large cached ones
+/// compressed for clients that ask.
+fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
     let ours = matches!(source, Source::Kache | Source::Cache);
-    let resp = if pretty && ours { indented(resp).await } else { resp };
     let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
-    let resp = if gzip && source == Source::Cache { compress::gzip(resp) } else { resp };
+    let resp = if pretty && ours { compress::indented(resp, encodes) } else { resp };
+    let resp = if gzip && source == Source::Cache { compress::gzip(resp, encodes) } else { resp };
     (resp, bytes)
-}
-
-/// A JSON answer indented as the apiserver's pretty serializer writes it (without the
-/// compact form's final newline); other answers as they are.
-async fn indented(resp: Response<Body>) -> Response<Body> {
-    use http_body_util::BodyExt;
-    let json = resp.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == b"application/json");
-    if !json {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let bytes = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Status::internal(e.to_string()).into_response(false),
-    };
-    parts.headers.remove(http::header::CONTENT_LENGTH);
-    Response::from_parts(parts, body::full(crate::api::json::indent(&bytes)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::respond::respond;
     use http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, USER_AGENT};
     use http::StatusCode;
     use http_body_util::BodyExt;
@@ -573,14 +635,14 @@ mod tests {
             .body(())
             .unwrap();
         assert!(crate::api::media::wants_pretty(req.uri().query(), req.headers()));
-        assert!(compress::accepts_gzip(req.headers()));
-        let key = kept::DocKey::of(&req).unwrap();
-        let kept = Arc::new(kept::Kept::default());
-        let mut upstream = body::respond(StatusCode::OK, "application/json", body::full(gz.clone()));
+        assert!(accepts_gzip(req.headers()));
+        let key = DocKey::of(&req).unwrap();
+        let kept = Arc::new(LastDiscovery::default());
+        let mut upstream = respond(StatusCode::OK, "application/json", crate::body::full(gz.clone()));
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 
-        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true).await;
+        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true, &compress::Encodes::new(4));
         assert_eq!(bytes, Some(gz.len() as u64));
         assert_eq!(sent.headers().get_all(CONTENT_ENCODING).iter().count(), 1);
         assert_eq!(sent.headers().get(CONTENT_ENCODING).unwrap(), "gzip");

@@ -5,8 +5,8 @@
 //! extension: the client's address and its verified certificate identity, if any.
 
 use crate::auth::tls::CertIdentity;
-use crate::serve::body::Body;
-use crate::serve::body::RequestBody;
+use crate::body::Body;
+use crate::body::RequestBody;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -14,7 +14,9 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -51,7 +53,14 @@ pub struct ConnLimits {
     pub tls_handshake_timeout: Duration,
     /// HTTP/2 streams one connection may have open at once.
     pub max_streams: u32,
+    /// How long a write to the client may make no progress before the connection is
+    /// closed (a client that stops reading holds no answer, snapshot or permit past it).
+    pub write_timeout: Duration,
 }
+
+/// Default of [`ConnLimits::write_timeout`]: a client that has not read for a minute is gone
+/// or hostile; one that reads slowly makes progress and is never cut.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for ConnLimits {
     fn default() -> Self {
@@ -60,6 +69,7 @@ impl Default for ConnLimits {
             header_read_timeout: Duration::from_secs(32),
             tls_handshake_timeout: Duration::from_secs(10),
             max_streams: MAX_STREAMS,
+            write_timeout: WRITE_TIMEOUT,
         }
     }
 }
@@ -134,7 +144,8 @@ pub async fn serve_with<H: Handler>(
         match tls.as_ref().map(|t| TlsAcceptor::from(t.load_full())) {
             None => {
                 let peer = Peer { addr, cert: None };
-                tokio::spawn(connection(builder, TokioIo::new(stream), peer, handler, watcher));
+                let io = WriteDeadline::new(stream, limits.write_timeout);
+                tokio::spawn(connection(builder, TokioIo::new(io), peer, handler, watcher));
             }
             Some(acceptor) => {
                 tokio::spawn(async move {
@@ -146,7 +157,7 @@ pub async fn serve_with<H: Handler>(
                     let cert =
                         tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c)).map(Arc::new);
                     let peer = Peer { addr, cert };
-                    connection(builder, TokioIo::new(tls), peer, handler, watcher).await
+                    connection(builder, TokioIo::new(WriteDeadline::new(tls, limits.write_timeout)), peer, handler, watcher).await
                 });
             }
         }
@@ -154,6 +165,80 @@ pub async fn serve_with<H: Handler>(
     drop(listener);
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(grace_seconds = grace.as_secs_f64(), "connections still open after the grace period");
+    }
+}
+
+/// A connection whose writes must make progress: one that has waited `timeout` for the
+/// client to take any byte fails with `TimedOut`, which ends the connection (and every
+/// answer on it). Reads are not bounded here: an idle connection (a client between
+/// requests, a watch with nothing to say) is not a stalled one.
+pub struct WriteDeadline<IO> {
+    io: IO,
+    timeout: Duration,
+    /// Armed when a write or flush first has to wait; disarmed by any progress.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<IO> WriteDeadline<IO> {
+    /// `io` whose writes time out after `timeout` without progress.
+    pub fn new(io: IO, timeout: Duration) -> Self {
+        WriteDeadline { io, timeout, stalled: None }
+    }
+
+    /// After a write that had to wait: the deadline's verdict (arming it if need be).
+    fn waiting(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
+        let timeout = self.timeout;
+        let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                crate::telemetry::limit_hit("write-timeout-seconds");
+                Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client took no bytes within the write timeout"))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// `polled`, with the deadline applied to a wait.
+    fn deadline<T>(&mut self, polled: Poll<std::io::Result<T>>, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        match polled {
+            Poll::Pending => self.waiting(cx).map(Err),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for WriteDeadline<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.deadline(polled, cx)
+    }
+
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.deadline(polled, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_flush(cx);
+        self.deadline(polled, cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.deadline(polled, cx)
     }
 }
 
@@ -171,5 +256,37 @@ where
     let conn = builder.serve_connection_with_upgrades(io, svc);
     if let Err(e) = watcher.watch(conn.into_owned()).await {
         tracing::debug!(client.addr = %addr, error = %e, "connection ended");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_is_cut_at_the_write_timeout_a_slow_one_never() {
+        // A client that reads nothing: the write waits the timeout, then fails.
+        let (server, _client) = tokio::io::duplex(1024);
+        let mut io = WriteDeadline::new(server, Duration::from_secs(60));
+        let started = tokio::time::Instant::now();
+        let err = io.write_all(&vec![b'x'; 64 * 1024]).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+
+        // One that takes a little every 50 s makes progress: never cut.
+        let (server, mut client) = tokio::io::duplex(1024);
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            let mut got = 0;
+            while got < 16 * 1024 {
+                tokio::time::sleep(Duration::from_secs(50)).await;
+                got += client.read(&mut buf).await.unwrap();
+            }
+            got
+        });
+        let mut io = WriteDeadline::new(server, Duration::from_secs(60));
+        io.write_all(&vec![b'x'; 16 * 1024]).await.expect("a slow reader is still reading");
+        assert_eq!(reader.await.unwrap(), 16 * 1024);
     }
 }

@@ -60,7 +60,7 @@ pub async fn start_sim_with(
 ) -> Result<Running, StartError> {
     c.validate()?;
     crate::config::require_loopback(listen)?;
-    crate::serve::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let checks = if auth.auth_enabled() {
         Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(|e| {
             let files = [&auth.users_file, &auth.rbac_file].into_iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>();
@@ -77,7 +77,7 @@ pub async fn start_sim_with(
         None
     };
     let started = std::time::Instant::now();
-    let mut sim = Sim::new(sim_config(c, listen.to_string())).map_err(|s| StartError::Sim(s.message))?;
+    let mut sim = Sim::new(sim_config(c, listen.to_string())).map_err(StartError::Sim)?;
     if let Some(checks) = checks {
         sim = sim.with_auth(checks);
     }

@@ -15,6 +15,8 @@ mod sim_watch;
 
 // kache in front of the simulator, through real clients.
 mod serve_clients;
+// Why a read is passed through, and the cost rule of consistent reads.
+mod serve_cost;
 
 // kache through upstream faults (the simulator's fault switches).
 mod faults;
@@ -39,6 +41,8 @@ mod ops_tls;
 mod real_apiserver;
 mod real_differential;
 mod real_kcm;
+mod real_kubectl;
 mod real_restart;
+mod real_views;
 
 mod support;

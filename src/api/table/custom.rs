@@ -269,7 +269,13 @@ fn parse(path: &str) -> Option<Vec<Step>> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'.' if i + 1 == b.len() && steps.is_empty() => i += 1,
+            // JSONPath's `.` before the end or a `[` names the field `""` (client-go's
+            // parser reads a field up to its next terminator), which objects lack: the
+            // apiserver prints such a column as null, not the whole object.
+            b'.' if matches!(b.get(i + 1), None | Some(b'[')) => {
+                steps.push(Step::Field(String::new()));
+                i += 1;
+            }
             b'.' if b.get(i + 1) == Some(&b'*') => {
                 steps.push(Step::All);
                 i += 2;
@@ -462,6 +468,10 @@ mod tests {
             Some(vec![Step::Field("c".into()), Step::Filter { left: vec!["a".into(), "b".into()], test: Test::Exists }])
         );
         assert_eq!(parse(".a[*].b"), Some(vec![Step::Field("a".into()), Step::All, Step::Field("b".into())]));
+        // A bare `.` (and a trailing one) is the field named "", as client-go parses it.
+        assert_eq!(parse("."), Some(vec![Step::Field(String::new())]));
+        assert_eq!(parse(".a."), Some(vec![Step::Field("a".into()), Step::Field(String::new())]));
+        assert_eq!(parse(".[0]"), Some(vec![Step::Field(String::new()), Step::Index(0)]));
         for unsupported in ["a.b", ".a[0:2]", ".a[0,1]", "..a", ".a[?(@.n==1)]", ".a[?(@.n<\"x\")]", ".a\\.b", ".a[", ".a b"] {
             assert_eq!(parse(unsupported), None, "{unsupported}");
         }
@@ -482,5 +492,9 @@ mod tests {
         assert_eq!(first(".a.l[?(@.t==\"y\")].t"), Err(()));
         assert_eq!(first(".a.l[?(@.s)].t"), Ok(Some(serde_json::json!("x"))));
         assert_eq!(first(".a.l[*].t"), Ok(Some(serde_json::json!("x"))));
+        assert_eq!(first("."), Ok(None), "not the whole object");
+        assert_eq!(first(".a."), Ok(None));
+        let keyed = serde_json::json!({"": 7});
+        assert_eq!(eval(&keyed, &parse(".").unwrap()).map(|r| r.first().map(|x| (*x).clone())), Ok(Some(serde_json::json!(7))));
     }
 }

@@ -217,6 +217,21 @@ pub enum Segment<'a> {
 }
 
 impl Cells {
+    /// The marker of cells withheld (larger than the cache's bound): no template at all.
+    pub fn withheld() -> Cells {
+        Cells { json: Box::default(), times: Box::default() }
+    }
+
+    /// Whether these are [`Cells::withheld`] (a real row always has its `[` and `]`).
+    pub fn is_withheld(&self) -> bool {
+        self.json.is_empty()
+    }
+
+    /// Bytes the template holds.
+    pub fn len(&self) -> usize {
+        self.json.len() + self.times.len() * std::mem::size_of::<(u32, Option<i64>)>()
+    }
+
     /// The template's pieces in order.
     pub fn segments(&self) -> impl Iterator<Item = Segment<'_>> {
         let mut at = 0usize;

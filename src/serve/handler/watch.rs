@@ -5,27 +5,29 @@
 
 use super::table::{self as rows, Include};
 use super::{candidates, list::reach, selected};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::api::status::Status;
 use crate::api::table::TablePrinter;
 use crate::api::wire;
+use crate::body::{Body, Chunk};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
-use crate::serve::body::{channel, respond, Body};
-use crate::serve::query::{Format, Options, View};
+use crate::serve::respond::respond;
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-/// Timing of watches.
-#[derive(Debug, Clone, Copy)]
+/// Timing and buffers of watches.
+#[derive(Debug, Clone)]
 pub struct WatchSettings {
     /// Interval between periodic bookmarks.
     pub bookmark_interval: Duration,
@@ -34,7 +36,18 @@ pub struct WatchSettings {
     /// A client that accepts no data for this long is ended (its watcher stops holding
     /// events for it); it resumes from its last RV like after any disconnect.
     pub stall_timeout: Duration,
+    /// Bytes queued for one client that it has not taken yet: past them its watcher waits
+    /// for it (and ends it at the stall timeout). A frame larger than this is queued alone.
+    pub buffer_bytes: usize,
+    /// The bytes all watches together may have queued for their clients.
+    pub buffers: WatchBuffers,
 }
+
+/// Default of [`WatchSettings::buffer_bytes`]: a few chunks of events (a pod is a few KB);
+/// a stalled client holds no more than this, not 128 chunks of the largest object.
+pub const WATCH_BUFFER_BYTES: usize = 4 << 20;
+/// Default bound of the bytes all watches together have queued.
+pub const WATCH_BUFFERS_BYTES: usize = 1 << 30;
 
 impl Default for WatchSettings {
     fn default() -> Self {
@@ -42,8 +55,52 @@ impl Default for WatchSettings {
             bookmark_interval: Duration::from_secs(60),
             bookmark_before_end: Duration::from_secs(2),
             stall_timeout: Duration::from_secs(15),
+            buffer_bytes: WATCH_BUFFER_BYTES,
+            buffers: WatchBuffers::new(WATCH_BUFFERS_BYTES),
         }
     }
+}
+
+/// The bytes every watch's queue may hold together, shared by the watches of a server.
+#[derive(Debug, Clone)]
+pub struct WatchBuffers {
+    total: Arc<Semaphore>,
+    bytes: usize,
+}
+
+impl WatchBuffers {
+    /// A bound of `bytes` in all.
+    pub fn new(bytes: usize) -> WatchBuffers {
+        let bytes = bytes.clamp(1, Semaphore::MAX_PERMITS);
+        WatchBuffers { total: Arc::new(Semaphore::new(bytes)), bytes }
+    }
+
+    /// Bytes queued now, over all watches.
+    pub fn queued(&self) -> usize {
+        self.bytes - self.total.available_permits()
+    }
+}
+
+/// A chunk on its way to the client, holding its bytes' places in its watch's and in all
+/// watches' budgets until the connection takes it.
+struct Queued {
+    chunk: Bytes,
+    _own: OwnedSemaphorePermit,
+    _all: OwnedSemaphorePermit,
+}
+
+/// The places `n` bytes take in a budget of `cap` (a larger chunk takes all of it).
+fn places(n: usize, cap: usize) -> u32 {
+    u32::try_from(n.min(cap)).unwrap_or(u32::MAX)
+}
+
+/// A body of the chunks queued for a client; each chunk's places are given back as the
+/// connection takes it.
+fn queued_body(rx: mpsc::Receiver<Queued>) -> Body {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|q| (Ok::<_, crate::body::BoxError>(http_body::Frame::data(Chunk::One(q.chunk))), rx))
+    });
+    http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(stream))
 }
 
 /// Chunks in flight to one client before its watcher stops reading the broadcast. Backlog
@@ -80,13 +137,13 @@ pub async fn watch(
         Some(value) => cache.subscribe_indexed(value),
         None => cache.subscribe(),
     };
-    let (start_rv, snap) = cache.current();
+    let (start_rv, snap) = cache.latest();
     // The Table's columns are those the snapshot's cells were computed with; a change of
     // them comes with a relist, which ends this watch.
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let resp = respond(StatusCode::OK, enc.content_type(), channel(rx));
+    let resp = respond(StatusCode::OK, enc.content_type(), queued_body(rx));
     // The apiserver (with WatchList on, as it is by default) takes a watch from no
     // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
     // `sendInitialEvents=true`: its initial events then end with the initial-events-end
@@ -101,9 +158,18 @@ pub async fn watch(
         (None, Some(false)) => Backlog::Nothing,
     };
     // `timeoutSeconds=0` means "no timeout given": the apiserver then picks its default too.
-    let timeout = opts.timeout_seconds.filter(|s| *s > 0).map_or_else(default_timeout, Duration::from_secs);
-    let w = Watcher { enc, opts, namespace, settings, tx, last_rv: start_rv.max(snap.rv) };
-    tokio::spawn(w.run(snap, backlog, rx_events, Instant::now() + timeout));
+    let timeout = opts.watch_timeout().unwrap_or_else(default_timeout);
+    if timeout.is_zero() {
+        // A negative timeout (Go's wrapped multiplication included): the apiserver's watch
+        // context has expired before it starts, and its stream ends at once.
+        return Ok(resp);
+    }
+    // Go's durations end at about 292 years; an `Instant` that far out may not exist.
+    let now = Instant::now();
+    let end = now.checked_add(timeout).unwrap_or_else(|| now + FAR);
+    let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv) };
+    tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
 }
 
@@ -117,6 +183,9 @@ enum Backlog {
     /// Nothing (`sendInitialEvents=false` without a resourceVersion).
     Nothing,
 }
+
+/// The end of a watch whose deadline lies beyond what the clock can hold: a century.
+const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// The apiserver's default watch length: random between 30 and 60 minutes.
 fn default_timeout() -> Duration {
@@ -147,7 +216,9 @@ struct Watcher {
     opts: Options,
     namespace: Option<String>,
     settings: WatchSettings,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Queued>,
+    /// This watch's budget of queued bytes ([`WatchSettings::buffer_bytes`]).
+    own: Arc<Semaphore>,
     /// RV up to which this watcher has delivered everything (basis of bookmarks).
     last_rv: u64,
 }
@@ -174,12 +245,32 @@ impl Watcher {
         out.buf.is_empty() || self.queue(std::mem::take(&mut out.buf).freeze()).await
     }
 
-    /// Hand a chunk to the client's connection; false when the client is gone or has
-    /// accepted nothing for the stall timeout (then it is ended as a slow watcher).
+    /// Hand a chunk to the client's connection, within this watch's and all watches' budgets
+    /// of queued bytes (waiting for room); false when the client is gone or has taken
+    /// nothing for the stall timeout (then it is ended as a slow watcher).
     async fn queue(&self, chunk: Bytes) -> bool {
-        match tokio::time::timeout(self.settings.stall_timeout, self.tx.send(chunk)).await {
-            Ok(Ok(())) => true,
-            Ok(Err(_)) => false,
+        let send = async {
+            let n = chunk.len();
+            let own = match self.own.clone().try_acquire_many_owned(places(n, self.settings.buffer_bytes)) {
+                Ok(p) => p,
+                Err(_) => {
+                    crate::telemetry::limit_hit("max-watch-buffer-bytes");
+                    self.own.clone().acquire_many_owned(places(n, self.settings.buffer_bytes)).await.ok()?
+                }
+            };
+            let budget = &self.settings.buffers;
+            let all = match budget.total.clone().try_acquire_many_owned(places(n, budget.bytes)) {
+                Ok(p) => p,
+                Err(_) => {
+                    crate::telemetry::limit_hit("max-watch-buffers-bytes");
+                    budget.total.clone().acquire_many_owned(places(n, budget.bytes)).await.ok()?
+                }
+            };
+            self.tx.send(Queued { chunk, _own: own, _all: all }).await.ok()
+        };
+        match tokio::time::timeout(self.settings.stall_timeout, send).await {
+            Ok(Some(())) => true,
+            Ok(None) => false,
             Err(_) => {
                 metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
                 tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
@@ -196,6 +287,9 @@ impl Watcher {
         match backlog {
             Backlog::State { end_bookmark, rv } => {
                 for o in candidates(snap, ns, &self.opts, self.enc.res.index.as_deref(), None) {
+                    if self.enc.refuses(o) {
+                        return false;
+                    }
                     let Some(f) = self.enc.event(EventType::Added, o) else { continue };
                     if !self.put(&mut out, f).await {
                         return false;
@@ -208,6 +302,9 @@ impl Watcher {
             Backlog::Since(from) => match snap.window.since(from) {
                 Ok(events) => {
                     for (kind, o) in events.filter_map(|ev| transition(ev, ns, &self.opts)) {
+                        if self.enc.refuses(o) {
+                            return false;
+                        }
                         let Some(f) = self.enc.event(kind, o) else { continue };
                         if !self.put(&mut out, f).await {
                             return false;
@@ -268,7 +365,11 @@ impl Watcher {
                         continue;
                     }
                     self.last_rv = ev.rv;
-                    let frame = transition(&ev, self.namespace.as_deref(), &self.opts).and_then(|(kind, o)| self.enc.event(kind, o));
+                    let seen = transition(&ev, self.namespace.as_deref(), &self.opts);
+                    if seen.is_some_and(|(_, o)| self.enc.refuses(o)) {
+                        return;
+                    }
+                    let frame = seen.and_then(|(kind, o)| self.enc.event(kind, o));
                     if let Some(f) = frame {
                         if !(self.put(&mut out, f).await && self.flush(&mut out).await) {
                             return;
@@ -389,6 +490,13 @@ impl Encoder {
             Format::Json => "application/json",
             Format::Protobuf => wire::PROTOBUF_WATCH,
         }
+    }
+
+    /// Whether this watch cannot carry `o` faithfully: a Table watch meeting an object whose
+    /// cells were withheld for their size. The watch is then ended (the client resumes,
+    /// and its new watch is the upstream's while such an object is held), never skipped.
+    fn refuses(&self, o: &Object) -> bool {
+        self.table.is_some() && o.unprinted()
     }
 
     /// The frame of a `kind` event carrying `o` (None if `o` is not held in this encoding).
@@ -560,8 +668,9 @@ mod tests {
         o
     }
 
-    fn watcher(tx: mpsc::Sender<Bytes>) -> Watcher {
+    fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
         Watcher {
+            own: Arc::new(Semaphore::new(WATCH_BUFFER_BYTES)),
             enc: Encoder::new(configmaps(), Format::Json, View::Object, Include::Metadata, None),
             opts: Options::default(),
             namespace: None,
@@ -588,7 +697,7 @@ mod tests {
         let reader = tokio::spawn(async move {
             let mut chunks = Vec::new();
             while let Some(c) = rx.recv().await {
-                chunks.push(c);
+                chunks.push(c.chunk);
             }
             chunks
         });
@@ -633,7 +742,7 @@ mod tests {
         }
         let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
         assert!(!watcher(tx).backlog(&snap, Backlog::Since(5)).await, "the watch ends after the error");
-        let frame = rx.recv().await.expect("one chunk");
+        let frame = rx.recv().await.expect("one chunk").chunk;
         assert!(rx.recv().await.is_none(), "nothing after the ERROR event");
         let v: serde_json::Value = serde_json::from_slice(&frame).unwrap();
         assert_eq!(v["type"], "ERROR");
@@ -689,6 +798,89 @@ mod tests {
             "a bookmark each interval, the last one 2 s before the 12 s deadline, at the progress made"
         );
         assert_eq!(ended, 12, "timeoutSeconds ends the stream");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeouts_are_the_apiservers_wrapped_go_durations_and_never_panic() {
+        use http_body_util::BodyExt as _;
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        cache.apply(EventType::Added, cm(1, 10));
+        // Go computes `time.Duration(timeoutSeconds) * time.Second` in int64: 2^63-1 s wraps
+        // to -1 s, 10^10 s to about -267 years (the watch ends at once, nothing sent);
+        // 18446744074 s wraps to +290,448,384 ns.
+        for (q, lasts) in [
+            ("watch=1&timeoutSeconds=9223372036854775807", Duration::ZERO),
+            ("watch=1&timeoutSeconds=10000000000", Duration::ZERO),
+            ("watch=1&timeoutSeconds=-1", Duration::ZERO),
+            ("watch=1&timeoutSeconds=18446744074", Duration::from_nanos(290_448_384)),
+        ] {
+            let opts = Options::parse(Some(q)).unwrap();
+            let started = Instant::now();
+            let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.expect("a watch");
+            assert_eq!(resp.status(), StatusCode::OK, "{q}");
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            // The paused clock's timers fire on whole milliseconds.
+            let took = started.elapsed();
+            assert!(took >= lasts && took < lasts + Duration::from_millis(1), "{q}: {took:?}");
+            if lasts.is_zero() {
+                assert!(body.is_empty(), "{q}: {body:?}");
+            }
+        }
+        // -2^63 s wraps to exactly zero: the apiserver's default, 30 to 60 minutes.
+        let opts = Options::parse(Some("watch=1&timeoutSeconds=-9223372036854775808")).unwrap();
+        assert_eq!(opts.watch_timeout(), None);
+        let started = Instant::now();
+        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+        resp.into_body().collect().await.unwrap();
+        assert!((1800..3600).contains(&started.elapsed().as_secs()), "{:?}", started.elapsed());
+        // A timeout of 292 years is kept as given (the apiserver's watch lasts that long).
+        let opts = Options::parse(Some("watch=1&timeoutSeconds=9223372036")).unwrap();
+        assert_eq!(opts.watch_timeout(), Some(Duration::from_secs(9_223_372_036)));
+        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+        let mut body = resp.into_body();
+        assert!(body.frame().await.is_some(), "the initial ADDED event");
+        let open = tokio::time::timeout(Duration::from_secs(86_400), body.frame()).await;
+        assert!(open.is_err(), "still open a day later");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stalled_watches_hold_at_most_their_buffer_and_all_of_them_the_total() {
+        // The case: 1 MB ConfigMaps, clients that stop reading. Each watch queued up
+        // to 128 chunks of at least the largest object: ~128 MB per stalled watch.
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        for i in 0..40 {
+            cache.apply(EventType::Added, cm(i, 1 << 20));
+        }
+        let settings = WatchSettings { buffer_bytes: 4 << 20, buffers: WatchBuffers::new(6 << 20), ..WatchSettings::default() };
+        let budget = settings.buffers.clone();
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let opts = Options::parse(Some("watch=1&timeoutSeconds=600")).unwrap();
+            open.push(watch(cache.clone(), None, opts, Format::Json, View::Object, settings.clone()).await.unwrap());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert!(budget.queued() <= 6 << 20, "{} bytes queued in all", budget.queued());
+        }
+        assert!(budget.queued() > 4 << 20, "the first two filled their buffers: {}", budget.queued());
+        // Nobody reads: at the stall timeout the watchers end and their bytes come back.
+        tokio::time::sleep(settings.stall_timeout + Duration::from_secs(1)).await;
+        drop(open);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(budget.queued(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_whose_client_reads_gets_everything_through_a_small_buffer() {
+        use http_body_util::BodyExt as _;
+        let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+        for i in 0..50 {
+            cache.apply(EventType::Added, cm(i, 100_000));
+        }
+        let settings = WatchSettings { buffer_bytes: 64 * 1024, buffers: WatchBuffers::new(128 * 1024), ..WatchSettings::default() };
+        let opts = Options::parse(Some("watch=1&timeoutSeconds=5")).unwrap();
+        let body = watch(cache, None, opts, Format::Json, View::Object, settings).await.unwrap().into_body();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        let added = bytes.split(|b| *b == b'\n').filter(|l| l.starts_with(b"{\"type\":\"ADDED\"")).count();
+        assert_eq!(added, 50, "every object, frames larger than the buffer included");
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,10 +1,9 @@
-//! Parsing and validation of GET/LIST/WATCH options (the query string) and of the `Accept`
-//! header, with the apiserver's error messages. Nothing here touches cache state.
+//! Parsing and validation of GET/LIST/WATCH options (the query string), with the
+//! apiserver's error messages. Nothing here touches cache state.
 
-use crate::api::media;
 use crate::api::selector::{FieldSelector, LabelSelector};
 use crate::api::status::Status;
-use crate::cache::token::Continue;
+use crate::api::token::Continue;
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +35,8 @@ pub struct Options {
     pub bookmarks: bool,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
-    /// `timeoutSeconds`.
-    pub timeout_seconds: Option<u64>,
+    /// `timeoutSeconds`, as sent (any int64; see [`Options::watch_timeout`]).
+    pub timeout_seconds: Option<i64>,
     /// `includeObject` (Table rows), as given.
     pub include_object: Option<String>,
 }
@@ -68,6 +67,46 @@ pub(crate) fn boolean(v: &str) -> bool {
 /// a request before its options are parsed.
 pub fn watch_requested(query: Option<&str>) -> bool {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "watch").is_some_and(|(_, v)| boolean(&v))
+}
+
+/// The apiserver's check of the `timeout` query parameter (its request-deadline filter, ahead
+/// of authentication): on a request that is not long-running, a first `timeout` value that
+/// is not a Go duration is a 400. A valid one only shortens the apiserver's own deadline,
+/// which kache's answers from memory do not come near.
+pub fn check_request_timeout(method: &http::Method, path: &str, query: Option<&str>) -> Result<(), Status> {
+    let Some(q) = query.filter(|q| q.contains("timeout")) else { return Ok(()) };
+    let Some((_, v)) = form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "timeout") else { return Ok(()) };
+    if v.is_empty() || long_running(method, path, query) {
+        return Ok(());
+    }
+    match crate::api::time::go_duration(&v) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Status::bad_request(format!("invalid timeout specified in the request URL - {e}"))),
+    }
+}
+
+/// Whether the apiserver treats a request as long-running (no request deadline): a watch
+/// (`watch=true`, or under a `watch/` prefix), a proxy, or the attach, exec, log,
+/// port-forward and proxy subresources.
+fn long_running(method: &http::Method, path: &str, query: Option<&str>) -> bool {
+    use crate::api::route::{classify, Target};
+    let mut segs = path.trim_start_matches('/').split('/');
+    let after_version = match segs.next() {
+        Some("api") => segs.nth(1),
+        Some("apis") => segs.nth(2),
+        _ => None,
+    };
+    if matches!(after_version, Some("watch" | "proxy")) {
+        return true;
+    }
+    match classify(path) {
+        Some(Target::Resource(p)) => {
+            let collection = p.name.is_none() && matches!(*method, http::Method::GET | http::Method::HEAD);
+            (collection && watch_requested(query))
+                || p.subresource.as_deref().is_some_and(|s| matches!(s, "attach" | "exec" | "log" | "portforward" | "proxy"))
+        }
+        _ => false,
+    }
 }
 
 /// Go's `strconv.ParseInt(v, 10, 64)`, with its error text.
@@ -177,7 +216,7 @@ impl Options {
         let rv = get("resourceVersion").unwrap_or("");
         let rv_match = get("resourceVersionMatch").unwrap_or("");
         if let Some(v) = get("timeoutSeconds") {
-            o.timeout_seconds = Some(u64::try_from(parse_int(v)?).unwrap_or(0));
+            o.timeout_seconds = Some(parse_int(v)?);
         }
         if let Some(v) = get("limit") {
             // Zero and negative limits mean no limit (the apiserver pages only when limit > 0).
@@ -267,126 +306,24 @@ impl Options {
         }
     }
 
+    /// How long a watch with these options lasts, as the apiserver computes it: Go's
+    /// `time.Duration(timeoutSeconds) * time.Second`, which wraps around on overflow, so
+    /// `9223372036854775807` is -1 s. `None` when no timeout was given or it comes to zero
+    /// (the apiserver then picks its default); `Some(ZERO)` when it is negative: the
+    /// apiserver's watch ends at once (its context's deadline has passed).
+    pub fn watch_timeout(&self) -> Option<std::time::Duration> {
+        let nanos = self.timeout_seconds?.wrapping_mul(1_000_000_000);
+        match nanos {
+            0 => None,
+            n if n < 0 => Some(std::time::Duration::ZERO),
+            n => Some(std::time::Duration::from_nanos(n.unsigned_abs())),
+        }
+    }
+
     /// Whether a label or field selector filters the result.
     pub fn filtered(&self) -> bool {
         !self.labels.is_empty() || !self.fields.is_empty()
     }
-}
-
-/// A response encoding kache can write from stored bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum Format {
-    /// `application/json`.
-    Json,
-    /// `application/vnd.kubernetes.protobuf`.
-    Protobuf,
-}
-
-/// Which view of the objects a read asks for, from the `as=`, `g=`, `v=` parameters of the
-/// `Accept` clause the apiserver picks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// The objects themselves.
-    Object,
-    /// `PartialObjectMetadata` (`list: false`: GET and WATCH) or `PartialObjectMetadataList`
-    /// (LIST), in `meta.k8s.io/v1` or (`beta`) `meta.k8s.io/v1beta1`.
-    Metadata { list: bool, beta: bool },
-    /// `Table` (JSON only), in `meta.k8s.io/v1` or `v1beta1`.
-    Table { beta: bool },
-}
-
-impl View {
-    /// The `apiVersion` of a metadata or Table view.
-    pub fn meta_api_version(beta: bool) -> &'static str {
-        if beta {
-            "meta.k8s.io/v1beta1"
-        } else {
-            "meta.k8s.io/v1"
-        }
-    }
-}
-
-/// What an `Accept` header asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Negotiated {
-    /// An encoding and a view kache writes from stored bytes.
-    Serve(Format, View),
-    /// Something else the apiserver answers (YAML, a Table in YAML): pass through.
-    Other,
-    /// Nothing acceptable: the apiserver's 406.
-    NotAcceptable,
-}
-
-/// The encodings the apiserver offers for a resource, in its order.
-#[derive(Clone, Copy, PartialEq)]
-enum Offered {
-    Json,
-    Yaml,
-    Protobuf,
-}
-
-/// Choose the encoding and view for an `Accept` header, the apiserver's way: clauses in
-/// goautoneg's order, each tried against JSON, YAML and protobuf in turn; the first whose
-/// parameters the endpoint allows wins (`as=` only for Table, in JSON or YAML, and
-/// PartialObjectMetadata(List), in `meta.k8s.io` v1 or v1beta1; `stream=` only `watch`,
-/// not for YAML). A missing header means JSON; protobuf objects only for kinds that have it.
-pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Negotiated {
-    let accept = accept.map(str::trim).unwrap_or("");
-    if accept.is_empty() {
-        return Negotiated::Serve(Format::Json, View::Object);
-    }
-    for clause in media::clauses(accept) {
-        for offered in [Offered::Json, Offered::Yaml, Offered::Protobuf] {
-            let (kind, subtype) = match offered {
-                Offered::Json => ("application", "json"),
-                Offered::Yaml => ("application", "yaml"),
-                Offered::Protobuf => ("application", "vnd.kubernetes.protobuf"),
-            };
-            let type_matches =
-                clause.kind == "*" && clause.subtype == "*" || clause.kind == kind && (clause.subtype == subtype || clause.subtype == "*");
-            if !type_matches {
-                continue;
-            }
-            if let Some(n) = accepted(&clause, offered, protobuf_ok) {
-                return n;
-            }
-        }
-    }
-    Negotiated::NotAcceptable
-}
-
-/// What one clause offered as `offered` gives, or `None` when the endpoint refuses it.
-fn accepted(clause: &media::Clause<'_>, offered: Offered, protobuf_ok: bool) -> Option<Negotiated> {
-    if clause.param("stream").is_some_and(|s| offered == Offered::Yaml || s != "watch") {
-        return None;
-    }
-    if clause.param("sv").is_some_and(|v| v != "v1") {
-        return None;
-    }
-    let (kind, group, version) = (clause.param("as"), clause.param("g"), clause.param("v"));
-    let format = match offered {
-        Offered::Json => Some(Format::Json),
-        Offered::Yaml => None,
-        Offered::Protobuf => Some(Format::Protobuf),
-    };
-    if kind.is_none() && group.is_none() && version.is_none() {
-        if offered == Offered::Protobuf && !protobuf_ok {
-            return None;
-        }
-        return Some(format.map_or(Negotiated::Other, |f| Negotiated::Serve(f, View::Object)));
-    }
-    let beta = match (group, version) {
-        (Some("meta.k8s.io"), Some("v1")) => false,
-        (Some("meta.k8s.io"), Some("v1beta1")) => true,
-        _ => return None,
-    };
-    let view = match kind {
-        Some("Table") if offered != Offered::Protobuf => View::Table { beta },
-        Some("PartialObjectMetadata") => View::Metadata { list: false, beta },
-        Some("PartialObjectMetadataList") => View::Metadata { list: true, beta },
-        _ => return None,
-    };
-    Some(format.map_or(Negotiated::Other, |f| Negotiated::Serve(f, view)))
 }
 
 #[cfg(test)]
@@ -426,6 +363,49 @@ mod tests {
     }
 
     #[test]
+    fn watch_timeouts_wrap_as_go_multiplies() {
+        let t = |q: &str| Options::parse(Some(q)).unwrap().watch_timeout();
+        assert_eq!(t("watch=1"), None);
+        assert_eq!(t("watch=1&timeoutSeconds=0"), None, "zero: the apiserver's default");
+        assert_eq!(t("watch=1&timeoutSeconds=30"), Some(std::time::Duration::from_secs(30)));
+        assert_eq!(t("watch=1&timeoutSeconds=-30"), Some(std::time::Duration::ZERO), "negative: ends at once");
+        assert_eq!(t("watch=1&timeoutSeconds=9223372036854775807"), Some(std::time::Duration::ZERO), "-1 s");
+        // 2^64 / 10^9 rounded up, times 10^9, wraps past zero to 290,448,384 ns.
+        assert_eq!(t("watch=1&timeoutSeconds=18446744074"), Some(std::time::Duration::from_nanos(290_448_384)));
+        assert_eq!(Options::parse(Some("timeoutSeconds=9223372036854775808")).unwrap_err().code, 400, "out of int64's range");
+    }
+
+    #[test]
+    fn a_malformed_timeout_parameter_is_refused_unless_the_request_is_long_running() {
+        use http::Method;
+        let check = |m: &Method, path: &str, q: &str| check_request_timeout(m, path, Some(q)).map_err(|s| s.message);
+        assert_eq!(check(&Method::GET, "/api/v1/pods", "timeout=32s"), Ok(()));
+        assert_eq!(check(&Method::GET, "/api/v1/pods", "timeout="), Ok(()), "empty is no timeout");
+        assert_eq!(check(&Method::GET, "/api", "timeout=-5m"), Ok(()), "valid, however odd");
+        let bad = "invalid timeout specified in the request URL - time: missing unit in duration \"30\"";
+        assert_eq!(check(&Method::GET, "/api/v1/pods", "timeout=30"), Err(bad.to_string()));
+        assert_eq!(check(&Method::GET, "/api/v1/namespaces/a/pods/p", "timeout=30&timeout=1s"), Err(bad.to_string()), "the first value");
+        assert_eq!(check(&Method::POST, "/api/v1/namespaces/a/configmaps", "timeout=30"), Err(bad.to_string()));
+        assert_eq!(
+            check(&Method::GET, "/version", "timeout=9999999999h"),
+            Err("invalid timeout specified in the request URL - time: invalid duration \"9999999999h\"".to_string())
+        );
+        // Long-running requests are not given a deadline, so not checked.
+        for (path, q) in [
+            ("/api/v1/pods", "watch=1&timeout=30"),
+            ("/api/v1/watch/pods", "timeout=30"),
+            ("/apis/apps/v1/watch/namespaces/a/deployments", "timeout=30"),
+            ("/api/v1/namespaces/a/pods/p/exec", "timeout=30"),
+            ("/api/v1/namespaces/a/pods/p/log", "timeout=30"),
+            ("/api/v1/namespaces/a/pods/p/portforward", "timeout=30"),
+            ("/api/v1/namespaces/a/services/s/proxy", "timeout=30"),
+        ] {
+            assert_eq!(check(&Method::GET, path, q), Ok(()), "{path}?{q}");
+        }
+        assert!(check(&Method::GET, "/api/v1/namespaces/a/pods/p", "watch=1&timeout=30").is_err(), "a named GET is no watch");
+    }
+
+    #[test]
     fn booleans_are_read_leniently_and_only_the_first_value_counts() {
         let o = Options::parse(Some("watch=yes&allowWatchBookmarks=maybe")).unwrap();
         assert!(o.watch && o.bookmarks);
@@ -438,46 +418,5 @@ mod tests {
         assert_eq!(Options::parse(Some("limit=5&limit=abc")).unwrap().limit, 5);
         let c = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiIvY20xXHUwMDAwIn0";
         assert_eq!(Options::parse(Some(&format!("continue={c}&resourceVersion=0"))).unwrap().list_mode(), ListMode::Continue);
-    }
-
-    #[test]
-    fn accept_negotiation_matches_client_behaviour() {
-        use Format::{Json, Protobuf};
-        use Negotiated::*;
-        let object = |f| Serve(f, View::Object);
-        assert_eq!(negotiate(None, true), object(Json));
-        assert_eq!(negotiate(Some(" "), true), object(Json));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf,application/json"), true), object(Protobuf));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf,application/json"), false), object(Json));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf;stream=watch"), true), object(Protobuf));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf, */*"), true), object(Protobuf));
-        assert_eq!(negotiate(Some("text/html"), true), NotAcceptable);
-        assert_eq!(negotiate(Some("application/yaml"), true), Other);
-        assert_eq!(negotiate(Some("application/yaml;stream=watch, application/json"), true), object(Json));
-        // kubectl get's default, and -o yaml's Table request.
-        let table = Serve(Json, View::Table { beta: false });
-        assert_eq!(
-            negotiate(
-                Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
-                true
-            ),
-            table
-        );
-        assert_eq!(negotiate(Some("application/json;as=Table;v=v1beta1;g=meta.k8s.io"), true), Serve(Json, View::Table { beta: true }));
-        // A protobuf Table is refused and the next clause taken (406 when there is none).
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"), true), NotAcceptable);
-        assert_eq!(
-            negotiate(Some("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json"), true),
-            object(Json)
-        );
-        // client-go's metadata client.
-        let meta = |f, list| Serve(f, View::Metadata { list, beta: false });
-        let metadata_list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-        assert_eq!(negotiate(Some(metadata_list), true), meta(Protobuf, true));
-        assert_eq!(negotiate(Some(metadata_list), false), meta(Protobuf, true), "metadata is protobuf for every kind");
-        assert_eq!(negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), true), meta(Json, false));
-        assert_eq!(negotiate(Some("application/json;as=PartialObjectMetadata;v=v1"), true), NotAcceptable, "no group");
-        assert_eq!(negotiate(Some("application/json;as=Pod;g=meta.k8s.io;v=v1, application/json"), true), object(Json));
-        assert_eq!(negotiate(Some("application/json;q=0.1, application/vnd.kubernetes.protobuf"), true), object(Protobuf));
     }
 }

@@ -2,14 +2,15 @@
 //! against what a real kube-apiserver v1.36.2 answered for the same objects
 //! (`testdata/crd`, captured by `tools/capture_crd_fixtures.sh`).
 
-use super::table::Include;
-use super::{get, list, watch, WatchSettings};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::api::table::CustomColumns;
 use crate::cache::object::{item_json, Object};
 use crate::cache::window::EventType;
 use crate::cache::{KindCache, Limits};
-use crate::serve::query::{Format, Options, View};
+use crate::serve::handler::table::Include;
+use crate::serve::handler::{get, list, watch, WatchSettings};
 use crate::testdata::{crd_golden as golden, timeless};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -53,7 +54,7 @@ fn cache(plural: &str, kind: &str, namespaced: bool) -> Arc<KindCache> {
     cache
 }
 
-async fn body(resp: http::Response<crate::serve::body::Body>) -> String {
+async fn body(resp: http::Response<crate::body::Body>) -> String {
     String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
 }
 
@@ -182,4 +183,60 @@ async fn a_terminating_custom_resources_metadata_is_the_apiservers() {
     cache.replace_printed(vec![Object::printed(&res, &v, Some(&item_json(&v)), None, None).unwrap()], rv, None);
     let got = body(get(&cache, Some("kache-crd-1"), "w-terminating", Format::Json, METADATA, Include::Metadata).unwrap()).await;
     assert_eq!(got, String::from_utf8(golden("terminating.metadata.json")).unwrap());
+}
+
+/// A CRD of `n` printer columns, each of type `string` at `path`.
+fn many_columns(n: usize, path: &str) -> Arc<CustomColumns> {
+    let cols: Vec<Value> = (0..n).map(|i| serde_json::json!({"name": format!("c{i}"), "type": "string", "jsonPath": path})).collect();
+    let crd = serde_json::json!({"spec": {"versions": [{"name": "v1", "additionalPrinterColumns": cols}]}});
+    Arc::new(CustomColumns::of_crd(&crd, "v1").unwrap())
+}
+
+/// A custom object of about `size` bytes of spec.
+fn big(name: &str, rv: u64, size: usize) -> Value {
+    serde_json::json!({"apiVersion": "crd.example.com/v1", "kind": "Plain",
+        "metadata": {"name": name, "resourceVersion": rv.to_string(), "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"blob": "x".repeat(size)}})
+}
+
+#[tokio::test]
+async fn a_dot_column_prints_null_as_the_apiserver_does_not_the_whole_object() {
+    // The probe: 300 columns of `.` and objects of 100 KB made 16 MB of cells each;
+    // the apiserver's convertor reads `.` as the field "" and prints null.
+    let res = resource("plains", "Plain", false);
+    let custom = many_columns(300, ".");
+    let v = big("p1", 5, 100_000);
+    let o = Object::printed(&res, &v, Some(&item_json(&v)), None, Some(&custom)).unwrap();
+    let cells = String::from_utf8(o.cells().expect("printed").render(0.0)).unwrap();
+    assert_eq!(cells, format!("[\"p1\"{}]", ",null".repeat(300)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cells_over_the_bound_are_withheld_and_the_kinds_tables_are_the_upstreams_while_held() {
+    let res = resource("plains", "Plain", false);
+    // 20 columns each printing the 4 KB spec: about 80 KB of cells for one object.
+    let custom = many_columns(20, ".spec");
+    let printed = |v: &Value| Object::printed(&res, v, Some(&item_json(v)), None, Some(&custom)).unwrap();
+    let cache = Arc::new(KindCache::new(res.clone(), 5, Limits::default()));
+    cache.replace_printed(vec![printed(&big("small", 5, 10))], 5, Some(custom.clone()));
+    assert!(cache.snapshot().prints(&res.group, &res.plural));
+    let q = Options::parse(Some("watch=1&resourceVersion=5&timeoutSeconds=30")).unwrap();
+    let resp = watch(cache.clone(), None, q, Format::Json, TABLE, WatchSettings::default()).await.unwrap();
+
+    cache.apply(EventType::Added, printed(&big("huge", 6, 4_000)));
+    let snap = cache.snapshot();
+    assert_eq!(snap.unprinted, 1);
+    assert!(!snap.prints(&res.group, &res.plural), "Tables pass through while it is held");
+    let huge = snap.get(&crate::cache::object::key("", "huge")).unwrap();
+    assert!(huge.unprinted() && huge.cells().is_none(), "no cells kept");
+    assert!(snap.get(&crate::cache::object::key("", "small")).unwrap().cells().is_some());
+    // A watch that meets it ends (its client resumes against the upstream) at once.
+    let started = tokio::time::Instant::now();
+    assert_eq!(body(resp).await, "", "nothing sent for it, and not skipped silently");
+    assert_eq!(started.elapsed(), std::time::Duration::ZERO);
+
+    cache.apply(EventType::Deleted, printed(&big("huge", 7, 4_000)));
+    let snap = cache.snapshot();
+    assert_eq!(snap.unprinted, 0);
+    assert!(snap.prints(&res.group, &res.plural), "printed from memory again once it is gone");
 }
