@@ -336,9 +336,13 @@ impl Serve {
         let key = |v: &serde_json::Value| (v["group"].to_string(), v["resource"].to_string(), v["encoding"].to_string());
         caches.sort_by_key(key);
         let upstream = self.upstream_check();
+        let passed: serde_json::Map<String, serde_json::Value> =
+            PassThrough::LABELS.iter().map(|r| (r.to_string(), self.passed_through(r).into())).collect();
         serde_json::json!({
             "upstream": {"up": upstream.pass, "detail": upstream.detail},
             "inFlightReads": self.in_flight(),
+            "cacheHits": self.cache_hits(),
+            "passThrough": passed,
             "caches": caches,
         })
     }

@@ -450,6 +450,10 @@ async fn debug_cache_kache_status_and_the_access_log() {
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&cells[..4], &["pods", "json", "true", "40"], "{row}");
     assert!(text.lines().next().is_some() && text.contains("RESOURCE") && text.contains("WATCHES"));
+    // The watch from cache, /version passed through as no resource.
+    let counts = text.lines().find(|l| l.starts_with("answered from cache: ")).unwrap_or_else(|| panic!("no counts:\n{text}"));
+    assert!(counts.contains("passed through: ") && counts.contains("non_resource 1"), "{counts}");
+    assert!(counts.trim_start_matches("answered from cache: ").split(';').next().unwrap().parse::<u64>().unwrap() >= 1, "{counts}");
     // --access-log: one JSON line per request, the watch among them (answered from cache,
     // as system:anonymous: the test's kache allows anonymous clients) and /version (passed
     // through, with its reason).
