@@ -308,6 +308,12 @@ pub struct ServeArgs {
     /// Write the admin listener's bound address to this file.
     #[arg(long, env = "KACHE_ADMIN_ADDR_FILE")]
     pub admin_addr_file: Option<PathBuf>,
+    /// Log one line per request (log target `kache::access`, at info): user, verb, group,
+    /// resource, namespace, source (`cache`, `upstream`, `kache`), the pass-through reason of
+    /// an upstream answer, status code, bytes of a cached answer, seconds to its headers.
+    /// Reads answered from cache never reach the apiserver's audit log; this is their record.
+    #[arg(long, env = "KACHE_ACCESS_LOG")]
+    pub access_log: bool,
     /// Seconds to let in-flight requests finish after SIGTERM/SIGINT before exiting.
     /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long = "shutdown-grace-seconds", env = "KACHE_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]

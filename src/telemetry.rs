@@ -120,6 +120,7 @@ pub fn install() -> Option<PrometheusHandle> {
             for reason in ["hung", "unreachable", "unready"] {
                 metrics::counter!(UPSTREAM_FAULTS, "reason" => reason).increment(0);
             }
+            register_limits();
             Some(handle)
         })
         .clone()

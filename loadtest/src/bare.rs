@@ -7,11 +7,19 @@
 //! client is one task per connection that writes a prepared request and reads the response
 //! into one reused buffer, parsing the head with `httparse` (the parser hyper uses). It
 //! handles `Content-Length` and chunked bodies and reconnects after `Connection: close` or
-//! any error. Other phases keep the hyper client.
+//! any error. Over TLS (an `https://` endpoint) it is the same loop on a tokio-rustls stream
+//! with the endpoint's configuration, ALPN `http/1.1`. Other phases keep the hyper client.
 
+use crate::endpoint::{Credentials, Target, Tls};
 use anyhow::{bail, Context};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// A connection: plain TCP or TLS over it.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Io for T {}
+type Stream = Box<dyn Io>;
 
 /// Room for a response head and the first body bytes; larger bodies stream through it.
 const BUF: usize = 256 * 1024;
@@ -21,9 +29,14 @@ const MAX_HEADERS: usize = 32;
 /// One connection to one authority, opened on first use and reopened after a failure.
 pub struct Bare {
     authority: String,
-    /// Request headers after the request line, ending with the blank line.
+    /// TLS to the server (its configuration with ALPN `http/1.1`), if `https://`.
+    tls: Option<(tokio_rustls::TlsConnector, rustls::pki_types::ServerName<'static>)>,
+    /// Request headers after the request line, ending with the blank line (with the
+    /// credentials' headers when they are fixed).
     tail: Vec<u8>,
-    stream: Option<TcpStream>,
+    /// Credentials whose headers change (a token file, an exec plugin): asked per request.
+    refreshed: Option<Credentials>,
+    stream: Option<Stream>,
     buf: Vec<u8>,
     req: Vec<u8>,
 }
@@ -58,19 +71,43 @@ struct Head {
 }
 
 impl Bare {
-    pub fn new(authority: &str, accept: &str, token: Option<&str>) -> Bare {
-        let mut tail = format!("Host: {authority}\r\nAccept: {accept}\r\nUser-Agent: kache-loadtest/0.1\r\n");
-        if let Some(t) = token {
-            tail.push_str(&format!("Authorization: Bearer {t}\r\n"));
-        }
-        tail.push_str("\r\n");
-        Bare {
-            authority: authority.to_string(),
-            tail: tail.into_bytes(),
+    /// A connection to `target` sending `accept`; its credentials' headers are read now
+    /// when fixed, else for each request.
+    pub async fn new(target: &Target, accept: &str) -> anyhow::Result<Bare> {
+        let mut tail = format!("Host: {}\r\nAccept: {accept}\r\nUser-Agent: kache-loadtest/0.1\r\n", target.authority).into_bytes();
+        let refreshed = if target.credentials.is_fixed() {
+            render(&mut tail, &*target.credentials.headers().await?);
+            None
+        } else {
+            Some(target.credentials.clone())
+        };
+        let tls = target.tls.as_ref().map(|Tls { config, server_name }| {
+            let mut c = config.as_ref().clone();
+            c.alpn_protocols = vec![b"http/1.1".to_vec()];
+            (tokio_rustls::TlsConnector::from(Arc::new(c)), server_name.clone())
+        });
+        Ok(Bare {
+            authority: target.authority.clone(),
+            tls,
+            tail,
+            refreshed,
             stream: None,
             buf: Vec::with_capacity(BUF),
             req: Vec::with_capacity(512),
-        }
+        })
+    }
+
+    /// Open a connection (and TLS over it).
+    async fn connect(&self) -> anyhow::Result<Stream> {
+        let connect = async {
+            let s = TcpStream::connect(&self.authority).await.with_context(|| format!("connecting to {}", self.authority))?;
+            s.set_nodelay(true)?;
+            Ok::<Stream, anyhow::Error>(match &self.tls {
+                Some((c, name)) => Box::new(c.connect(name.clone(), s).await.with_context(|| format!("TLS with {}", self.authority))?),
+                None => Box::new(s),
+            })
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, connect).await.map_err(|_| anyhow::anyhow!("connecting to {}: timed out", self.authority))?
     }
 
     /// GET `pq` and read the whole response. The connection is kept only after a whole
@@ -79,14 +116,7 @@ impl Bare {
     pub async fn get(&mut self, pq: &str) -> anyhow::Result<Answer> {
         let mut stream = match self.stream.take() {
             Some(s) => s,
-            None => {
-                let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.authority))
-                    .await
-                    .map_err(|_| anyhow::anyhow!("connecting to {}: timed out", self.authority))?
-                    .with_context(|| format!("connecting to {}", self.authority))?;
-                s.set_nodelay(true)?;
-                s
-            }
+            None => self.connect().await?,
         };
         self.buf.clear();
         self.req.clear();
@@ -94,6 +124,10 @@ impl Bare {
         self.req.extend_from_slice(pq.as_bytes());
         self.req.extend_from_slice(b" HTTP/1.1\r\n");
         self.req.extend_from_slice(&self.tail);
+        if let Some(c) = &self.refreshed {
+            render(&mut self.req, &*c.headers().await?);
+        }
+        self.req.extend_from_slice(b"\r\n");
         stream.write_all(&self.req).await.context("sending the request")?;
         let head = loop {
             let head = read_head(&mut stream, &mut self.buf).await?;
@@ -123,6 +157,16 @@ impl Bare {
     }
 }
 
+/// Append `headers` as request header lines.
+fn render(out: &mut Vec<u8>, headers: &http::HeaderMap) {
+    for (k, v) in headers {
+        out.extend_from_slice(k.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// How long opening a connection may take.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -133,7 +177,7 @@ fn keep_excerpt(excerpt: &mut Vec<u8>, data: &[u8], keep: usize) {
 }
 
 /// Read into `buf`'s spare room (growing it if it is full); 0 means the peer closed.
-async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<usize> {
+async fn fill(stream: &mut Stream, buf: &mut Vec<u8>) -> anyhow::Result<usize> {
     if buf.capacity() - buf.len() < 4096 {
         buf.reserve(BUF);
     }
@@ -146,7 +190,7 @@ fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// Read until a whole response head is in `buf`; return what it says and its length.
-async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<Head> {
+async fn read_head(stream: &mut Stream, buf: &mut Vec<u8>) -> anyhow::Result<Head> {
     loop {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
@@ -188,7 +232,7 @@ async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<
 }
 
 /// Consume a body of `n` bytes, part of which may already be in `buf`.
-async fn read_length(stream: &mut TcpStream, buf: &mut Vec<u8>, n: u64, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
+async fn read_length(stream: &mut Stream, buf: &mut Vec<u8>, n: u64, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
     let mut left = n;
     loop {
         let take = (buf.len() as u64).min(left) as usize;
@@ -205,7 +249,7 @@ async fn read_length(stream: &mut TcpStream, buf: &mut Vec<u8>, n: u64, excerpt:
 }
 
 /// Read until `buf` holds at least `n` bytes.
-async fn fill_to(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize, what: &str) -> anyhow::Result<()> {
+async fn fill_to(stream: &mut Stream, buf: &mut Vec<u8>, n: usize, what: &str) -> anyhow::Result<()> {
     while buf.len() < n {
         if fill(stream, buf).await? == 0 {
             bail!("connection closed {what}");
@@ -215,7 +259,7 @@ async fn fill_to(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize, what: &str
 }
 
 /// Consume a chunked body; return the size of its data.
-async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
+async fn read_chunked(stream: &mut Stream, buf: &mut Vec<u8>, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
     let mut total = 0u64;
     loop {
         let (start, size) = loop {
@@ -245,7 +289,7 @@ async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>, excerpt: &mut V
 }
 
 /// Consume everything until the peer closes, starting with what `buf` holds.
-async fn read_to_close(stream: &mut TcpStream, buf: &mut Vec<u8>, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
+async fn read_to_close(stream: &mut Stream, buf: &mut Vec<u8>, excerpt: &mut Vec<u8>, keep: usize) -> anyhow::Result<u64> {
     let mut n = 0u64;
     loop {
         keep_excerpt(excerpt, buf, keep);
@@ -302,6 +346,17 @@ mod tests {
         addr
     }
 
+    /// A client of the plain-HTTP server at `addr`, with a bearer token if given.
+    async fn bare(addr: &str, accept: &str, token: Option<&str>) -> Bare {
+        let mut t = Target::plain("test", addr);
+        if let Some(token) = token {
+            let mut h = http::HeaderMap::new();
+            h.insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+            t.credentials = Credentials::fixed(h);
+        }
+        Bare::new(&t, accept).await.unwrap()
+    }
+
     fn ok(status: u16, body_bytes: u64) -> Answer {
         Answer { status, body_bytes, excerpt: Vec::new() }
     }
@@ -316,7 +371,7 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec(),
         ])
         .await;
-        let mut c = Bare::new(&addr, "application/json", Some("t"));
+        let mut c = bare(&addr, "application/json", Some("t")).await;
         assert_eq!(c.get("/a").await.unwrap(), ok(200, 5));
         assert_eq!(c.get("/b").await.unwrap(), ok(200, 13));
         assert_eq!(c.get("/c").await.unwrap(), Answer { status: 404, body_bytes: 2, excerpt: b"no".to_vec() });
@@ -335,7 +390,7 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n!".to_vec(),
         ])
         .await;
-        let mut c = Bare::new(&addr, "*/*", None);
+        let mut c = bare(&addr, "*/*", None).await;
         assert_eq!(c.get("/a").await.unwrap(), ok(200, 2));
         assert_eq!(c.get("/b").await.unwrap(), ok(200, 4));
         assert!(c.stream.is_some(), "the connection is kept");
@@ -364,7 +419,7 @@ mod tests {
             s2.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew").await.unwrap();
             let _ = s2.read(&mut b).await;
         });
-        let mut c = Bare::new(&addr, "*/*", None);
+        let mut c = bare(&addr, "*/*", None).await;
         // The request is dropped once half its answer was sent (as a timeout would drop it).
         tokio::select! {
             r = c.get("/first") => panic!("the first answer cannot complete: {r:?}"),
@@ -383,7 +438,7 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n!".to_vec(),
         ])
         .await;
-        let mut c = Bare::new(&addr, "*/*", None);
+        let mut c = bare(&addr, "*/*", None).await;
         assert_eq!(c.get("/a").await.unwrap(), ok(200, 13));
         assert!(c.stream.is_none());
         assert_eq!(c.get("/b").await.unwrap(), ok(200, 3));
@@ -400,7 +455,7 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
         ])
         .await;
-        let mut c = Bare::new(&addr, "application/json", None);
+        let mut c = bare(&addr, "application/json", None).await;
         let e = c.get("/a").await.unwrap_err();
         assert!(format!("{e:#}").contains("5 of 10"), "{e:#}");
         assert_eq!(c.get("/b").await.unwrap(), ok(200, 2));
@@ -412,7 +467,7 @@ mod tests {
         let mut a = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
         a.extend(std::iter::repeat_n(b'x', n));
         let addr = serve(vec![a, b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n!".to_vec()]).await;
-        let mut c = Bare::new(&addr, "*/*", None);
+        let mut c = bare(&addr, "*/*", None).await;
         assert_eq!(c.get("/").await.unwrap(), ok(200, n as u64));
         // The connection stayed in step: the next answer is read whole.
         assert_eq!(c.get("/").await.unwrap(), ok(200, 1));

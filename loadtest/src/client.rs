@@ -1,13 +1,16 @@
 //! HTTP client: hyper 1 through hyper-util's pooled client, HTTP/1.1 or HTTP/2 (prior
-//! knowledge). Each `Http` has its own pool, so a worker or a kubelet that owns one owns its
-//! connection(s), like a separate process would.
+//! knowledge in plain HTTP, ALPN over TLS), with the endpoint's TLS configuration and
+//! credentials (`endpoint`). Each `Http` has its own pool, so a worker or a kubelet that owns
+//! one owns its connection(s), like a separate process would.
 
+use crate::endpoint::Target;
 use crate::scenario::Protocol;
 use anyhow::{bail, Context};
 use bytes::{Bytes, BytesMut};
 use http::{header, Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
@@ -19,10 +22,11 @@ pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=wat
 /// Accept header of JSON.
 pub const JSON: &str = "application/json";
 
-/// A client with its own connection pool.
+/// A client of one endpoint with its own connection pool.
 #[derive(Clone)]
 pub struct Http {
-    client: Client<HttpConnector, Full<Bytes>>,
+    target: Target,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 /// A whole response.
@@ -39,10 +43,27 @@ pub struct Drained {
 }
 
 impl Http {
-    pub fn new(protocol: Protocol) -> Http {
+    /// A client of `target`: over TLS with the target's configuration (ALPN offering only
+    /// the protocol asked for) when it is `https://`.
+    pub fn new(target: &Target, protocol: Protocol) -> Http {
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);
+        conn.enforce_http(false);
         conn.set_connect_timeout(Some(Duration::from_secs(10)));
+        let tls = match &target.tls {
+            Some(t) => t.config.as_ref().clone(),
+            // Never used for an http:// URL; the builder wants one.
+            None => rustls::ClientConfig::builder().with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth(),
+        };
+        let builder = HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
+        let builder = match &target.tls {
+            Some(t) => builder.with_server_name_resolver(FixedServerNameResolver::new(t.server_name.clone())),
+            None => builder,
+        };
+        let https = match protocol {
+            Protocol::Http1 => builder.enable_http1().wrap_connector(conn),
+            Protocol::Http2 => builder.enable_http2().wrap_connector(conn),
+        };
         let mut b = Client::builder(TokioExecutor::new());
         b.pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(4096);
         if protocol == Protocol::Http2 {
@@ -51,26 +72,25 @@ impl Http {
                 .http2_initial_connection_window_size(8 << 20)
                 .http2_max_frame_size(1 << 20);
         }
-        Http { client: b.build(conn) }
+        Http { target: target.clone(), client: b.build(https) }
     }
 
     /// Send a request; return the response with its body still streaming.
     pub async fn send(
         &self,
         method: Method,
-        authority: &str,
         pq: &str,
         accept: &str,
-        token: Option<&str>,
         body: Option<(&'static str, Bytes)>,
     ) -> anyhow::Result<http::Response<Incoming>> {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("http://{authority}{pq}"))
-            .header(header::ACCEPT, accept)
-            .header(header::USER_AGENT, "kache-loadtest/0.1");
-        if let Some(t) = token {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        let url = self.target.url(pq);
+        let mut req =
+            Request::builder().method(method).uri(&url).header(header::ACCEPT, accept).header(header::USER_AGENT, "kache-loadtest/0.1");
+        let creds = self.target.credentials.headers().await?;
+        if let Some(h) = req.headers_mut() {
+            for (k, v) in creds.iter() {
+                h.append(k, v.clone());
+            }
         }
         let body = match body {
             Some((ct, b)) => {
@@ -79,21 +99,21 @@ impl Http {
             }
             None => Full::new(Bytes::new()),
         };
-        let resp = self.client.request(req.body(body)?).await.with_context(|| format!("GET http://{authority}{pq}"))?;
+        let resp = self.client.request(req.body(body)?).await.with_context(|| url.clone())?;
         Ok(resp)
     }
 
     /// GET and read the whole body.
-    pub async fn get_full(&self, authority: &str, pq: &str, accept: &str, token: Option<&str>) -> anyhow::Result<Whole> {
-        let resp = self.send(Method::GET, authority, pq, accept, token, None).await?;
+    pub async fn get_full(&self, pq: &str, accept: &str) -> anyhow::Result<Whole> {
+        let resp = self.send(Method::GET, pq, accept, None).await?;
         let status = resp.status().as_u16();
         let body = resp.into_body().collect().await?.to_bytes();
         Ok(Whole { status, body })
     }
 
     /// GET, failing on a non-200 status, and count the body without keeping it.
-    pub async fn get_drain(&self, authority: &str, pq: &str, accept: &str, token: Option<&str>, prefix: usize) -> anyhow::Result<Drained> {
-        let resp = self.send(Method::GET, authority, pq, accept, token, None).await?;
+    pub async fn get_drain(&self, pq: &str, accept: &str, prefix: usize) -> anyhow::Result<Drained> {
+        let resp = self.send(Method::GET, pq, accept, None).await?;
         let status = resp.status().as_u16();
         if status != 200 {
             let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();

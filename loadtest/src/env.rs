@@ -3,21 +3,11 @@
 
 use crate::scenario::{Cluster, KacheSettings};
 use anyhow::{bail, Context};
-use serde::Deserialize;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One endpoint clients talk to.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// `direct` (the upstream) or `kache`.
-    pub name: String,
-    /// `host:port` on loopback.
-    pub authority: String,
-    /// Bearer token from the kubeconfig, if any.
-    pub token: Option<String>,
-}
+pub use crate::endpoint::Target;
 
 /// The processes measured (RSS and CPU) and where kache's metrics are.
 #[derive(Debug, Clone, Default)]
@@ -25,57 +15,6 @@ pub struct Observed {
     pub kache_pid: Option<u32>,
     pub upstream_pid: Option<u32>,
     pub kache_admin: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Kubeconfig {
-    #[serde(rename = "current-context", default)]
-    current_context: String,
-    #[serde(default)]
-    clusters: Vec<Named<ClusterEntry>>,
-    #[serde(default)]
-    contexts: Vec<Named<ContextEntry>>,
-    #[serde(default)]
-    users: Vec<Named<UserEntry>>,
-}
-#[derive(Deserialize)]
-struct Named<T> {
-    name: String,
-    #[serde(alias = "cluster", alias = "context", alias = "user")]
-    value: T,
-}
-#[derive(Deserialize)]
-struct ClusterEntry {
-    server: String,
-}
-#[derive(Deserialize)]
-struct ContextEntry {
-    cluster: String,
-    #[serde(default)]
-    user: String,
-}
-#[derive(Deserialize, Default)]
-struct UserEntry {
-    #[serde(default)]
-    token: Option<String>,
-}
-
-/// The endpoint of a kubeconfig's current context; plain HTTP on loopback only.
-pub fn target_from_kubeconfig(name: &str, path: &Path) -> anyhow::Result<Target> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let kc: Kubeconfig = serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let ctx = kc.contexts.iter().find(|c| c.name == kc.current_context).or(kc.contexts.first()).context("kubeconfig has no context")?;
-    let cluster = kc.clusters.iter().find(|c| c.name == ctx.value.cluster).context("context names no known cluster")?;
-    let token = kc.users.iter().find(|u| u.name == ctx.value.user).and_then(|u| u.value.token.clone());
-    let server = cluster.value.server.trim_end_matches('/');
-    let Some(authority) = server.strip_prefix("http://") else {
-        bail!("{}: server {server} is not plain http:// (the harness targets loopback only)", path.display());
-    };
-    let addr: std::net::SocketAddr = authority.parse().with_context(|| format!("server {server} is not an IP:port"))?;
-    if !addr.ip().is_loopback() {
-        bail!("server {server} is not a loopback address");
-    }
-    Ok(Target { name: name.into(), authority: authority.into(), token })
 }
 
 /// Processes started for a self-contained run; killed on drop.
@@ -176,10 +115,7 @@ pub async fn start(
         kache_pid: Some(started.children[1].1.id()),
         kache_admin: Some(admin_addr),
     };
-    let targets = vec![
-        Target { name: "direct".into(), authority: sim, token: None },
-        Target { name: "kache".into(), authority: kache_addr, token: None },
-    ];
+    let targets = vec![Target::plain("direct", &sim), Target::plain("kache", &kache_addr)];
     Ok((targets, observed, started))
 }
 
@@ -211,9 +147,10 @@ pub fn kubeconfig(server: &str, name: &str) -> String {
 /// Poll kache's `/readyz` until it answers 200.
 pub async fn wait_ready(admin: &str, limit: Duration) -> anyhow::Result<()> {
     let start = Instant::now();
-    let client = crate::client::Http::new(crate::scenario::Protocol::Http1);
+    let admin = Target::plain("admin", admin);
+    let client = crate::client::Http::new(&admin, crate::scenario::Protocol::Http1);
     while start.elapsed() < limit {
-        if let Ok(r) = client.get_full(admin, "/readyz", "text/plain", None).await {
+        if let Ok(r) = client.get_full("/readyz", "text/plain").await {
             if r.status == 200 {
                 eprintln!("kache ready after {:.1}s", start.elapsed().as_secs_f64());
                 return Ok(());
@@ -222,26 +159,4 @@ pub async fn wait_ready(admin: &str, limit: Duration) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     bail!("kache not ready within {limit:?}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_kubeconfigs_current_context_names_the_target() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
-        let yaml = "apiVersion: v1\nkind: Config\ncurrent-context: b\nclusters:\n- name: one\n  cluster: {server: 'http://127.0.0.1:1/'}\n- name: two\n  cluster:\n    server: http://127.0.0.1:6444\n    insecure-skip-tls-verify: true\ncontexts:\n- name: a\n  context: {cluster: one}\n- name: b\n  context: {cluster: two, user: u}\nusers:\n- name: u\n  user: {token: secret}\n";
-        std::fs::write(&path, yaml).unwrap();
-        let t = target_from_kubeconfig("kache", &path).unwrap();
-        assert_eq!((t.authority.as_str(), t.token.as_deref()), ("127.0.0.1:6444", Some("secret")));
-        // kache writes its kubeconfigs as JSON, which is YAML too.
-        let json = r#"{"clusters":[{"name":"c","cluster":{"server":"http://127.0.0.1:7"}}],"contexts":[{"name":"x","context":{"cluster":"c"}}],"current-context":"x"}"#;
-        std::fs::write(&path, json).unwrap();
-        let t = target_from_kubeconfig("direct", &path).unwrap();
-        assert_eq!((t.authority.as_str(), t.token), ("127.0.0.1:7", None));
-        std::fs::write(&path, "clusters: [").unwrap();
-        assert!(target_from_kubeconfig("direct", &path).is_err());
-    }
 }

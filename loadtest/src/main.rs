@@ -1,14 +1,18 @@
 //! kache-loadtest: named, versioned load scenarios (`loadtest/scenarios/*.toml`) run against
 //! an upstream apiserver directly and through kache in front of it, in one run, so every
 //! figure comes with its ratio. Self-contained by default (starts `kache sim` and
-//! `kache serve`); or point it at two kubeconfigs. Writes Markdown, JSON and SVG reports.
+//! `kache serve`); or point it at kubeconfigs (any server, TLS and credentials kube's client
+//! supports). Writes Markdown, JSON and SVG reports; thresholds (`--max-p99`, `--min-rps`,
+//! `--max-error-rate`, `--max-lag-p99`) set the exit status.
 //!
-//! Modules: `scenario` (the files), `env` (endpoints and the processes started),
-//! `client` (hyper client), `wire` (list RVs, watch frames, change stamps), `phases` (the
+//! Modules: `scenario` (the files), `env` (the processes started), `endpoint` (targets read
+//! from kubeconfigs by kube's `Config`), `client` (hyper client), `bare` (the closed loop's
+//! HTTP/1.1 client), `thresholds`, `wire` (list RVs, watch frames, change stamps), `phases` (the
 //! load drivers), `stats` and `procs` (figures), `progress` (bars), `report` (output).
 
 mod bare;
 mod client;
+mod endpoint;
 mod env;
 mod phases;
 mod procs;
@@ -16,6 +20,7 @@ mod progress;
 mod report;
 mod scenario;
 mod stats;
+mod thresholds;
 mod wire;
 
 use anyhow::{bail, Context};
@@ -23,7 +28,7 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Load scenarios for kache and any Kubernetes API endpoint (plain HTTP on loopback).
+/// Load scenarios for kache and any Kubernetes API endpoint.
 #[derive(Parser, Debug)]
 #[command(name = "kache-loadtest", version)]
 struct Cli {
@@ -74,12 +79,27 @@ struct RunArgs {
     /// Scratch directory (addresses, kubeconfigs, server logs).
     #[arg(long, default_value = "/tmp/kache-loadtest")]
     work_dir: PathBuf,
-    /// The upstream's kubeconfig (instead of starting `kache sim`); needs --kache-kubeconfig.
-    #[arg(long, requires = "kache_kubeconfig")]
+    /// The upstream's kubeconfig (instead of starting `kache sim` and `kache serve`): its
+    /// server, TLS and credentials as kube's client reads them (tokens, token files, client
+    /// certificates, exec plugins, impersonation).
+    #[arg(long)]
     direct_kubeconfig: Option<PathBuf>,
-    /// kache's kubeconfig (instead of starting `kache serve`); needs --direct-kubeconfig.
+    /// The context of --direct-kubeconfig (default: its current context).
     #[arg(long, requires = "direct_kubeconfig")]
+    direct_context: Option<String>,
+    /// kache's kubeconfig (e.g. the one `kache serve --client-kubeconfig-out` writes). With
+    /// only one of the two kubeconfigs, the run measures that target alone.
+    #[arg(long)]
     kache_kubeconfig: Option<PathBuf>,
+    /// The context of --kache-kubeconfig (default: its current context).
+    #[arg(long, requires = "kache_kubeconfig")]
+    kache_context: Option<String>,
+    /// Let phases that write (`writes`, a watch phase's `patch_rate`) PATCH pods of a cluster
+    /// named by a kubeconfig (the self-contained simulator is always written to).
+    #[arg(long)]
+    allow_writes: bool,
+    #[command(flatten)]
+    thresholds: thresholds::Thresholds,
     /// PID of kache, to report its CPU and RSS (external runs).
     #[arg(long)]
     kache_pid: Option<u32>,
@@ -185,6 +205,7 @@ fn binary_identity(path: &Path) -> String {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    endpoint::install_crypto_provider();
     match cli.command {
         Cmd::TrivialServer { body_bytes, addr_file } => phases::reference::serve_trivial(body_bytes, &addr_file),
         Cmd::Render { json } => {
@@ -220,8 +241,13 @@ fn main() -> anyhow::Result<()> {
                 bail!("scenarios with [placement] split_cores and without it cannot run in one invocation");
             }
             let split = args.split_cores || split.contains(&true);
+            if args.external() && !args.allow_writes {
+                if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(scenario::Phase::writes)) {
+                    bail!("scenario {}: its phases PATCH pods, and the targets come from kubeconfigs: pass --allow-writes to write to that cluster", s.name);
+                }
+            }
             if split {
-                if args.direct_kubeconfig.is_some() {
+                if args.external() {
                     bail!("--split-cores places the servers this run starts; it cannot place external endpoints");
                 }
                 if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. })))
@@ -232,7 +258,7 @@ fn main() -> anyhow::Result<()> {
             }
             let server_cpu = split.then_some(phases::SERVER_CPU);
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            rt.block_on(async move {
+            let checks = rt.block_on(async move {
                 // On SIGINT or SIGTERM, return so the servers started are stopped (on drop).
                 let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
                 tokio::select! {
@@ -240,32 +266,68 @@ fn main() -> anyhow::Result<()> {
                     _ = tokio::signal::ctrl_c() => bail!("interrupted"),
                     _ = term.recv() => bail!("terminated"),
                 }
-            })
+            })?;
+            let failed: Vec<&thresholds::Check> = checks.iter().filter(|c| !c.met).collect();
+            if !checks.is_empty() {
+                eprintln!("thresholds: {} checked, {} failed", checks.len(), failed.len());
+            }
+            for c in &failed {
+                eprintln!("  threshold failed: {c}");
+            }
+            if !failed.is_empty() {
+                rt.shutdown_background();
+                std::process::exit(thresholds::EXIT_FAILED);
+            }
+            Ok(())
         }
     }
 }
 
-/// Run `scenarios` in order, the servers on `server_cpu` if given.
-async fn run_all(args: &RunArgs, scenarios: Vec<scenario::Scenario>, server_cpu: Option<&'static str>) -> anyhow::Result<()> {
-    for s in scenarios {
-        run_one(args, s, server_cpu).await?;
+impl RunArgs {
+    /// Whether the targets come from kubeconfigs rather than processes this run starts.
+    fn external(&self) -> bool {
+        self.direct_kubeconfig.is_some() || self.kache_kubeconfig.is_some()
     }
-    Ok(())
+
+    /// The targets named by kubeconfigs: the upstream first.
+    async fn kubeconfig_targets(&self) -> anyhow::Result<Vec<env::Target>> {
+        let mut t = Vec::new();
+        if let Some(d) = &self.direct_kubeconfig {
+            t.push(env::Target::from_kubeconfig("direct", d, self.direct_context.as_deref()).await?);
+        }
+        if let Some(k) = &self.kache_kubeconfig {
+            t.push(env::Target::from_kubeconfig("kache", k, self.kache_context.as_deref()).await?);
+        }
+        Ok(t)
+    }
 }
 
-async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'static str>) -> anyhow::Result<()> {
+/// Run `scenarios` in order, the servers on `server_cpu` if given; the thresholds checked.
+async fn run_all(
+    args: &RunArgs,
+    scenarios: Vec<scenario::Scenario>,
+    server_cpu: Option<&'static str>,
+) -> anyhow::Result<Vec<thresholds::Check>> {
+    let mut checks = Vec::new();
+    for s in scenarios {
+        checks.extend(run_one(args, s, server_cpu).await?);
+    }
+    Ok(checks)
+}
+
+async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'static str>) -> anyhow::Result<Vec<thresholds::Check>> {
     let machine = report::Machine::detect();
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     eprintln!("== scenario {} v{}", s.name, s.version);
     let work_dir = args.work_dir.join(&s.name);
     std::fs::create_dir_all(&work_dir)?;
     let log = work_dir.join("servers.log");
-    let (targets, observed, _started) = match (&args.direct_kubeconfig, &args.kache_kubeconfig) {
-        (Some(d), Some(k)) => {
-            let t = vec![env::target_from_kubeconfig("direct", d)?, env::target_from_kubeconfig("kache", k)?];
+    let (targets, observed, _started) = match args.external() {
+        true => {
+            let t = args.kubeconfig_targets().await?;
             (t, env::Observed { kache_pid: args.kache_pid, upstream_pid: args.upstream_pid, kache_admin: args.kache_admin.clone() }, None)
         }
-        _ => {
+        false => {
             let (t, o, started) = env::start(&args.kache_bin, &s.cluster, &s.kache, &work_dir, &log, server_cpu).await?;
             (t, o, Some(started))
         }
@@ -277,7 +339,7 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'sta
     let mut results = Vec::new();
     for phase in &s.phases {
         let runs: Vec<&env::Target> = if phase.is_reference() {
-            vec![&targets[1]]
+            targets.last().into_iter().collect()
         } else {
             targets.iter().filter(|t| args.only.as_ref().is_none_or(|o| *o == t.name)).collect()
         };
@@ -324,7 +386,9 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'sta
             }
             None => "shared: every process may run on every CPU".into(),
         },
-        self_contained: args.direct_kubeconfig.is_none(),
+        self_contained: !args.external(),
+        checks: args.thresholds.check(&results),
+        thresholds: args.thresholds.any().then(|| args.thresholds.clone()),
         results,
     };
     let stem = format!("{}-v{}", s.name, s.version);
@@ -333,7 +397,10 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'sta
     for t in &rep.targets {
         eprintln!("  target: {} -> {:?}: {}", t.target, t.met, t.figure);
     }
-    Ok(())
+    for c in &rep.checks {
+        eprintln!("  threshold: {c}");
+    }
+    Ok(rep.checks)
 }
 
 #[cfg(test)]

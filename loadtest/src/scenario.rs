@@ -226,6 +226,28 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Whether the phase PATCHes pods (through the upstream or the target).
+    pub fn writes(&self) -> bool {
+        match self {
+            Phase::Writes { .. } => true,
+            Phase::Kubelets { patch_rate, .. } | Phase::Informers { patch_rate, .. } => *patch_rate > 0.0,
+            _ => false,
+        }
+    }
+
+    /// The phase's `kind`, as the scenario file names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Phase::List { .. } => "list",
+            Phase::Kubelets { .. } => "kubelets",
+            Phase::Informers { .. } => "informers",
+            Phase::Writes { .. } => "writes",
+            Phase::LoopbackReference { .. } => "loopback_reference",
+            Phase::TrivialServerReference { .. } => "trivial_server_reference",
+            Phase::Memory { .. } => "memory",
+        }
+    }
+
     /// Whether the phase runs once (not per target).
     pub fn is_reference(&self) -> bool {
         matches!(self, Phase::LoopbackReference { .. } | Phase::TrivialServerReference { .. } | Phase::Memory { .. })

@@ -83,6 +83,10 @@ pub struct ProcFigures {
 pub struct PhaseResult {
     /// What ran, e.g. `list pb rv0 all`.
     pub workload: String,
+    /// The scenario's phase kind (`list`, `kubelets`, `informers`, `writes`, `memory`,
+    /// `loopback_reference`, `trivial_server_reference`); empty in reports from before it.
+    #[serde(default)]
+    pub kind: String,
     /// `direct`, `kache` or `reference`.
     pub target: String,
     pub concurrency: usize,
@@ -111,6 +115,7 @@ impl PhaseResult {
     pub fn new(workload: impl Into<String>, target: impl Into<String>, concurrency: usize) -> PhaseResult {
         PhaseResult {
             workload: workload.into(),
+            kind: String::new(),
             target: target.into(),
             concurrency,
             seconds: 0.0,

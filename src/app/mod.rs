@@ -126,6 +126,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
         max_encodes: crate::serve::compress::MAX_ENCODES,
+        access_log: false,
     }
 }
 
@@ -221,6 +222,7 @@ pub async fn start_serve_args(
     settings.max_encodes = s.max_concurrent_encodes;
     settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
     settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
+    settings.access_log = args.access_log;
     let limits = ConnLimits {
         max_header_bytes: s.max_header_bytes,
         header_read_timeout: Duration::from_secs(s.header_read_timeout_seconds),

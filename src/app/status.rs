@@ -91,6 +91,20 @@ pub fn table(report: &Value) -> String {
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
+    // Requests answered from cache and passed through, by reason (the ones that happened).
+    let passed: Vec<String> = report["passThrough"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+        .map(|(reason, n)| format!("{reason} {n}"))
+        .collect();
+    if let Some(hits) = report["cacheHits"].as_u64() {
+        out.push_str(&format!(
+            "\nanswered from cache: {hits}; passed through: {}\n",
+            if passed.is_empty() { "none".into() } else { passed.join(", ") }
+        ));
+    }
     out
 }
 

@@ -77,6 +77,8 @@ pub struct ServeSettings {
     /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
     /// they go out as they are.
     pub max_encodes: usize,
+    /// Log one line per request (target `kache::access`): who, what, answered by whom.
+    pub access_log: bool,
 }
 
 /// One readiness check.
@@ -335,9 +337,13 @@ impl Serve {
         let key = |v: &serde_json::Value| (v["group"].to_string(), v["resource"].to_string(), v["encoding"].to_string());
         caches.sort_by_key(key);
         let upstream = self.upstream_check();
+        let passed: serde_json::Map<String, serde_json::Value> =
+            PassThrough::LABELS.iter().map(|r| (r.to_string(), self.passed_through(r).into())).collect();
         serde_json::json!({
             "upstream": {"up": upstream.pass, "detail": upstream.detail},
             "inFlightReads": self.in_flight(),
+            "cacheHits": self.cache_hits(),
+            "passThrough": passed,
             "caches": caches,
         })
     }
@@ -520,19 +526,70 @@ impl Handler for Serve {
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
         let gzip = accepts_gzip(req.headers());
-        let (resp, source) = match self.admit(&req).await {
+        let admitted = self.admit(&req).await;
+        let user = match (&admitted, self.settings.access_log) {
+            (Ok(Some(caller)), true) => Some(caller.identity.username.clone()),
+            _ => None,
+        };
+        let mut reason = None;
+        let (resp, source) = match admitted {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Ok(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (resp, Source::Cache)
                 }
-                Err(reason) => self.passed(req, reason, caller.as_ref(), started, protobuf).await,
+                Err(why) => {
+                    reason = Some(why);
+                    self.passed(req, why, caller.as_ref(), started, protobuf).await
+                }
             },
         };
         let (resp, bytes) = shaped(resp, source, pretty, gzip, &self.encodes);
-        self.metrics.record(verb, source.label(), resp.status().as_u16(), started.elapsed().as_secs_f64(), bytes);
+        let seconds = started.elapsed().as_secs_f64();
+        self.metrics.record(verb, source.label(), resp.status().as_u16(), seconds, bytes);
+        if self.settings.access_log {
+            // The pass-through reason only for what the upstream answered (a kept discovery
+            // document or a refusal by kache was not passed through).
+            let reason = reason.filter(|_| source == Source::Upstream);
+            let line = Access { user: user.as_deref(), verb, path: path.as_ref(), source, reason, code: resp.status().as_u16() };
+            line.log(bytes, seconds);
+        }
         resp
+    }
+}
+
+/// One line of `--access-log`.
+struct Access<'a> {
+    user: Option<&'a str>,
+    verb: &'static str,
+    path: Option<&'a ResourcePath>,
+    source: Source,
+    reason: Option<PassThrough>,
+    code: u16,
+}
+
+impl Access<'_> {
+    /// Log the line (target `kache::access`, at info). Reads answered from cache never reach
+    /// the apiserver's audit log: this line is their record. No query, name or body:
+    /// selectors and names can carry data.
+    fn log(&self, bytes: Option<u64>, seconds: f64) {
+        let (group, resource, namespace) =
+            self.path.map_or(("", "", ""), |p| (p.group.as_str(), p.plural.as_str(), p.namespace.as_deref().unwrap_or("")));
+        tracing::info!(
+            target: "kache::access",
+            user = self.user.unwrap_or(""),
+            verb = self.verb,
+            group,
+            resource,
+            namespace,
+            source = self.source.label(),
+            reason = self.reason.map_or("", PassThrough::label),
+            code = self.code,
+            bytes,
+            seconds,
+            "request"
+        );
     }
 }
 

@@ -407,9 +407,15 @@ async fn readyz_recovers_when_the_upstream_comes_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debug_cache_and_kache_status_show_what_each_cache_holds() {
+async fn debug_cache_kache_status_and_the_access_log() {
     let sim = start(&cluster(&["--nodes", "5", "--pods", "40", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
-    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--preload", "pods,nodes", "--preload-encodings", "json"], &[], 120).await;
+    let k = KacheBin::spawn(
+        &format!("http://{}", sim.addr),
+        &["--preload", "pods,nodes", "--preload-encodings", "json", "--access-log", "--log-format", "json"],
+        &[],
+        120,
+    )
+    .await;
     k.readyz_becomes(200, 120).await;
     // A watch held open, so the report counts it.
     let watch = k.api.watch("/api/v1/pods?watch=1&resourceVersion=0", "application/json").await;
@@ -433,6 +439,8 @@ async fn debug_cache_and_kache_status_show_what_each_cache_holds() {
     assert!(pods["window"]["oldestResourceVersion"].is_string() && pods["staleSeconds"].as_f64() == Some(0.0), "{pods}");
     assert!(caches.iter().any(|c| c["resource"] == "nodes" && c["objects"] == 5));
     drop(watch);
+    // A read kache passes through: /version is no resource.
+    assert_eq!(k.api.get("/version").await.status, 200);
 
     // `kache status` prints it as a table.
     let admin = k.admin_api.base.trim_start_matches("http://").to_string();
@@ -453,6 +461,46 @@ async fn debug_cache_and_kache_status_show_what_each_cache_holds() {
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&cells[..4], &["pods", "json", "true", "40"], "{row}");
     assert!(text.lines().next().is_some() && text.contains("RESOURCE") && text.contains("WATCHES"));
+    // The watch from cache, /version passed through as no resource.
+    let counts = text.lines().find(|l| l.starts_with("answered from cache: ")).unwrap_or_else(|| panic!("no counts:\n{text}"));
+    assert!(counts.contains("passed through: ") && counts.contains("non_resource 1"), "{counts}");
+    assert!(counts.trim_start_matches("answered from cache: ").split(';').next().unwrap().parse::<u64>().unwrap() >= 1, "{counts}");
+    // --access-log: one JSON line per request, the watch among them (answered from cache,
+    // as system:anonymous: the test's kache allows anonymous clients) and /version (passed
+    // through, with its reason).
+    let access: Vec<serde_json::Value> = eventually(30, 100, || async {
+        let lines: Vec<serde_json::Value> = k
+            .stderr()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["target"] == "kache::access")
+            .collect();
+        let both = ["watch", "get"].iter().all(|verb| lines.iter().any(|v| v["fields"]["verb"] == *verb));
+        if both {
+            Ok(lines)
+        } else {
+            Err(format!("no access lines for the watch and /version yet: {lines:?}"))
+        }
+    })
+    .await;
+    let fields = |verb: &str| {
+        let f = &access.iter().find(|v| v["fields"]["verb"] == verb).unwrap()["fields"];
+        let s = |k: &str| f[k].as_str().map(str::to_string);
+        (
+            s("user"),
+            s("resource"),
+            s("group"),
+            s("namespace"),
+            s("source"),
+            s("reason"),
+            f["code"].as_u64(),
+            f["seconds"].as_f64().is_some(),
+        )
+    };
+    let anonymous = Some("system:anonymous".to_string());
+    let some = |s: &str| Some(s.to_string());
+    assert_eq!(fields("watch"), (anonymous.clone(), some("pods"), some(""), some(""), some("cache"), some(""), Some(200), true));
+    assert_eq!(fields("get"), (anonymous, some(""), some(""), some(""), some("upstream"), some("non_resource"), Some(200), true));
     // A kache that is not there: an error, not a table.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kache")).args(["status", "--admin", "127.0.0.1:1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));

@@ -84,19 +84,19 @@ pub async fn run(ctx: &Ctx, target: &Target, spec: &ListSpec) -> anyhow::Result<
 /// hyper's.
 enum Conn {
     Bare(Bare),
-    Hyper(Http),
+    Hyper(Box<Http>),
 }
 
 impl Conn {
-    fn new(protocol: Protocol, target: &Target, accept: &'static str) -> Conn {
-        match protocol {
-            Protocol::Http1 => Conn::Bare(Bare::new(&target.authority, accept, target.token.as_deref())),
-            Protocol::Http2 => Conn::Hyper(Http::new(protocol)),
-        }
+    async fn new(protocol: Protocol, target: &Target, accept: &'static str) -> anyhow::Result<Conn> {
+        Ok(match protocol {
+            Protocol::Http1 => Conn::Bare(Bare::new(target, accept).await?),
+            Protocol::Http2 => Conn::Hyper(Box::new(Http::new(target, protocol))),
+        })
     }
 
     /// GET `pq`, failing on a non-200 status; the body's size.
-    async fn get(&mut self, target: &Target, pq: &str, accept: &'static str) -> anyhow::Result<u64> {
+    async fn get(&mut self, pq: &str, accept: &'static str) -> anyhow::Result<u64> {
         match self {
             Conn::Bare(b) => {
                 let a = b.get(pq).await?;
@@ -105,7 +105,7 @@ impl Conn {
                 }
                 Ok(a.body_bytes)
             }
-            Conn::Hyper(h) => Ok(h.get_drain(&target.authority, pq, accept, target.token.as_deref(), 0).await?.bytes),
+            Conn::Hyper(h) => Ok(h.get_drain(pq, accept, 0).await?.bytes),
         }
     }
 }
@@ -131,8 +131,8 @@ pub async fn closed_loop(
     // Warm up: every worker opens its connection and makes one request.
     let mut conns = Vec::new();
     for i in 0..concurrency {
-        let mut conn = Conn::new(protocol, target, accept);
-        let _ = tokio::time::timeout(Duration::from_secs(60), conn.get(target, &paths[i % paths.len()], accept)).await;
+        let mut conn = Conn::new(protocol, target, accept).await?;
+        let _ = tokio::time::timeout(Duration::from_secs(60), conn.get(&paths[i % paths.len()], accept)).await;
         conns.push(conn);
     }
     let bar = Bar::start(label, seconds, counters.clone());
@@ -141,8 +141,7 @@ pub async fn closed_loop(
     let deadline = start + Duration::from_secs_f64(seconds);
     let mut tasks = Vec::new();
     for mut conn in conns {
-        let (paths, counters, hist, errors, tickets, target) =
-            (paths.clone(), counters.clone(), hist.clone(), errors.clone(), tickets.clone(), target.clone());
+        let (paths, counters, hist, errors, tickets) = (paths.clone(), counters.clone(), hist.clone(), errors.clone(), tickets.clone());
         tasks.push(tokio::spawn(async move {
             loop {
                 let n = tickets.fetch_add(1, Relaxed);
@@ -151,7 +150,7 @@ pub async fn closed_loop(
                 }
                 let t0 = Instant::now();
                 let left = deadline.saturating_duration_since(t0) + Duration::from_secs(30);
-                let res = tokio::time::timeout(left, conn.get(&target, &paths[n as usize % paths.len()], accept)).await;
+                let res = tokio::time::timeout(left, conn.get(&paths[n as usize % paths.len()], accept)).await;
                 match res {
                     Ok(Ok(bytes)) => {
                         hist.record(t0.elapsed());

@@ -39,8 +39,8 @@ pub async fn run(ctx: &Ctx, settle_seconds: f64) -> anyhow::Result<PhaseResult> 
     let start = Instant::now();
     tokio::time::sleep(Duration::from_secs_f64(settle_seconds)).await;
     drop(bar);
-    let http = Http::new(Protocol::Http1);
-    let metrics = http.get_full(&admin, "/metrics", "text/plain", None).await?;
+    let http = Http::new(&crate::env::Target::plain("admin", &admin), Protocol::Http1);
+    let metrics = http.get_full("/metrics", "text/plain").await?;
     let text = String::from_utf8_lossy(&metrics.body);
     let objects = gauge(&text, "kache_cache_objects");
     let bytes = gauge(&text, "kache_cache_bytes");

@@ -85,11 +85,12 @@ struct Meta {
 
 /// Read node names, app labels and some pods from `t`.
 pub async fn names(t: &Target) -> anyhow::Result<Names> {
-    let http = Http::new(Protocol::Http1);
-    let tok = t.token.as_deref();
-    let nodes = http.get_full(&t.authority, "/api/v1/nodes?resourceVersion=0", JSON, tok).await?;
+    let http = Http::new(t, Protocol::Http1);
+    let nodes = http.get_full("/api/v1/nodes?resourceVersion=0", JSON).await?;
+    anyhow::ensure!(nodes.status == 200, "GET nodes: {}: {}", nodes.status, nodes.body[..nodes.body.len().min(300)].escape_ascii());
     let nodes: List<Item> = serde_json::from_slice(&nodes.body).context("node list")?;
-    let pods = http.get_full(&t.authority, "/api/v1/pods?limit=10000", JSON, tok).await?;
+    let pods = http.get_full("/api/v1/pods?limit=10000", JSON).await?;
+    anyhow::ensure!(pods.status == 200, "GET pods: {}: {}", pods.status, pods.body[..pods.body.len().min(300)].escape_ascii());
     let pods: List<Item> = serde_json::from_slice(&pods.body).context("pod list")?;
     let mut apps: Vec<String> = pods.items.iter().filter_map(|p| p.metadata.labels.get("app").cloned()).collect();
     apps.sort();
@@ -103,6 +104,14 @@ pub async fn names(t: &Target) -> anyhow::Result<Names> {
 
 /// Run one phase against `target` (reference phases ignore it).
 pub async fn run(ctx: &Ctx, phase: &Phase, target: &Target) -> anyhow::Result<Vec<PhaseResult>> {
+    let mut results = dispatch(ctx, phase, target).await?;
+    for r in &mut results {
+        r.kind = phase.kind().to_string();
+    }
+    Ok(results)
+}
+
+async fn dispatch(ctx: &Ctx, phase: &Phase, target: &Target) -> anyhow::Result<Vec<PhaseResult>> {
     Ok(match phase {
         Phase::List { label, query, read, encoding, concurrency, seconds, max_requests, protocol } => {
             let mut out = Vec::new();

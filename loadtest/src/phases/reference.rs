@@ -23,8 +23,8 @@ pub async fn sample_bytes(ctx: &Ctx, sample: Sample) -> anyhow::Result<u64> {
         Sample::FullListProtobuf => lists::path(ctx, crate::scenario::Query::All, crate::scenario::ReadMode::Rv0, 0),
         Sample::NodeListProtobuf => lists::path(ctx, crate::scenario::Query::Node, crate::scenario::ReadMode::Rv0, 7),
     };
-    let http = Http::new(Protocol::Http1);
-    let d = http.get_drain(&ctx.upstream.authority, &path, PROTOBUF, ctx.upstream.token.as_deref(), 0).await?;
+    let http = Http::new(&ctx.upstream, Protocol::Http1);
+    let d = http.get_drain(&path, PROTOBUF, 0).await?;
     Ok(d.bytes)
 }
 
@@ -110,7 +110,7 @@ pub async fn trivial(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let target = Target { name: "reference".into(), authority, token: None };
+    let target = Target::plain("reference", &authority);
     let mut procs = ctx.procs();
     procs.push(("trivial-server".into(), child.id()));
     let label = format!("trivial hyper server {size} B c={concurrency}");

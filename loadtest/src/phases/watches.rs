@@ -191,8 +191,7 @@ pub async fn run(ctx: &Ctx, target: &Target, phase: &Phase) -> anyhow::Result<Ph
 
 /// One client: LIST (holding a setup permit), then WATCH until the phase stops.
 async fn client(shared: &Shared, target: &Target, spec: Client, permit: Option<tokio::sync::OwnedSemaphorePermit>) -> anyhow::Result<()> {
-    let http = Http::new(spec.protocol);
-    let tok = target.token.as_deref();
+    let http = Http::new(target, spec.protocol);
     let (accept, watch_accept) = match spec.encoding {
         Encoding::Protobuf => (PROTOBUF, PROTOBUF_WATCH),
         Encoding::Json => (JSON, JSON),
@@ -200,7 +199,7 @@ async fn client(shared: &Shared, target: &Target, spec: Client, permit: Option<t
     let t0 = Instant::now();
     let watch_path = match &spec.list {
         Some(list) => {
-            let d = http.get_drain(&target.authority, list, accept, tok, 4096).await?;
+            let d = http.get_drain(list, accept, 4096).await?;
             shared.sync.record(t0.elapsed());
             shared.counters.requests.fetch_add(1, Relaxed);
             shared.counters.bytes.fetch_add(d.bytes, Relaxed);
@@ -209,7 +208,7 @@ async fn client(shared: &Shared, target: &Target, spec: Client, permit: Option<t
         }
         None => spec.watch.clone(),
     };
-    let resp = http.send(Method::GET, &target.authority, &watch_path, watch_accept, tok, None).await?;
+    let resp = http.send(Method::GET, &watch_path, watch_accept, None).await?;
     if resp.status() != 200 {
         let status = resp.status();
         let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();

@@ -36,20 +36,11 @@ pub async fn run(
     Ok(r)
 }
 
-async fn patch_one(http: &Http, target: &Target, pod: &(String, String)) -> anyhow::Result<u64> {
+async fn patch_one(http: &Http, pod: &(String, String)) -> anyhow::Result<u64> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let body = format!(r#"{{"metadata":{{"annotations":{{"kache.dev/changed-at":"{now}"}}}}}}"#);
     let pq = format!("/api/v1/namespaces/{}/pods/{}", pod.0, pod.1);
-    let resp = http
-        .send(
-            Method::PATCH,
-            &target.authority,
-            &pq,
-            JSON,
-            target.token.as_deref(),
-            Some(("application/merge-patch+json", Bytes::from(body))),
-        )
-        .await?;
+    let resp = http.send(Method::PATCH, &pq, JSON, Some(("application/merge-patch+json", Bytes::from(body)))).await?;
     let status = resp.status();
     let body = resp.into_body().collect().await?.to_bytes();
     if status != 200 {
@@ -59,7 +50,6 @@ async fn patch_one(http: &Http, target: &Target, pod: &(String, String)) -> anyh
 }
 
 struct Shared {
-    target: Target,
     pods: Arc<Vec<(String, String)>>,
     counters: Arc<Counters>,
     hist: Arc<Hist>,
@@ -68,7 +58,7 @@ struct Shared {
 
 async fn one(s: Arc<Shared>, http: Http, n: u64) -> Http {
     let t0 = Instant::now();
-    match tokio::time::timeout(Duration::from_secs(30), patch_one(&http, &s.target, &s.pods[n as usize % s.pods.len()])).await {
+    match tokio::time::timeout(Duration::from_secs(30), patch_one(&http, &s.pods[n as usize % s.pods.len()])).await {
         Ok(Ok(bytes)) => {
             s.hist.record(t0.elapsed());
             s.counters.requests.fetch_add(1, Relaxed);
@@ -111,21 +101,16 @@ pub async fn patch_load(
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let tickets = Arc::new(AtomicU64::new(0));
-    let workers: Vec<Http> = (0..concurrency.max(1)).map(|_| Http::new(Protocol::Http1)).collect();
+    let workers: Vec<Http> = (0..concurrency.max(1)).map(|_| Http::new(target, Protocol::Http1)).collect();
     // Warm the connections so connection setup is not counted as write latency.
     for (i, w) in workers.iter().enumerate() {
         let _ = tokio::time::timeout(
             Duration::from_secs(10),
-            w.get_full(
-                &target.authority,
-                &format!("/api/v1/namespaces/{}/pods/{}", pods[i % pods.len()].0, pods[i % pods.len()].1),
-                JSON,
-                target.token.as_deref(),
-            ),
+            w.get_full(&format!("/api/v1/namespaces/{}/pods/{}", pods[i % pods.len()].0, pods[i % pods.len()].1), JSON),
         )
         .await;
     }
-    let shared = Arc::new(Shared { target: target.clone(), pods, counters: counters.clone(), hist: hist.clone(), errors: errors.clone() });
+    let shared = Arc::new(Shared { pods, counters: counters.clone(), hist: hist.clone(), errors: errors.clone() });
     if rate > 0.0 {
         // Paced: a free connection per request; a request waits when all are busy.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Http>(workers.len());

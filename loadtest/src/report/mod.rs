@@ -77,6 +77,12 @@ pub struct RunReport {
     pub self_contained: bool,
     pub results: Vec<PhaseResult>,
     pub targets: Vec<TargetCheck>,
+    /// The run's thresholds (`--max-p99`, ...), if any were given.
+    #[serde(default)]
+    pub thresholds: Option<crate::thresholds::Thresholds>,
+    /// Each threshold checked against each phase result it applies to.
+    #[serde(default)]
+    pub checks: Vec<crate::thresholds::Check>,
 }
 
 fn ms(us: u64) -> String {
@@ -247,6 +253,19 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
         );
     }
     let _ = writeln!(md, "- latencies in ms as p50 / p90 / p99 / p99.9; ratios are kache / direct\n");
+    if !rep.checks.is_empty() {
+        let failed = rep.checks.iter().filter(|c| !c.met).count();
+        let verdict = if failed == 0 {
+            "all met".to_string()
+        } else {
+            format!("**{failed} failed** (exit status {})", crate::thresholds::EXIT_FAILED)
+        };
+        let _ = writeln!(md, "## Thresholds: {verdict}\n\n| phase | bound | measured | met |\n|---|---|---|---|");
+        for c in &rep.checks {
+            let _ = writeln!(md, "| {} | {} | {} | {} |", c.phase, c.bound, c.measured, if c.met { "met" } else { "**failed**" });
+        }
+        md.push('\n');
+    }
     if !rep.targets.is_empty() {
         let _ = writeln!(md, "## Targets (issue 5)\n\n| target | met | figure |\n|---|---|---|");
         for t in &rep.targets {
