@@ -132,13 +132,21 @@ pub struct CacheArgs {
     /// a bookmark about every 60 s.
     #[arg(long, env = "KACHE_UPSTREAM_WATCH_IDLE_SECONDS", default_value_t = 90)]
     pub upstream_watch_idle_seconds: u64,
-    /// Requests one client (its user name, or its address when clients are not
-    /// authenticated) may have passed through to the upstream at once, watches included;
-    /// beyond it the client gets 429 with Retry-After. Keeps one client from taking the
+    /// Requests one client (the user who authenticated, not whom it impersonates; an
+    /// anonymous client by its address, as every client when clients are not
+    /// authenticated) may have passed through to the upstream at once, watches included,
+    /// and exec, attach and port-forward sessions for as long as they last; beyond it the
+    /// client gets 429 with Retry-After. Keeps one client from taking the
     /// upstream's streams from everyone (kache's own calls have connections of their
     /// own); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_PASSTHROUGH_PER_CLIENT", default_value_t = 500)]
     pub max_passthrough_per_client: usize,
+    /// Watches one client (as for --max-passthrough-per-client; an anonymous client by its
+    /// address) may have open at once, answered from the cache or passed through; beyond it
+    /// 429 with Retry-After (`kache_limit_hits_total{limit="max-watches-per-client"}`). A
+    /// kube-controller-manager opens about 100; 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_WATCHES_PER_CLIENT", default_value_t = 1000)]
+    pub max_watches_per_client: usize,
     /// Seconds kache keeps serving reads from memory, and judging clients by their last
     /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked

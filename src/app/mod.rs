@@ -97,6 +97,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         security: None,
         inflight: InflightLimits { global: 4000, per_user: 400 },
         passthrough_per_client: c.max_passthrough_per_client,
+        watches_per_client: c.max_watches_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         max_uri_bytes: 64 * 1024,
         max_encodes: crate::serve::compress::MAX_ENCODES,

@@ -8,6 +8,7 @@ use crate::api::status::Status;
 use crate::serve::body::BoxError;
 use crate::serve::body::RequestBody;
 use crate::serve::body::{self, Body};
+use crate::serve::limit::{Guarded, Held};
 use crate::serve::upstream::{is_timeout, Class, Upstream};
 use http::{header, HeaderMap, Request, Response};
 use http_body::Frame;
@@ -118,8 +119,26 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE)
 }
 
-/// Forward `req` to the upstream and stream the answer back.
-pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, creds: Credentials) -> Response<Body> {
+/// Forward `req` to the upstream and stream the answer back, holding `held` (the client's
+/// places) until the answer's body ends or, for an upgraded session, until it closes.
+pub async fn forward<B: RequestBody>(upstream: &Upstream, req: Request<B>, creds: Credentials, held: Held) -> Response<Body> {
+    let upgrade = is_upgrade(req.headers());
+    let mut held = Some(held);
+    let resp = send(upstream, req, creds, upgrade.then(|| &mut held)).await;
+    match held {
+        Some(held) => resp.map(|b| Guarded::holding(b, held)),
+        None => resp,
+    }
+}
+
+/// [`forward`]'s work; an upgrade that succeeds takes `session` (the places) into the task
+/// that joins the two streams.
+async fn send<B: RequestBody>(
+    upstream: &Upstream,
+    mut req: Request<B>,
+    creds: Credentials,
+    session: Option<&mut Option<Held>>,
+) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, incoming) = req.into_parts();
@@ -142,8 +161,8 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
     }
     let broke = Arc::new(OnceLock::new());
     let out = Request::from_parts(parts, body::streamed(Watched { inner: incoming, broke: broke.clone() }));
-    if upgrade {
-        return forward_upgrade(upstream, out, creds, client_upgrade).await;
+    if let Some(session) = session {
+        return forward_upgrade(upstream, out, creds, client_upgrade, session).await;
     }
     let safe = matches!(*out.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
     let sent = match creds {
@@ -173,6 +192,7 @@ async fn forward_upgrade(
     out: Request<Body>,
     creds: Credentials,
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    session: &mut Option<Held>,
 ) -> Response<Body> {
     let sent = upstream.send_upgrade(out, creds == Credentials::Client).await;
     let mut resp = match sent {
@@ -181,7 +201,10 @@ async fn forward_upgrade(
     };
     if let (Some(client), true) = (client_upgrade, resp.status() == http::StatusCode::SWITCHING_PROTOCOLS) {
         let server = hyper::upgrade::on(&mut resp);
+        let held = session.take();
         tokio::spawn(async move {
+            // The client's places stay taken while the session lasts.
+            let _held = held;
             match (client.await, server.await) {
                 (Ok(c), Ok(s)) => {
                     let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));

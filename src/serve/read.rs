@@ -149,7 +149,7 @@ impl Serve {
         if opts.watch {
             return Ok(None);
         }
-        self.inflight.acquire(caller.map(|c| c.identity.username.as_str())).map(Some)
+        self.inflight.acquire(caller.map(|c| c.client.as_str())).map(Some)
     }
 
     /// Whether the cache can answer at the resourceVersion the request needs: a consistent

@@ -25,6 +25,9 @@ mod auth_input;
 mod auth_reads;
 mod auth_sim;
 
+// One tenant's cost bounded: per-client watches and sessions, slow readers.
+mod tenant;
+
 // Running kache: flags, docs, kubeconfigs, metrics, RBAC of its own, shutdown.
 mod ops_config;
 mod ops_docs;
