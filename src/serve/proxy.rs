@@ -124,7 +124,7 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 pub async fn forward<B: RequestBody>(upstream: &Upstream, req: Request<B>, creds: Credentials, held: Held) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     let mut held = Some(held);
-    let resp = send(upstream, req, creds, upgrade.then(|| &mut held)).await;
+    let resp = send(upstream, req, creds, upgrade.then_some(&mut held)).await;
     match held {
         Some(held) => resp.map(|b| Guarded::holding(b, held)),
         None => resp,
