@@ -114,6 +114,17 @@ fn clean(headers: &mut HeaderMap, upgrade: bool) {
     }
 }
 
+/// Remove the front-proxy identity headers (`X-Remote-User`, `X-Remote-Group`,
+/// `X-Remote-Extra-*`, the apiserver's default request-header names) a client sent: an
+/// upstream that trusts kache's credentials as a front proxy would take them for the
+/// client's identity.
+fn strip_remote_identity(headers: &mut HeaderMap) {
+    let names: Vec<header::HeaderName> = headers.keys().filter(|n| n.as_str().starts_with("x-remote-")).cloned().collect();
+    for n in names {
+        headers.remove(n);
+    }
+}
+
 /// Whether a request asks for a protocol upgrade (SPDY or WebSocket).
 fn is_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE)
@@ -143,6 +154,7 @@ async fn send<B: RequestBody>(
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, incoming) = req.into_parts();
     clean(&mut parts.headers, upgrade);
+    strip_remote_identity(&mut parts.headers);
     if creds == Credentials::Kache {
         parts.headers.remove(header::AUTHORIZATION);
     }

@@ -116,3 +116,20 @@ async fn an_exec_session_holds_its_pass_through_place_while_it_lasts() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_proxy_identity_headers_never_reach_the_upstream() {
+    let sim = start(&cluster(SIM)).await;
+    let proxy = crate::support::ops::Proxy::start(&sim.addr, true).await;
+    let kache = kache_in_front(&proxy.addr.to_string(), &["--preload", "pods"]).await;
+    let r = kache
+        .api
+        .get_with(
+            "/api/v1/namespaces/ns-001/configmaps?labelSelector=x%3Dy",
+            &[("x-remote-user", "system:admin"), ("x-remote-group", "system:masters"), ("x-remote-extra-scopes", "all")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let call = proxy.seen().into_iter().find(|c| c.path.contains("labelSelector=x%3Dy")).expect("passed through");
+    assert_eq!(call.remote, vec![], "an upstream trusting kache as a front proxy would take them for the client");
+}
