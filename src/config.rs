@@ -260,9 +260,18 @@ pub struct SecurityArgs {
     /// Seconds a denied SubjectAccessReview decision is reused.
     #[arg(long, env = "KACHE_AUTHZ_CACHE_DENY_TTL_SECONDS", default_value_t = 10)]
     pub authz_cache_deny_ttl_seconds: u64,
-    /// Entries each of the token and decision caches holds at most.
+    /// Entries each of the token and decision caches holds at most (accepted and refused
+    /// tokens are cached apart, so made-up tokens never push out a real one's identity).
+    /// When full, expired entries go first, then those of the user holding the most
+    /// (`kache_limit_hits_total{limit="auth-cache-entries"}`).
     #[arg(long, env = "KACHE_AUTH_CACHE_ENTRIES", default_value_t = 10_000)]
     pub auth_cache_entries: usize,
+    /// TokenReviews, and apart SubjectAccessReviews, in flight at once in each of two
+    /// lanes: renewals of decisions kache has known, and first reviews (new clients, made-up
+    /// tokens). Reviews ride connections of their own, apart from informers and health
+    /// probes (`kache_limit_hits_total{limit="max-concurrent-reviews"}` counts waits).
+    #[arg(long, env = "KACHE_MAX_CONCURRENT_REVIEWS", default_value_t = crate::auth::REVIEW_LANE)]
+    pub max_concurrent_reviews: usize,
     /// Cached reads (GET and LIST; watches are not counted) in flight at once over all
     /// clients; beyond it 429 with Retry-After (0 = no cap).
     #[arg(long, env = "KACHE_MAX_INFLIGHT_READS", default_value_t = 4000)]

@@ -5,8 +5,9 @@
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 
-/// Upstream HTTP/2 connections open, by class (`own`: informers, reviews, probes;
-/// `passthrough`: clients' requests).
+/// Upstream HTTP/2 connections open, by class (`own`: informers, discovery, freshness
+/// probes; `review`: token and access reviews; `probe`: health probes; `passthrough`:
+/// clients' requests).
 pub const UPSTREAM_CONNECTIONS: &str = "kache_upstream_connections";
 /// Whether the upstream answered kache's last health probe (`/readyz`) with 200: 1 or 0.
 pub const UPSTREAM_UP: &str = "kache_upstream_up";

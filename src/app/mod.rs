@@ -146,12 +146,14 @@ fn security_settings(s: &SecurityArgs, stale: Duration) -> SecuritySettings {
             negative_ttl: Duration::from_secs(s.token_cache_negative_ttl_seconds),
             cache_entries: s.auth_cache_entries,
             stale,
+            concurrent: s.max_concurrent_reviews,
         },
         authz: AuthzSettings {
             allow_ttl: Duration::from_secs(s.authz_cache_allow_ttl_seconds),
             deny_ttl: Duration::from_secs(s.authz_cache_deny_ttl_seconds),
             cache_entries: s.auth_cache_entries,
             stale,
+            concurrent: s.max_concurrent_reviews,
         },
         passthrough: s.passthrough_auth,
     }
