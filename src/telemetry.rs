@@ -61,9 +61,31 @@ pub const WATCH_BUFFERED_BYTES: &str = "kache_watch_buffered_bytes";
 /// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
 pub const LIMIT_HITS: &str = "kache_limit_hits_total";
 
-/// Count a hit of the bound `limit` sets (a flag's name without its dashes).
+/// The `limit` label values of [`LIMIT_HITS`]: the flags whose bounds are counted.
+pub const LIMITS: &[&str] = &[
+    "auth-cache-entries",
+    "max-concurrent-encodes",
+    "max-concurrent-reviews",
+    "max-passthrough-per-client",
+    "max-table-cell-bytes-per-object",
+    "max-watch-buffer-bytes",
+    "max-watch-buffers-bytes",
+    "max-watches-per-client",
+    "write-timeout-seconds",
+];
+
+/// Count a hit of the bound `limit` sets (a flag's name without its dashes, one of
+/// [`LIMITS`]).
 pub fn limit_hit(limit: &'static str) {
+    debug_assert!(LIMITS.contains(&limit), "{limit} is not in LIMITS");
     metrics::counter!(LIMIT_HITS, "limit" => limit).increment(1);
+}
+
+/// Register every [`LIMIT_HITS`] series at zero, so a rate or an alert sees the first hit.
+pub fn register_limits() {
+    for limit in LIMITS {
+        metrics::counter!(LIMIT_HITS, "limit" => *limit).increment(0);
+    }
 }
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();

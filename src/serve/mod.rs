@@ -201,6 +201,7 @@ impl Serve {
                 None => tracing::warn!(resource = %name, "preload: the upstream has no such listable resource"),
             }
         }
+        telemetry::register_limits();
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
         tokio::spawn(health::monitor(Arc::downgrade(&serve)));
         Ok(serve)
