@@ -5,9 +5,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http_body_util::BodyExt;
+use kache::api::media::Format;
+use kache::api::query::Options;
 use kache::cache::{KindCache, Limits};
 use kache::serve::handler;
-use kache::serve::query::{Format, Options};
 use kache::sim::synth::{ClusterSpec, Synth};
 use std::sync::Arc;
 
@@ -26,7 +27,7 @@ fn pods_cache(pods: usize, nodes: usize) -> Arc<KindCache> {
 
 async fn list_bytes(cache: &KindCache, ns: Option<&str>, query: &str, fmt: Format) -> u64 {
     let opts = Options::parse(Some(query)).expect("query");
-    let resp = handler::list(cache, ns, &opts, fmt, kache::serve::query::View::Object).await.expect("list");
+    let resp = handler::list(cache, ns, &opts, fmt, kache::api::media::View::Object).await.expect("list");
     let mut body = resp.into_body();
     let mut n = 0u64;
     while let Some(Ok(frame)) = body.frame().await {

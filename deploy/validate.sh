@@ -3,7 +3,8 @@
 # `kubectl kustomize` and validate each rendered object against the Kubernetes OpenAPI
 # schemas shipped in the `kubernetes-validate` package (strict: unknown fields fail), for
 # the oldest Kubernetes the manifests support (1.30: native sidecars, preStop sleep) and
-# the newest schema the package has. Also fails on a manifest no kustomization includes.
+# the newest schema the package has; the ServiceMonitor and PrometheusRule of monitoring/
+# by monitoring/check.py. Also fails on a manifest no kustomization includes.
 # Needs: kubectl (with kustomize), python3 with `kubernetes-validate` (.ci/run installs it).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -25,6 +26,11 @@ for k in "${kustomizations[@]}"; do
   done
   echo "deploy/$k: $n objects valid against Kubernetes $oldest and $newest"
 done
+
+# The Prometheus Operator objects: custom resources, which kubernetes-validate has no
+# schemas for, checked field by field by monitoring/check.py.
+kubectl kustomize monitoring > "$out/monitoring.yaml"
+python3 monitoring/check.py "$out/monitoring.yaml"
 
 # Every manifest is part of some kustomization (a file nothing includes is never validated).
 status=0

@@ -1,11 +1,13 @@
-//! The admin listener: `/metrics` (Prometheus text), `/livez`, `/readyz` (ready when every
+//! The admin listener: `/metrics` (Prometheus text), `/debug/cache` (JSON: what each cache
+//! holds, how fresh, who watches; `kache status` prints it), `/livez`, `/readyz` (ready when every
 //! preloaded cache has synced and its informer reaches the upstream, or serves from memory
 //! within `--serve-stale-seconds`; `?verbose` lists each check, failing ones as `[-]` even
 //! when they do not make kache unready), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
 //! client traffic and never need client credentials.
 
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
+use crate::body::RequestBody;
+use crate::body::{self, Body};
+use crate::serve::respond::respond;
 use crate::serve::server::Handler;
 use crate::serve::Serve;
 use http::{Request, Response, StatusCode};
@@ -21,7 +23,7 @@ pub struct Admin {
 }
 
 fn text(code: StatusCode, s: String) -> Response<Body> {
-    body::respond(code, "text/plain; charset=utf-8", body::full(s))
+    respond(code, "text/plain; charset=utf-8", body::full(s))
 }
 
 impl Admin {
@@ -45,8 +47,14 @@ impl Handler for Admin {
         match req.uri().path() {
             "/metrics" => {
                 self.serve.sample();
-                let rendered = self.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
-                body::respond(StatusCode::OK, "text/plain; version=0.0.4", body::full(rendered))
+                let mut rendered = self.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
+                rendered.push_str(&crate::telemetry::process_metrics());
+                respond(StatusCode::OK, "text/plain; version=0.0.4", body::full(rendered))
+            }
+            "/debug/cache" => {
+                let mut out = serde_json::to_vec_pretty(&self.serve.cache_report()).unwrap_or_default();
+                out.push(b'\n');
+                respond(StatusCode::OK, "application/json", body::full(out))
             }
             "/livez" | "/healthz" => text(StatusCode::OK, "ok\n".into()),
             "/readyz" => self.ready(verbose),

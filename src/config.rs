@@ -1,8 +1,8 @@
 //! Command-line configuration. Every flag can also be set by a `KACHE_...` environment
 //! variable; everything is validated before a port is bound.
 
+use crate::api::media::Format;
 use crate::auth::Passthrough;
-use crate::serve::query::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -27,12 +27,80 @@ impl ConfigError {
 }
 
 /// `flag` must be at least `min`.
+/// A finite number at least 0 (a factor).
+fn non_negative(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
+        Ok(_) => Err(format!("{v} is not a finite number at least 0")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn at_least(flag: &str, value: impl Into<u64> + Copy, min: u64) -> Result<(), ConfigError> {
     let v: u64 = value.into();
     if v < min {
         return Err(ConfigError::new(flag, v, format!("must be at least {min}")));
     }
     Ok(())
+}
+
+/// A Go duration (`time.ParseDuration`: `90s`, `1m30s`, `1.5h`, `300ms`; `0` alone), read
+/// by the same parser as the apiserver's duration fields ([`crate::api::time::parse_go_duration`]).
+/// Negative durations are refused: no kache setting takes one.
+pub fn parse_go_duration(s: &str) -> Result<std::time::Duration, String> {
+    let nanos = crate::api::time::parse_go_duration(s.trim()).ok_or_else(|| format!("{s:?}: not a duration (e.g. 90s, 1m30s)"))?;
+    let nanos = u64::try_from(nanos).map_err(|_| format!("{s:?}: a duration must not be negative"))?;
+    Ok(std::time::Duration::from_nanos(nanos))
+}
+
+/// A `--*-seconds` value: a whole number of seconds (`90`), or a Go duration of whole
+/// seconds (`90s`, `1m30s`, `2h`).
+pub fn seconds(s: &str) -> Result<u64, String> {
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(n);
+    }
+    let d = parse_go_duration(s)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("{s:?}: this setting takes whole seconds"));
+    }
+    Ok(d.as_secs())
+}
+
+/// A `--*-ms` value: a whole number of milliseconds (`3000`), or a Go duration of whole
+/// milliseconds (`3s`, `1500ms`).
+pub fn millis(s: &str) -> Result<u64, String> {
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(n);
+    }
+    let d = parse_go_duration(s)?;
+    if d.subsec_nanos() % 1_000_000 != 0 {
+        return Err(format!("{s:?}: this setting takes whole milliseconds"));
+    }
+    u64::try_from(d.as_millis()).map_err(|_| format!("{s:?}: duration out of range"))
+}
+
+/// Check a `--log-level`: comma-separated directives, each a level (`trace`, `debug`,
+/// `info`, `warn`, `error`, `off`) or `target=level` (tracing's env-filter syntax). A bare
+/// word that is not a level is refused: env-filter would take it for a target name and log
+/// nothing a user expects (`--log-level verbose`).
+pub fn validate_log_level(filter: &str) -> Result<(), ConfigError> {
+    let bad = |why: String| ConfigError::new("--log-level", filter, why);
+    let level = |l: &str| l.trim().parse::<tracing_subscriber::filter::LevelFilter>().is_ok();
+    if filter.trim().is_empty() {
+        return Err(bad("empty: give a level (trace, debug, info, warn, error, off) or target=level directives".into()));
+    }
+    for d in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let ok = match d.rsplit_once('=') {
+            Some((target, l)) => !target.trim().is_empty() && level(l),
+            None => level(d),
+        };
+        if !ok {
+            return Err(bad(format!(
+                "{d:?} is not a level (trace, debug, info, warn, error, off) nor a target=level directive (e.g. kache=debug,hyper=warn)"
+            )));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(filter).map(|_| ()).map_err(|e| bad(e.to_string()))
 }
 
 /// kache: a watch cache and read proxy for the Kubernetes API.
@@ -75,6 +143,20 @@ pub enum Command {
     /// Write a kubeconfig that points a client at a running kache, with the user's
     /// credentials copied from another kubeconfig.
     Kubeconfig(KubeconfigArgs),
+    /// Print what a running kache's caches hold (its admin listener's `/debug/cache`).
+    Status(StatusArgs),
+}
+
+/// `kache status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The admin listener of the kache to ask (`host:port` or `http://host:port`), e.g. a
+    /// `kubectl port-forward` to its port 9090.
+    #[arg(long, env = "KACHE_STATUS_ADMIN", default_value = "127.0.0.1:9090")]
+    pub admin: String,
+    /// Print the `/debug/cache` JSON instead of a table.
+    #[arg(long, env = "KACHE_STATUS_JSON")]
+    pub json: bool,
 }
 
 /// Settings of the cache kache serves from.
@@ -89,6 +171,12 @@ pub struct CacheArgs {
     /// Events each cache keeps for watches to resume from.
     #[arg(id = "cache_window_events", long = "cache-window-events", env = "KACHE_CACHE_WINDOW_EVENTS", default_value_t = 10_000)]
     pub window_events: usize,
+    /// Bytes of object versions each cache's window keeps at most for watches to resume
+    /// from (the events' objects, which the current state no longer holds); the oldest
+    /// events go first when either bound is reached. With 16 KB objects changing fast the
+    /// window keeps about 2,000 changes at the default; 0 for no byte bound.
+    #[arg(id = "cache_window_bytes", long = "cache-window-bytes", env = "KACHE_CACHE_WINDOW_BYTES", default_value_t = crate::cache::DEFAULT_WINDOW_BYTES)]
+    pub window_bytes: usize,
     /// Past snapshots each cache keeps for continue tokens and exact-RV lists.
     #[arg(long, env = "KACHE_SNAPSHOT_HISTORY", default_value_t = 1024)]
     pub snapshot_history: usize,
@@ -108,10 +196,23 @@ pub struct CacheArgs {
     /// first of a quiet kind up to 2.3 s; 0 passes every such read through. It is also the
     /// longest a watch waits for the cache it starts (a kind's first request) to sync before
     /// it is passed through.
-    #[arg(long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
+    /// A number of milliseconds or a duration (`3s`, `1500ms`).
+    #[arg(value_parser = millis, long, env = "KACHE_CONSISTENT_WAIT_MS", default_value_t = 3000)]
     pub consistent_wait_ms: u64,
+    /// How a consistent read (no resourceVersion) weighs the upstream against a freshness
+    /// proof. It is passed through at once when the upstream's expected time for it (its
+    /// measured round trip plus the answer's bytes in kache's index over its measured encode
+    /// rate) is at most this factor times kache's (the expected wait for a proof of that
+    /// kind, measured, plus its own time to send the answer); otherwise it waits for the
+    /// proof, no longer than the upstream would take. 1 keeps every read as fast as going
+    /// direct; 0 never passes through by cost (every consistent read waits for a proof,
+    /// sparing the upstream most); above 1 favours the upstream, below it the cache.
+    #[arg(long, env = "KACHE_CONSISTENT_PASSTHROUGH_FACTOR", default_value_t = 1.0, value_parser = non_negative)]
+    pub consistent_passthrough_factor: f64,
     /// Seconds between periodic bookmarks on watches kache serves.
+    /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(
+        value_parser = seconds,
         id = "watch_bookmark_interval_seconds",
         long = "watch-bookmark-interval-seconds",
         env = "KACHE_WATCH_BOOKMARK_INTERVAL_SECONDS",
@@ -121,16 +222,19 @@ pub struct CacheArgs {
     /// Seconds kache waits for the response headers of its own upstream calls (access and
     /// token reviews, discovery, LIST pages, freshness probes, watches), and for the next
     /// bytes of their bodies; past it the call fails and is retried.
-    #[arg(long, env = "KACHE_UPSTREAM_TIMEOUT_SECONDS", default_value_t = 10)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_UPSTREAM_TIMEOUT_SECONDS", default_value_t = 10)]
     pub upstream_timeout_seconds: u64,
     /// Seconds a client's passed-through request waits for the upstream's response headers
     /// before it gets a 504 Timeout Status (the apiserver's own request timeout is 60 s).
-    #[arg(long, env = "KACHE_PASSTHROUGH_TIMEOUT_SECONDS", default_value_t = 60)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_PASSTHROUGH_TIMEOUT_SECONDS", default_value_t = 60)]
     pub passthrough_timeout_seconds: u64,
     /// Seconds an informer's upstream watch may bring neither an event nor a bookmark
     /// before kache reconnects it (resuming from its resourceVersion). The apiserver sends
     /// a bookmark about every 60 s.
-    #[arg(long, env = "KACHE_UPSTREAM_WATCH_IDLE_SECONDS", default_value_t = 90)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_UPSTREAM_WATCH_IDLE_SECONDS", default_value_t = 90)]
     pub upstream_watch_idle_seconds: u64,
     /// Requests one client (the user who authenticated, not whom it impersonates; an
     /// anonymous client by its address, as every client when clients are not
@@ -152,15 +256,16 @@ pub struct CacheArgs {
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked
     /// or a permission removed during an outage stays effective against cached reads this
     /// long. 0: no stale reads at all.
-    #[arg(long, env = "KACHE_SERVE_STALE_SECONDS", default_value_t = 300)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_SERVE_STALE_SECONDS", default_value_t = 300)]
     pub serve_stale_seconds: u64,
 }
 
 impl CacheArgs {
     /// The upstream deadlines these flags set.
-    pub fn timeouts(&self) -> crate::serve::upstream::Timeouts {
+    pub fn timeouts(&self) -> crate::upstream::Timeouts {
         use std::time::Duration;
-        crate::serve::upstream::Timeouts {
+        crate::upstream::Timeouts {
             own: Duration::from_secs(self.upstream_timeout_seconds),
             passthrough: Duration::from_secs(self.passthrough_timeout_seconds),
             watch_idle: Duration::from_secs(self.upstream_watch_idle_seconds),
@@ -212,7 +317,8 @@ pub struct ServeArgs {
     #[arg(long, env = "KACHE_ADMIN_ADDR_FILE")]
     pub admin_addr_file: Option<PathBuf>,
     /// Seconds to let in-flight requests finish after SIGTERM/SIGINT before exiting.
-    #[arg(long = "shutdown-grace-seconds", env = "KACHE_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long = "shutdown-grace-seconds", env = "KACHE_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
     /// Cache settings.
     #[command(flatten)]
@@ -237,8 +343,18 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_TLS_SANS", value_delimiter = ',')]
     pub tls_sans: Vec<String>,
     /// PEM CA bundle client certificates are verified against (user = CN, groups = O).
+    /// Read again when it changes, as the serving certificate and key are: new connections
+    /// use the new files within a second.
     #[arg(long, env = "KACHE_CLIENT_CA_FILE")]
     pub client_ca_file: Option<PathBuf>,
+    /// Minimum TLS version served, as the apiserver names it: VersionTLS12 or VersionTLS13.
+    #[arg(long, env = "KACHE_TLS_MIN_VERSION", default_value = "VersionTLS12")]
+    pub tls_min_version: String,
+    /// TLS 1.2 cipher suites served, by Go's (the apiserver's) names, comma-separated;
+    /// default: every suite kache implements (ECDHE with AES-GCM or ChaCha20-Poly1305). TLS
+    /// 1.3 suites are not configurable, as in Go.
+    #[arg(long, env = "KACHE_TLS_CIPHER_SUITES", value_delimiter = ',')]
+    pub tls_cipher_suites: Vec<String>,
     /// Serve requests without credentials as `system:anonymous` (group
     /// `system:unauthenticated`), still subject to authorization; otherwise they get 401.
     #[arg(long, env = "KACHE_ALLOW_ANONYMOUS")]
@@ -249,16 +365,20 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_PASSTHROUGH_AUTH", value_enum, default_value_t = Passthrough::Impersonate)]
     pub passthrough_auth: Passthrough,
     /// Seconds a token the upstream's TokenReview accepted is trusted without asking again.
-    #[arg(long, env = "KACHE_TOKEN_CACHE_TTL_SECONDS", default_value_t = 10)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_TOKEN_CACHE_TTL_SECONDS", default_value_t = 10)]
     pub token_cache_ttl_seconds: u64,
     /// Seconds a token the upstream refused is refused without asking again.
-    #[arg(long, env = "KACHE_TOKEN_CACHE_NEGATIVE_TTL_SECONDS", default_value_t = 10)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_TOKEN_CACHE_NEGATIVE_TTL_SECONDS", default_value_t = 10)]
     pub token_cache_negative_ttl_seconds: u64,
     /// Seconds an allowed SubjectAccessReview decision is reused.
-    #[arg(long, env = "KACHE_AUTHZ_CACHE_ALLOW_TTL_SECONDS", default_value_t = 10)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_AUTHZ_CACHE_ALLOW_TTL_SECONDS", default_value_t = 10)]
     pub authz_cache_allow_ttl_seconds: u64,
     /// Seconds a denied SubjectAccessReview decision is reused.
-    #[arg(long, env = "KACHE_AUTHZ_CACHE_DENY_TTL_SECONDS", default_value_t = 10)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_AUTHZ_CACHE_DENY_TTL_SECONDS", default_value_t = 10)]
     pub authz_cache_deny_ttl_seconds: u64,
     /// Entries each of the token and decision caches holds at most (accepted and refused
     /// tokens are cached apart, so made-up tokens never push out a real one's identity).
@@ -286,7 +406,8 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_MAX_URI_BYTES", default_value_t = 64 * 1024)]
     pub max_uri_bytes: usize,
     /// Seconds a client has to send a request's headers (HTTP/1.1) or finish the TLS handshake.
-    #[arg(long, env = "KACHE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 32)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 32)]
     pub header_read_timeout_seconds: u64,
     /// HTTP/2 streams one client connection may have open at once.
     #[arg(long, env = "KACHE_HTTP2_MAX_STREAMS_PER_CONNECTION", default_value_t = crate::serve::server::MAX_STREAMS)]
@@ -317,8 +438,17 @@ pub struct SecurityArgs {
 }
 
 impl SecurityArgs {
+    /// The TLS versions and cipher suites of `--tls-min-version` and `--tls-cipher-suites`.
+    pub fn tls_policy(&self) -> Result<crate::auth::tls::Policy, ConfigError> {
+        crate::auth::tls::Policy::parse(&self.tls_min_version, &self.tls_cipher_suites).map_err(|(flag, problem)| {
+            let value = if flag == "--tls-min-version" { self.tls_min_version.clone() } else { self.tls_cipher_suites.join(",") };
+            ConfigError::new(flag, value, problem)
+        })
+    }
+
     /// Check values that clap's types do not.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.tls_policy()?;
         at_least("--max-header-bytes", self.max_header_bytes as u64, 8192)?;
         at_least("--max-uri-bytes", self.max_uri_bytes as u64, 256)?;
         at_least("--header-read-timeout-seconds", self.header_read_timeout_seconds, 1)?;
@@ -405,7 +535,8 @@ pub struct ClusterArgs {
     pub lease_churn_per_sec: f64,
     /// Seconds between the simulated etcd progress notifications that move every kind's
     /// watch cache to the global resourceVersion.
-    #[arg(long, env = "KACHE_SIM_PROGRESS_NOTIFY_SECONDS", default_value_t = 60)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_SIM_PROGRESS_NOTIFY_SECONDS", default_value_t = 60)]
     pub progress_notify_seconds: u64,
     /// Pod updates, creates and deletes per second (0 = none).
     #[arg(long, env = "KACHE_SIM_CHURN_PER_SEC", default_value_t = 0.0)]
@@ -414,7 +545,8 @@ pub struct ClusterArgs {
     #[arg(long, env = "KACHE_WINDOW_EVENTS", default_value_t = 10_000)]
     pub window_events: usize,
     /// Seconds between periodic watch bookmarks.
-    #[arg(long, env = "KACHE_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
     pub bookmark_interval_seconds: u64,
     /// Concurrent HTTP/2 streams one client connection may carry (the kube-apiserver's
     /// `--http2-max-streams-per-connection`, 100 by default).
@@ -479,7 +611,8 @@ pub struct DemoArgs {
     #[arg(long, env = "KACHE_DEMO_KUBECONFIG", default_value = "kache-demo.kubeconfig")]
     pub kubeconfig: PathBuf,
     /// Exit after this many seconds (0 = run until interrupted).
-    #[arg(long, env = "KACHE_DEMO_SECONDS", default_value_t = 0)]
+    /// A number of seconds or a duration (`90s`, `1m30s`).
+    #[arg(value_parser = seconds, long, env = "KACHE_DEMO_SECONDS", default_value_t = 0)]
     pub seconds: u64,
     /// The synthetic cluster.
     #[command(flatten)]
@@ -521,4 +654,76 @@ pub struct KubeconfigArgs {
     /// Where to write the kubeconfig (mode 0600; `-` for standard output).
     #[arg(long, env = "KACHE_KUBECONFIG_OUT")]
     pub out: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn go_durations_and_bare_numbers() {
+        for (s, want) in [
+            ("0", Duration::ZERO),
+            ("90s", Duration::from_secs(90)),
+            ("1m30s", Duration::from_secs(90)),
+            ("1h", Duration::from_secs(3600)),
+            ("1.5h", Duration::from_secs(5400)),
+            ("300ms", Duration::from_millis(300)),
+            ("2m0.5s", Duration::from_millis(120_500)),
+            ("+5s", Duration::from_secs(5)),
+            ("10us", Duration::from_micros(10)),
+            ("10µs", Duration::from_micros(10)),
+        ] {
+            assert_eq!(parse_go_duration(s), Ok(want), "{s}");
+        }
+        for bad in ["", "s", "5", "5x", "-5s", "1m-5s", ".s", "5 s", "1d"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad:?} should not parse");
+        }
+        assert_eq!(seconds("90"), Ok(90));
+        assert_eq!(seconds("90s"), Ok(90));
+        assert_eq!(seconds("1m30s"), Ok(90));
+        assert_eq!(seconds("5m"), Ok(300));
+        assert!(seconds("1500ms").is_err(), "a seconds flag takes whole seconds");
+        assert!(seconds("ninety").is_err());
+        assert_eq!(millis("3000"), Ok(3000));
+        assert_eq!(millis("3s"), Ok(3000));
+        assert_eq!(millis("1.5s"), Ok(1500));
+        assert!(millis("10us").is_err());
+    }
+
+    #[test]
+    fn seconds_flags_take_both_forms() {
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            cache: CacheArgs,
+        }
+        let f = Flags::try_parse_from([
+            "kache",
+            "--serve-stale-seconds",
+            "5m",
+            "--upstream-timeout-seconds",
+            "15",
+            "--consistent-wait-ms",
+            "2s",
+        ])
+        .unwrap();
+        assert_eq!((f.cache.serve_stale_seconds, f.cache.upstream_timeout_seconds, f.cache.consistent_wait_ms), (300, 15, 2000));
+        assert!(Flags::try_parse_from(["kache", "--serve-stale-seconds", "five"]).is_err());
+        // The defaults still parse through the same parser.
+        let f = Flags::try_parse_from(["kache"]).unwrap();
+        assert_eq!(f.cache.serve_stale_seconds, 300);
+    }
+
+    #[test]
+    fn log_levels_are_checked() {
+        for ok in ["info", "INFO", "debug", "warn,kache=debug", "kache=debug,hyper=warn", "off", "kache::serve=trace"] {
+            validate_log_level(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in ["", "verbose", "warning", "kache=loud", "=debug", "info,nonsense"] {
+            let e = validate_log_level(bad).unwrap_err();
+            assert_eq!(e.flag, "--log-level", "{bad}");
+        }
+    }
 }

@@ -2,57 +2,80 @@
 //!
 //! # Layout: folders in pipeline order
 //! - `serve/`: everything one request touches, in order: `server` (accept, TLS, HTTP/1.1
-//!   and HTTP/2, drain), `route` (classify a path), `query` (list/watch options), `limit`
-//!   (in-flight caps), `read` (can the cache answer? authorization, freshness), `handler/`
-//!   (`get`, `list`, `watch` from one snapshot), `body` (stitched bytes, `writev`), `proxy`
-//!   (pass-through, upgrades), `upstream` (pooled HTTP/2 client), `discovery`.
+//!   and HTTP/2, drain), `limit` (in-flight caps), `read` (can the cache answer?
+//!   authorization, freshness, or a typed `PassThrough` reason), `cost` (whether a
+//!   consistent read waits for a proof or goes upstream at once), `handler/` (`get`, `list`, `watch` from one snapshot; in
+//!   `handler/tests/` the read path against a real apiserver's answers), `respond` (the
+//!   headers every answer carries, a `Status` as a response), `compress` (gzip), `proxy`
+//!   (pass-through, upgrades), `discovery` (which resources the upstream serves).
 //! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
-//!   (stored bytes and selector fields), `token` (continue tokens), `informer` (LIST+WATCH,
-//!   freshness probes).
-//! - `api/`: pure Kubernetes formats shared by all, safe to fuzz: `status`, `media` (Accept),
-//!   `resource`, `json`, `time`, `wire` (protobuf framing), `selector`, `transcode`.
+//!   (stored bytes and selector fields), `feed/` (the reflector that fills a `KindCache`:
+//!   `state`, its retry loop as a state machine; `reflector`, LIST + WATCH + relist;
+//!   `freshness`, probes; `decode`, JSON and protobuf; `fetch`).
+//! - `upstream/`: the upstream apiserver, the one way to it: the client, its connection
+//!   pools (`pool`), its health as kache's monitor finds it (`health`; kache's own readiness
+//!   is `serve`'s and `admin`'s), the discovery documents kept for its outages
+//!   (`last_discovery`).
+//! - `api/`: pure Kubernetes formats shared by all, safe to fuzz: a request's `route`
+//!   (classify a path), `query` (list and watch options), `token` (continue tokens) and
+//!   `media` (`Accept`: content negotiation); `status`, `resource`, `json`, `time`, `quote`,
+//!   `wire` (protobuf framing), `selector`, `table`, `transcode`.
+//! - `body`: the one HTTP body type, both ways: buffers, stored bytes stitched, streams.
 //! - `auth/`: client identity (certificates, TokenReview), authorization
 //!   (SubjectAccessReview), impersonation, serving certificates.
 //! - `sim/` (cargo feature `sim`, on by default): the simulated kube-apiserver, its catalogue,
 //!   synthetic cluster, churn and launch (`kache sim`, `kache demo`).
-//! - `app/`: `kache serve`'s wiring and `kache kubeconfig`; `config`, `telemetry`, `admin`.
+//! - `app/`: `kache serve`'s wiring, `kache kubeconfig` and `kache status`; `config`, `telemetry`,
+//!   `admin` (`/metrics`, `/readyz`, `/debug/cache`).
+//!
+//! Layers only look down: `api` <- `body` <- `upstream` <- `cache`, `auth` <- `serve` <-
+//! `app`, `sim`, `admin`.
 //!
 //! # A LIST, followed through
 //! 1. `serve::server::serve_with` accepts the connection; hyper calls [`serve::Serve`]'s
 //!    `Handler::handle`.
 //! 2. `Serve::admit` checks the URI's length and authenticates (`auth::Security::caller`).
-//! 3. `serve::route::classify` turns the path into a `ResourcePath`.
-//! 4. `Serve::cached` (`serve/read.rs`): `plan` (resource, scope, `query::negotiate`,
-//!    `Options::parse`), `authorize` (cached SubjectAccessReview), the feed (`Serve::feed`).
+//! 3. `api::route::classify` turns the path into a `ResourcePath`.
+//! 4. `Serve::cached` (`serve/read.rs`): `plan` (resource, scope, `api::media::negotiate`,
+//!    `api::query::Options::parse`), `authorize` (cached SubjectAccessReview), the feed
+//!    (`Serve::feed`).
 //! 5. `permit` takes an in-flight place (`serve::limit`).
-//! 6. `current`: a consistent LIST asks `cache::informer::Feed::upstream_rv`, then
-//!    `Feed::prove` waits for the cache to be proven at that RV (a freshness probe).
-//! 7. `serve::handler::list` picks a snapshot (`KindCache::at` for past RVs) and selects
-//!    items (`handler::candidates`, the `spec.nodeName` index, selectors).
+//! 6. `fresh_enough`: a consistent LIST is weighed by `serve::cost::Costs::decide` (the
+//!    upstream's measured time for the answer's bytes against the expected proof wait):
+//!    cheaper upstream, it passes through at once; else `Serve::consistent` asks
+//!    `cache::feed::Feed::upstream_rv` and `Feed::prove` waits for the cache to be proven
+//!    at that RV (a freshness probe), no longer than the upstream would take.
+//! 7. `serve::handler::list` picks a snapshot (`KindCache::latest`, `KindCache::at` for past
+//!    RVs) and selects items (`handler::candidates`, the `spec.nodeName` index, selectors).
 //! 8. `list::stitch` writes the list head and borrows each item's stored bytes.
-//! 9. `serve::body::Stitch` goes out as one vectored write; nothing is re-encoded.
-//! 10. Anything `cached` declines goes to `serve::proxy::forward`, streamed.
+//! 9. `body::Stitch` goes out as one vectored write; nothing is re-encoded.
+//! 10. Anything `cached` declines goes to `serve::proxy::forward`, streamed through
+//!     `upstream::Upstream`.
 //!
 //! # A WATCH, followed through
 //! 1. Steps 1-4 as for a LIST; `Options::parse` sees `watch=1`; no in-flight permit.
-//! 2. `current`: an RV newer than the cache has proven waits on `Feed::prove`.
+//! 2. `fresh_enough`: an RV newer than the cache has proven waits on `Feed::prove`.
 //! 3. `serve::handler::watch` subscribes to the `KindCache` (or a per-node ring) first,
 //!    then takes the snapshot, so no change falls between them.
 //! 4. The backlog: the window's events since the RV (`cache::window::EventWindow::since`),
 //!    or the state as ADDED events (RV 0, WatchList) and the initial-events-end bookmark.
-//! 5. Live events: `cache::KindCache::apply` (called by the informer, the one writer)
+//! 5. Live events: `cache::KindCache::apply` (called by the feed, the one writer)
 //!    broadcasts each change; the watcher filters it (`transition`) by selectors.
 //! 6. Frames are encoded straight into the client's chunks (JSON lines or protobuf frames).
 //! 7. Bookmarks: every `--watch-bookmark-interval-seconds` and 2 s before the deadline.
 //! 8. A watcher that falls behind by `--watcher-lag` is ended, never skipped silently.
-//! 9. Upstream side: `cache::informer::Feed::run` lists, watches, resumes, relists on 410.
+//! 9. Upstream side: `cache::feed::Feed::run` drives `feed::state::Reflector` (LIST ->
+//!    WATCH from its RV -> resume, relist on 410, back off on errors) through the steps of
+//!    `feed/reflector.rs`; objects are decoded at any depth the apiserver accepts
+//!    (`api::json::with_value`), and one that cannot be is skipped and counted.
 //! 10. Shutdown: `Serve::end_watches` ends every watch so clients resume elsewhere.
 
 pub mod admin;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod body;
 pub mod cache;
 pub mod config;
 pub mod serve;
@@ -61,3 +84,4 @@ pub mod sim;
 pub mod telemetry;
 #[cfg(test)]
 pub(crate) mod testdata;
+pub mod upstream;

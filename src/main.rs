@@ -11,7 +11,13 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Refused before anything starts: a mistyped level would otherwise log at a level
+    // nobody asked for, or nothing.
+    if let Err(e) = kache::config::validate_log_level(&cli.log_level) {
+        eprintln!("kache: {e}");
+        return ExitCode::from(2);
+    }
+    let filter = tracing_subscriber::EnvFilter::new(&cli.log_level);
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if cli.log_format == kache::config::LogFormat::Json {
         builder.json().init();
@@ -33,19 +39,13 @@ fn main() -> ExitCode {
             Command::Demo(args) => kache::sim::launch::run_demo(args).await,
             Command::Serve(args) => kache::app::run_serve(args).await,
             Command::Kubeconfig(args) => kache::app::kubeconfig::run(&args),
+            Command::Status(args) => kache::app::status::run(&args).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // The error, then each cause after a colon, as Go tools print wrapped errors.
-            let mut line = format!("kache: {e}");
-            let mut cause = std::error::Error::source(&e);
-            while let Some(c) = cause {
-                line.push_str(&format!(": {c}"));
-                cause = c.source();
-            }
-            eprintln!("{line}");
+            eprintln!("kache: {}", kache::app::describe(&e));
             let usage = matches!(e, kache::app::StartError::Config(_) | kache::app::StartError::Kubeconfig(_));
             if usage {
                 ExitCode::from(2)

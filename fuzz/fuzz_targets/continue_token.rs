@@ -2,7 +2,7 @@
 //! that decodes to the same position.
 #![no_main]
 
-use kache::cache::token::Continue;
+use kache::api::token::Continue;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,8 @@
 //! a query) and Accept negotiation: any input gives options or a 400 Status, never a panic.
 #![no_main]
 
-use kache::serve::query::{negotiate, Options};
+use kache::api::media::negotiate;
+use kache::api::query::Options;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,8 +2,8 @@
 //! for every method and the 403 text built from them, and impersonation header parsing.
 #![no_main]
 
+use kache::api::route::classify;
 use kache::auth::{impersonate, Attributes};
-use kache::serve::route::classify;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

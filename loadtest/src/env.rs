@@ -63,7 +63,7 @@ struct UserEntry {
 /// The endpoint of a kubeconfig's current context; plain HTTP on loopback only.
 pub fn target_from_kubeconfig(name: &str, path: &Path) -> anyhow::Result<Target> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let kc: Kubeconfig = serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let kc: Kubeconfig = serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     let ctx = kc.contexts.iter().find(|c| c.name == kc.current_context).or(kc.contexts.first()).context("kubeconfig has no context")?;
     let cluster = kc.clusters.iter().find(|c| c.name == ctx.value.cluster).context("context names no known cluster")?;
     let token = kc.users.iter().find(|u| u.name == ctx.value.user).and_then(|u| u.value.token.clone());
@@ -222,4 +222,26 @@ pub async fn wait_ready(admin: &str, limit: Duration) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     bail!("kache not ready within {limit:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kubeconfigs_current_context_names_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let yaml = "apiVersion: v1\nkind: Config\ncurrent-context: b\nclusters:\n- name: one\n  cluster: {server: 'http://127.0.0.1:1/'}\n- name: two\n  cluster:\n    server: http://127.0.0.1:6444\n    insecure-skip-tls-verify: true\ncontexts:\n- name: a\n  context: {cluster: one}\n- name: b\n  context: {cluster: two, user: u}\nusers:\n- name: u\n  user: {token: secret}\n";
+        std::fs::write(&path, yaml).unwrap();
+        let t = target_from_kubeconfig("kache", &path).unwrap();
+        assert_eq!((t.authority.as_str(), t.token.as_deref()), ("127.0.0.1:6444", Some("secret")));
+        // kache writes its kubeconfigs as JSON, which is YAML too.
+        let json = r#"{"clusters":[{"name":"c","cluster":{"server":"http://127.0.0.1:7"}}],"contexts":[{"name":"x","context":{"cluster":"c"}}],"current-context":"x"}"#;
+        std::fs::write(&path, json).unwrap();
+        let t = target_from_kubeconfig("direct", &path).unwrap();
+        assert_eq!((t.authority.as_str(), t.token), ("127.0.0.1:7", None));
+        std::fs::write(&path, "clusters: [").unwrap();
+        assert!(target_from_kubeconfig("direct", &path).is_err());
+    }
 }

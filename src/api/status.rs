@@ -2,8 +2,6 @@
 //! way the apiserver writes them (key order, empty fields left out in JSON, written in pb).
 
 use crate::api::{json, wire};
-use crate::serve::body::{self, Body};
-use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
 /// A `StatusCause`.
@@ -62,6 +60,16 @@ pub struct Status {
     /// `metadata.continue` (set on an expired continue token).
     pub continue_token: Option<String>,
 }
+
+/// A Status's message, as clients print an apiserver error (client-go's `StatusError`).
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A Status is the error kache's own steps (the simulator's included) fail with.
+impl std::error::Error for Status {}
 
 #[derive(Serialize)]
 struct Meta<'a> {
@@ -285,29 +293,6 @@ impl Status {
             j
         }
     }
-
-    /// The HTTP response for this status.
-    pub fn into_response(self, protobuf: bool) -> Response<Body> {
-        let http_code = StatusCode::from_u16(if self.success { 200 } else { self.code }).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let retry = self.details.as_ref().map(|d| d.retry_after_seconds).unwrap_or(0);
-        let mut resp = if self.code == 406 && !self.success {
-            // No encoder matched the Accept header, so the apiserver falls back to indented
-            // JSON without a trailing newline, whatever was asked for (golden 11d).
-            let b = serde_json::to_vec_pretty(&serde_json::from_slice::<serde_json::Value>(&self.to_json()).unwrap_or_default())
-                .unwrap_or_default();
-            body::respond(http_code, "application/json", body::full(b))
-        } else {
-            let ct = if protobuf { wire::PROTOBUF } else { "application/json" };
-            body::respond(http_code, ct, body::full(self.encode(protobuf)))
-        };
-        if retry > 0 {
-            resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(retry));
-        }
-        if self.code == 403 {
-            resp.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-        }
-        resp
-    }
 }
 
 fn qualify(group: &str, plural: &str) -> String {
@@ -392,15 +377,6 @@ mod tests {
             Status::expired("The resourceVersion for the provided list is too old.").encode(false),
             golden("10e-list-exact-rv1-limit5-410.json.body")
         );
-    }
-
-    #[test]
-    fn not_acceptable_is_indented_json_even_for_protobuf() {
-        let s = Status::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf");
-        let resp = s.into_response(true);
-        assert_eq!(resp.headers()[http::header::CONTENT_TYPE], "application/json");
-        let body = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(resp.into_body())).unwrap().unwrap().to_bytes();
-        assert_eq!(body.to_vec(), golden("11d-list-pods-as-table-protobuf-accept.pb.body"));
     }
 
     #[test]

@@ -39,6 +39,86 @@ fn ca_data(path: &Path) -> Result<String, StartError> {
     Ok(base64::engine::general_purpose::STANDARD.encode(pem))
 }
 
+/// The user (credentials) and default namespace of one context of a kubeconfig: what a
+/// client kubeconfig for kache copies so its client keeps its identity.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// The context's user; `None` when it names none.
+    pub auth_info: Option<AuthInfo>,
+    /// The context's namespace.
+    pub namespace: Option<String>,
+}
+
+/// Where a pod's service-account token is mounted (what in-cluster config reads).
+pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+impl Credentials {
+    /// The credentials of `context` (default: the current context) in the kubeconfig at
+    /// `from` (default: KUBECONFIG or ~/.kube/config). `flags` name the two flags that chose
+    /// them, for messages (`("--from-kubeconfig", "--context")`).
+    pub fn from_kubeconfig(from: Option<&Path>, context: Option<&str>, flags: (&str, &str)) -> Result<Credentials, StartError> {
+        let (source, what) = match from {
+            Some(p) => (Kubeconfig::read_from(p), format!("{} {}", flags.0, p.display())),
+            None => (Kubeconfig::read(), format!("{} (default: KUBECONFIG or ~/.kube/config)", flags.0)),
+        };
+        let source = source.map_err(|e| bad(format!("{what}: {e}")))?;
+        let context_name = match (context, &source.current_context) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(c)) if !c.is_empty() => c.clone(),
+            _ => return Err(bad(format!("{what} has no current-context: pass {}", flags.1))),
+        };
+        let context = source
+            .contexts
+            .iter()
+            .find(|c| c.name == context_name)
+            .and_then(|c| c.context.clone())
+            .ok_or_else(|| bad(format!("{} {context_name:?}: no such context in {what}", flags.1)))?;
+        let auth_info = match context.user.as_deref().filter(|u| !u.is_empty()) {
+            Some(user) => {
+                let found = source
+                    .auth_infos
+                    .iter()
+                    .find(|u| u.name == user)
+                    .ok_or_else(|| bad(format!("context {context_name:?} names user {user:?}, which {what} does not define")))?;
+                found.auth_info.clone()
+            }
+            None => None,
+        };
+        Ok(Credentials { auth_info, namespace: context.namespace.clone() })
+    }
+
+    /// A pod's own identity: its service-account token file, read again by the client
+    /// whenever the kubelet rotates it.
+    pub fn in_cluster() -> Credentials {
+        Credentials { auth_info: Some(AuthInfo { token_file: Some(SERVICE_ACCOUNT_TOKEN.into()), ..Default::default() }), namespace: None }
+    }
+
+    /// Whether the user presents nothing but a client certificate (no token, token file,
+    /// exec or auth provider plugin): kache can authenticate it only with `--client-ca-file`.
+    pub fn certificate_only(&self) -> bool {
+        self.auth_info.as_ref().is_some_and(|a| {
+            (a.client_certificate.is_some() || a.client_certificate_data.is_some())
+                && a.token.is_none()
+                && a.token_file.is_none()
+                && a.exec.is_none()
+                && a.auth_provider.is_none()
+        })
+    }
+
+    /// Whether there is no user at all (kubectl would prompt for a user name).
+    pub fn is_empty(&self) -> bool {
+        self.auth_info.as_ref().is_none_or(|a| {
+            a.username.is_none()
+                && a.token.is_none()
+                && a.token_file.is_none()
+                && a.client_certificate.is_none()
+                && a.client_certificate_data.is_none()
+                && a.exec.is_none()
+                && a.auth_provider.is_none()
+        })
+    }
+}
+
 /// Build the client kubeconfig `args` describe.
 pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
     let server = server_url(&args.server)?;
@@ -49,35 +129,17 @@ pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
     if ca.is_some() && server.starts_with("http://") {
         return Err(bad(format!("--certificate-authority is for an https:// --server, got {server}")));
     }
-    let (source, what) = match &args.from_kubeconfig {
-        Some(p) => (Kubeconfig::read_from(p), format!("--from-kubeconfig {}", p.display())),
-        None => (Kubeconfig::read(), "--from-kubeconfig (default: KUBECONFIG or ~/.kube/config)".to_string()),
-    };
-    let source = source.map_err(|e| bad(format!("{what}: {e}")))?;
-    let context_name = match (&args.context, &source.current_context) {
-        (Some(c), _) => c.clone(),
-        (None, Some(c)) if !c.is_empty() => c.clone(),
-        _ => return Err(bad(format!("{what} has no current-context: pass --context"))),
-    };
-    let context = source
-        .contexts
-        .iter()
-        .find(|c| c.name == context_name)
-        .and_then(|c| c.context.clone())
-        .ok_or_else(|| bad(format!("--context {context_name:?}: no such context in {what}")))?;
-    let auth_info = match context.user.as_deref().filter(|u| !u.is_empty()) {
-        Some(user) => {
-            let found = source
-                .auth_infos
-                .iter()
-                .find(|u| u.name == user)
-                .ok_or_else(|| bad(format!("context {context_name:?} names user {user:?}, which {what} does not define")))?;
-            found.auth_info.clone()
-        }
-        None => None,
-    };
+    let creds = Credentials::from_kubeconfig(args.from_kubeconfig.as_deref(), args.context.as_deref(), ("--from-kubeconfig", "--context"))?;
+    Ok(single(&args.name, server, ca, creds.auth_info, creds.namespace))
+}
 
-    Ok(single(&args.name, server, ca, auth_info, context.namespace.clone()))
+/// A client kubeconfig (JSON) for the kache at `server`, trusting `ca_pem` if given, with
+/// `creds`: what `kache serve --client-kubeconfig-out` writes.
+pub fn for_client(server: &str, name: &str, ca_pem: Option<&str>, creds: &Credentials) -> String {
+    let ca = ca_pem.map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+    let config = single(name, server.to_string(), ca, creds.auth_info.clone(), creds.namespace.clone());
+    // A Kubeconfig of strings always serializes.
+    serde_json::to_string_pretty(&config).unwrap_or_default() + "\n"
 }
 
 /// A kubeconfig with one cluster, user and context, all called `name`.
@@ -106,17 +168,9 @@ pub fn for_server(server: &str, name: &str, ca_pem: Option<&str>) -> String {
     serde_json::to_string_pretty(&config).unwrap_or_default() + "\n"
 }
 
-/// `kache kubeconfig`.
-pub fn run(args: &KubeconfigArgs) -> Result<(), StartError> {
-    let config = build(args)?;
-    let mut text =
-        serde_json::to_string_pretty(&config).map_err(|e| StartError::Kubeconfig(format!("cannot encode the kubeconfig: {e}")))?;
-    text.push('\n');
-    if args.out.as_os_str() == "-" {
-        std::io::stdout().write_all(text.as_bytes())?;
-        return Ok(());
-    }
-    let out = &args.out;
+/// Write `text` to `out` with mode 0600 (it may hold credentials), atomically: a reader
+/// (a client polling for the file) never sees half of it.
+pub fn write_private(out: &Path, text: &str) -> std::io::Result<()> {
     let tmp = out.with_extension("tmp");
     {
         let mut opts = std::fs::OpenOptions::new();
@@ -127,7 +181,20 @@ pub fn run(args: &KubeconfigArgs) -> Result<(), StartError> {
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, out)?;
-    eprintln!("kache: wrote {} (server {}, context {:?})", out.display(), args.server, args.name);
+    std::fs::rename(&tmp, out)
+}
+
+/// `kache kubeconfig`.
+pub fn run(args: &KubeconfigArgs) -> Result<(), StartError> {
+    let config = build(args)?;
+    let mut text =
+        serde_json::to_string_pretty(&config).map_err(|e| StartError::Kubeconfig(format!("cannot encode the kubeconfig: {e}")))?;
+    text.push('\n');
+    if args.out.as_os_str() == "-" {
+        std::io::stdout().write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    write_private(&args.out, &text)?;
+    eprintln!("kache: wrote {} (server {}, context {:?})", args.out.display(), args.server, args.name);
     Ok(())
 }

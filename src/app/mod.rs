@@ -4,20 +4,21 @@
 //! unless told otherwise), and `kache demo` (both, with a kubeconfig and commands to try).
 
 pub mod kubeconfig;
+pub mod status;
 
 use crate::auth::authn::AuthnSettings;
 use crate::auth::authz::AuthzSettings;
 use crate::auth::tls::{self, ServingCert, TlsError};
 use crate::auth::{Security, SecuritySettings};
-use crate::cache::informer::InformerError;
 use crate::cache::Limits;
 use crate::config::{CacheArgs, ConfigError, SecurityArgs, ServeArgs};
+use crate::serve::discovery::DiscoveryError;
 use crate::serve::handler::{WatchBuffers, WatchSettings};
 use crate::serve::limit::InflightLimits;
 use crate::serve::server;
 use crate::serve::server::ConnLimits;
-use crate::serve::upstream::{Upstream, UpstreamError};
 use crate::serve::{Serve, ServeSettings};
+use crate::upstream::{Upstream, UpstreamError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,20 +35,40 @@ pub enum StartError {
     #[error("cannot listen or write a file")]
     Io(#[from] std::io::Error),
     /// The simulator's cluster or its users and RBAC could not be built.
-    #[error("cannot build the simulated cluster: {0}")]
-    Sim(String),
+    #[error("cannot build the simulated cluster")]
+    Sim(#[source] crate::api::status::Status),
     /// The upstream client could not be configured.
     #[error("cannot configure the upstream client")]
     Upstream(#[from] UpstreamError),
     /// The upstream's resources could not be discovered.
     #[error("cannot discover the upstream's resources")]
-    Discovery(#[from] InformerError),
+    Discovery(#[from] DiscoveryError),
     /// `kache kubeconfig` was given something it cannot use (a usage error: exit code 2).
     #[error("{0}")]
     Kubeconfig(String),
+    /// `kache status` could not read a kache's `/debug/cache`.
+    #[error("cannot read kache's status: {0}")]
+    Status(String),
     /// The serving certificate, its key or a client CA could not be used.
     #[error("TLS setup failed")]
     Tls(#[from] TlsError),
+}
+
+/// An error and its causes on one line, each cause after a colon, as Go tools print wrapped
+/// errors. A cause whose text the line already ends with is left out: many errors (kube's
+/// among them) write their cause into their own message and return it as their source too.
+pub fn describe(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
 }
 
 /// The serving certificate for `listen`: the given files, or generated (for `extra` names
@@ -82,10 +103,14 @@ pub fn kubeconfig_with_ca(server: &str, name: &str, ca_pem: Option<&str>) -> Str
     kubeconfig::for_server(server, name, ca_pem)
 }
 
+/// How often `kache serve` reads its TLS files to find them rotated.
+pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
+
 fn serve_settings(c: &CacheArgs) -> ServeSettings {
     ServeSettings {
         limits: Limits {
             window_events: c.window_events,
+            window_bytes: c.window_bytes,
             history: c.snapshot_history,
             watcher_lag: c.watcher_lag,
             table_cell_bytes: c.max_table_cell_bytes_per_object,
@@ -99,6 +124,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         passthrough_per_client: c.max_passthrough_per_client,
         watches_per_client: c.max_watches_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
+        passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
         max_encodes: crate::serve::compress::MAX_ENCODES,
     }
@@ -176,13 +202,19 @@ pub async fn start_serve_args(
     if args.insecure_http {
         crate::config::require_loopback(&args.listen)?;
     }
-    crate::serve::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let tls = if args.insecure_http {
         None
     } else {
         let cert = serving_cert((&s.tls_cert_file, &s.tls_private_key_file), &args.listen, &s.tls_sans, "kache")?;
-        let client_ca = s.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
-        Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
+        let ca_pem = cert.ca_pem.clone();
+        let files =
+            tls::Files { cert_key: s.tls_cert_file.clone().zip(s.tls_private_key_file.clone()), client_ca: s.client_ca_file.clone() };
+        let generated = files.cert_key.is_none().then_some(cert);
+        let reloading = tls::Reloading::new(files, generated, s.tls_policy()?)?;
+        // Rotated files apply to new connections within about a second.
+        reloading.watch(TLS_RELOAD_INTERVAL);
+        Some((reloading.config(), ca_pem))
     };
     let mut settings = serve_settings(&args.cache);
     settings.security =
@@ -199,12 +231,56 @@ pub async fn start_serve_args(
         max_streams: s.http2_max_streams_per_connection,
         write_timeout: Duration::from_secs(s.write_timeout_seconds),
     };
+    // The client kubeconfig's credentials are read before anything listens, so a kubeconfig
+    // kache cannot copy stops it with a usage error rather than after start.
+    let creds = args.client_kubeconfig_out.as_ref().map(|_| client_credentials(args)).transpose()?;
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let serving = launch(upstream, &args.listen, args.addr_file.as_deref(), settings, tls, limits, shutdown, grace).await?;
-    if let Some(path) = &args.client_kubeconfig_out {
-        std::fs::write(path, kubeconfig_with_ca(&serving.url, "kache", serving.ca_pem.as_deref()))?;
+    if let (Some(path), Some(creds)) = (&args.client_kubeconfig_out, &creds) {
+        kubeconfig::write_private(path, &kubeconfig::for_client(&serving.url, "kache", serving.ca_pem.as_deref(), creds))?;
+        tracing::info!(path = %path.display(), server = %serving.url, "wrote the client kubeconfig");
     }
     Ok(serving)
+}
+
+/// The credentials `--client-kubeconfig-out` carries: those of the upstream context kache
+/// itself uses (`--upstream-kubeconfig`, `--upstream-context`, else KUBECONFIG or
+/// ~/.kube/config), or in a pod without a kubeconfig its service-account token file, as
+/// kache's own in-cluster config. The client reaches kache as that identity: kache
+/// authenticates it with the upstream (TokenReview), so a token, token file or exec plugin
+/// works as it does against the apiserver; a client certificate needs `--client-ca-file`.
+fn client_credentials(args: &ServeArgs) -> Result<kubeconfig::Credentials, StartError> {
+    let flags = ("--upstream-kubeconfig", "--upstream-context");
+    let creds = match kubeconfig::Credentials::from_kubeconfig(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref(), flags)
+    {
+        Ok(c) => c,
+        // kube's inference falls back to in-cluster config the same way.
+        Err(_) if args.upstream_kubeconfig.is_none() && args.upstream_context.is_none() && in_cluster() => {
+            kubeconfig::Credentials::in_cluster()
+        }
+        // Started in-process with an upstream client built elsewhere (no kubeconfig named):
+        // nothing to copy; the kubeconfig carries the server and CA only.
+        Err(e) if args.upstream_kubeconfig.is_none() => {
+            tracing::warn!(error = %e, "no upstream kubeconfig to copy credentials from: the client kubeconfig has no user");
+            return Ok(kubeconfig::Credentials::default());
+        }
+        Err(e) => return Err(e),
+    };
+    if creds.is_empty() {
+        tracing::warn!("the upstream context has no user: clients of the written kubeconfig reach kache without credentials (401 unless --allow-anonymous)");
+    } else if creds.certificate_only() && args.security.client_ca_file.is_none() {
+        tracing::warn!(
+            "the upstream context authenticates with a client certificate, which kache accepts only with --client-ca-file: \
+             pass the cluster's client CA (kubectl -n kube-system get configmap extension-apiserver-authentication \
+             -o jsonpath='{{.data.client-ca-file}}'), or clients of the written kubeconfig get 401"
+        );
+    }
+    Ok(creds)
+}
+
+/// Whether this process runs in a pod with a service account (in-cluster config applies).
+fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && std::path::Path::new(kubeconfig::SERVICE_ACCOUNT_TOKEN).is_file()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -213,7 +289,7 @@ async fn launch(
     listen: &str,
     addr_file: Option<&std::path::Path>,
     settings: ServeSettings,
-    tls: Option<(Arc<rustls::ServerConfig>, String)>,
+    tls: Option<(tls::TlsConfig, String)>,
     limits: ConnLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
@@ -274,15 +350,49 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
     let serving = start_serve_args(upstream, &args, terminated()).await?;
     if let Some(admin) = &args.admin_listen {
         let addr = start_admin(serving.serve.clone(), admin, args.admin_addr_file.as_deref()).await?;
-        println!("kache admin on http://{addr}");
+        tracing::info!(admin = %format!("http://{addr}"), "admin listener (/metrics, /readyz, /livez) ready");
     }
-    println!("kache serving on {}", serving.url);
+    tracing::info!(url = %serving.url, version = env!("CARGO_PKG_VERSION"), "kache serving");
     let _ = serving.done.await;
     Ok(())
 }
 
 /// An upstream client for a plain-HTTP server URL (the simulator).
 pub fn plain_upstream(url: &str) -> Result<Upstream, StartError> {
-    let uri = url.parse().map_err(|e: http::uri::InvalidUri| UpstreamError::Client(format!("{url}: {e}")))?;
+    let uri = url.parse().map_err(|source| UpstreamError::Url { url: url.to_string(), source })?;
     Ok(Upstream::new(&kube::Config::new(uri))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::status::Status;
+
+    #[test]
+    fn start_errors_print_each_cause_once() {
+        let sim = StartError::Sim(Status::internal("no CRD widgets.example.com"));
+        assert_eq!(describe(&sim), "cannot build the simulated cluster: no CRD widgets.example.com");
+        let url = plain_upstream("http://[::1").unwrap_err();
+        let text = describe(&url);
+        assert!(text.starts_with("cannot configure the upstream client: upstream URL http://[::1: "), "{text}");
+        // kube writes the cause into its message and returns it as the source as well.
+        let missing = std::env::temp_dir().join(format!("kache-no-such-kubeconfig-{}", std::process::id()));
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let err = runtime.block_on(Upstream::load(Some(&missing), None)).unwrap_err();
+        assert!(matches!(err, UpstreamError::Kubeconfig(_)), "{err:?}");
+        let io = std::fs::read(&missing).unwrap_err().to_string();
+        let text = describe(&StartError::from(err));
+        assert!(text.starts_with("cannot configure the upstream client: upstream kubeconfig: failed to read kubeconfig"), "{text}");
+        assert_eq!(text.matches(&io).count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_discovery_error_names_the_document_and_its_cause_once() {
+        let source = crate::cache::feed::InformerError::Transport("connection refused".into());
+        let err = StartError::from(DiscoveryError::Fetch { path: "/apis".into(), source });
+        assert_eq!(
+            describe(&err),
+            "cannot discover the upstream's resources: cannot fetch /apis: upstream request failed: connection refused"
+        );
+    }
 }

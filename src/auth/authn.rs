@@ -9,7 +9,7 @@ use super::tls::CertIdentity;
 use super::ttl::TtlCache;
 use super::{Identity, AUTHENTICATED};
 use crate::api::status::Status;
-use crate::serve::upstream::Upstream;
+use crate::upstream::Upstream;
 use http::{header, HeaderMap};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -192,12 +192,12 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
-        upstream.set_health(crate::serve::upstream::Health::Up);
+        upstream.set_health(crate::upstream::health::Health::Up);
         let authn = knowing_alice(upstream.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(3)).await;
             let since = tokio::time::Instant::now();
-            upstream.set_health(crate::serve::upstream::Health::Down { since, why: "no answer".into(), reason: "hung" });
+            upstream.set_health(crate::upstream::health::Health::Down { since, why: "no answer".into(), reason: "hung" });
         });
         let started = tokio::time::Instant::now();
         let got = authn.token("alice-token").await.unwrap();
@@ -229,7 +229,7 @@ mod tests {
             }
         });
         let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
-        upstream.set_health(crate::serve::upstream::Health::Up);
+        upstream.set_health(crate::upstream::health::Health::Up);
         let authn = knowing_alice(upstream);
         let started = tokio::time::Instant::now();
         let got = authn.token("alice-token").await.unwrap();

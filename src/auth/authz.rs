@@ -8,7 +8,7 @@ use super::review::{self, ReviewError};
 use super::ttl::TtlCache;
 use super::{Attributes, Identity};
 use crate::api::status::Status;
-use crate::serve::upstream::Upstream;
+use crate::upstream::Upstream;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 
 pub(crate) mod authn;
 pub(crate) mod authz;
-pub(crate) mod impersonate;
+pub mod impersonate;
 mod review;
 pub(crate) mod security;
 pub(crate) mod tls;
@@ -17,8 +17,8 @@ pub(crate) mod ttl;
 pub use review::LANE as REVIEW_LANE;
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 
+use crate::api::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
-use crate::serve::route::{classify, ResourcePath, Target};
 use http::Method;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -103,7 +103,7 @@ pub struct Attributes {
 }
 
 fn is_true(v: Option<&str>) -> bool {
-    v.is_some_and(crate::serve::query::boolean)
+    v.is_some_and(crate::api::query::boolean)
 }
 
 /// The value a field selector requires `metadata.name` to equal exactly, if it does.

@@ -1,8 +1,8 @@
 //! Posting a review (TokenReview, SubjectAccessReview) to the upstream with kache's own
 //! credentials and reading the answer, bounded in size.
 
-use crate::serve::body;
-use crate::serve::upstream::Upstream;
+use crate::body;
+use crate::upstream::Upstream;
 use http::{header, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
@@ -120,7 +120,7 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
     // Headers within the `own` deadline (see `Upstream::send`), the body within as long again.
     let sent = tokio::select! {
-        sent = upstream.send(req, crate::serve::upstream::Class::Review) => sent,
+        sent = upstream.send(req, crate::upstream::Class::Review) => sent,
         why = upstream.until_unavailable() => return Err(ReviewError::Transport(why)),
     };
     let resp = sent.map_err(|e| ReviewError::Transport(e.to_string()))?;

@@ -8,8 +8,8 @@ use super::authz::{Authorizer, AuthzSettings};
 use super::tls::CertIdentity;
 use super::{impersonate, Attributes, Identity};
 use crate::api::status::Status;
-use crate::serve::proxy::Credentials;
-use crate::serve::upstream::Upstream;
+use crate::upstream::Credentials;
+use crate::upstream::Upstream;
 use http::HeaderMap;
 
 /// How requests kache passes through carry the client's identity.

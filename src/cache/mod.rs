@@ -3,10 +3,9 @@
 //! change through a bounded broadcast ring, so a slow watcher falls behind and is ended
 //! instead of delaying the writer or anyone else.
 
-pub mod informer;
+pub mod feed;
 pub(crate) mod object;
 pub(crate) mod store;
-pub(crate) mod token;
 pub(crate) mod window;
 
 use crate::api::resource::ResourceRef;
@@ -23,8 +22,10 @@ use tokio::sync::{broadcast, watch};
 /// What watchers receive, in commit order.
 #[derive(Debug, Clone)]
 pub enum Message {
-    /// A change.
-    Event(Arc<Event>),
+    /// A change. The ring holds it weakly: the window holds it (bounded by count and bytes),
+    /// so a ring of thousands of slots does not keep large objects alive after the window
+    /// dropped them; a watcher that finds it gone was too far behind and is ended.
+    Event(std::sync::Weak<Event>),
     /// Every change up to this RV has been sent (basis of bookmarks).
     Progress(u64),
     /// A relist's differences up to this RV have all been sent: watchers that take
@@ -74,7 +75,7 @@ enum Step {
 /// deletion took an RV of its own in that range, so there are enough; if not, the
 /// upstream's history is not the one the cache followed (a restored etcd) and no events can
 /// describe it.
-fn plan(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
+fn relist_events(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
     if rv < floor {
         return Err("the new list is older than the cache");
     }
@@ -150,11 +151,18 @@ const GAPS: usize = 16;
 /// value that can see bursts: its ring is as large as the kind's.
 const INDEXED_RING: usize = 128;
 
+/// The default byte bound of each cache's window: 10,000 changes of objects of about 3 KB
+/// (a typical pod in JSON) fit; larger objects changing fast keep fewer changes.
+pub const DEFAULT_WINDOW_BYTES: usize = 32 << 20;
+
 /// Sizes of a cache's buffers.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Events kept in the window.
     pub window_events: usize,
+    /// Bytes of object versions the window keeps at most (0: no byte bound); see
+    /// [`window::Window`].
+    pub window_bytes: usize,
     /// Past snapshots kept for continue tokens and exact-RV lists.
     pub history: usize,
     /// Messages a watcher may fall behind before it is ended.
@@ -172,7 +180,13 @@ pub const TABLE_CELL_BYTES: usize = 64 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { window_events: 10_000, history: 1024, watcher_lag: 8192, table_cell_bytes: TABLE_CELL_BYTES }
+        Limits {
+            window_events: 10_000,
+            window_bytes: DEFAULT_WINDOW_BYTES,
+            history: 1024,
+            watcher_lag: 8192,
+            table_cell_bytes: TABLE_CELL_BYTES,
+        }
     }
 }
 
@@ -210,7 +224,7 @@ impl KindCache {
         KindCache {
             resource,
             limits,
-            snap: ArcSwap::from_pointee(Snapshot::empty(rv, limits.window_events)),
+            snap: ArcSwap::from_pointee(Snapshot::empty(rv, limits.window_events).with_window_bytes(limits.window_bytes)),
             progress: watch::Sender::new(rv),
             tx,
             history: Mutex::new(VecDeque::new()),
@@ -240,7 +254,7 @@ impl KindCache {
     /// The RV everything up to which is reflected, and the state as of then. Reading
     /// progress before the snapshot keeps the pair consistent: progress only moves after the
     /// change it covers is swapped in.
-    pub fn current(&self) -> (u64, Arc<Snapshot>) {
+    pub fn latest(&self) -> (u64, Arc<Snapshot>) {
         let p = *self.progress.borrow();
         let s = self.snapshot();
         (p.max(s.rv), s)
@@ -248,7 +262,7 @@ impl KindCache {
 
     /// The RV everything up to which is reflected.
     pub fn progress(&self) -> u64 {
-        self.current().0
+        self.latest().0
     }
 
     /// Subscribe to changes committed from now on.
@@ -294,7 +308,7 @@ impl KindCache {
         let before = ev.prev.as_ref().map(|p| crate::cache::store::indexed_value(p, field));
         for value in [Some(now), before.filter(|b| *b != now)].into_iter().flatten() {
             if let Some(tx) = rings.get(value) {
-                let _ = tx.send(Message::Event(ev.clone()));
+                let _ = tx.send(Message::Event(Arc::downgrade(ev)));
             }
         }
     }
@@ -357,7 +371,7 @@ impl KindCache {
         let (next, ev) = cur.apply(kind, object, self.resource.index.as_deref());
         self.snap.store(Arc::new(next));
         self.remember(cur);
-        let _ = self.tx.send(Message::Event(ev.clone()));
+        let _ = self.tx.send(Message::Event(Arc::downgrade(&ev)));
         self.send_indexed(&ev);
         self.progress.send_if_modified(|p| (*p < ev.rv).then(|| *p = ev.rv).is_some());
         ev
@@ -388,7 +402,7 @@ impl KindCache {
     }
 
     /// Bring the cache to a new list of the upstream's (after its watch expired) at `rv`,
-    /// telling open watchers the differences as events (see [`plan`]) instead of ending
+    /// telling open watchers the differences as events (see [`relist_events`]) instead of ending
     /// them, so their clients need not relist. All events are applied in one step (readers
     /// see the old state or the new one), each leaving its state in the history for exact-RV
     /// reads; then a [`Message::Caught`] at `rv`. When that cannot be done soundly (the
@@ -399,7 +413,7 @@ impl KindCache {
         let objects: Vec<Object> = objects.into_iter().map(|o| self.bounded(o)).collect();
         let cur = self.snap.load_full();
         let floor = (*self.progress.borrow()).max(cur.rv);
-        let steps = if custom != cur.custom { Err("the printer columns changed") } else { plan(&cur, &objects, rv, floor) };
+        let steps = if custom != cur.custom { Err("the printer columns changed") } else { relist_events(&cur, &objects, rv, floor) };
         let steps = match steps {
             Ok(steps) => steps,
             Err(why) => {
@@ -438,7 +452,7 @@ impl KindCache {
         }
         self.snap.store(snap);
         for ev in &events {
-            let _ = self.tx.send(Message::Event(ev.clone()));
+            let _ = self.tx.send(Message::Event(Arc::downgrade(ev)));
             self.send_indexed(ev);
         }
         self.progress.send_if_modified(|p| (*p < rv).then(|| *p = rv).is_some());
@@ -461,7 +475,8 @@ impl KindCache {
 
     fn replace_locked(&self, objects: impl IntoIterator<Item = Object>, rv: u64, custom: Option<Arc<CustomColumns>>) {
         let objects = objects.into_iter().map(|o| self.bounded(o));
-        let mut s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref());
+        let mut s = Snapshot::from_objects(objects, rv, self.limits.window_events, self.resource.index.as_deref())
+            .with_window_bytes(self.limits.window_bytes);
         s.custom = custom;
         self.snap.store(Arc::new(s));
         self.history.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -487,7 +502,7 @@ mod tests {
 
     #[test]
     fn history_answers_past_states_until_compacted() {
-        let c = KindCache::new(res(), 10, Limits { window_events: 100, history: 2, watcher_lag: 16, ..Limits::default() });
+        let c = KindCache::new(res(), 10, Limits { window_events: 100, window_bytes: 0, history: 2, watcher_lag: 16, ..Limits::default() });
         c.apply(EventType::Added, obj("a", 11));
         c.apply(EventType::Added, obj("b", 12));
         c.apply(EventType::Added, obj("c", 13));
@@ -517,7 +532,7 @@ mod tests {
             let mut out = Vec::new();
             while let Ok(m) = rx.try_recv() {
                 out.push(match m {
-                    Message::Event(e) => e.rv,
+                    Message::Event(e) => e.upgrade().unwrap().rv,
                     Message::Progress(p) | Message::Caught(p) => 1000 + p,
                     Message::Reset => 0,
                 });
@@ -534,7 +549,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_nodes_ring_holds_a_nodes_worth_of_changes_and_the_unscheduled_ring_the_kinds() {
-        let c = KindCache::new(res(), 1, Limits { window_events: 1000, history: 2, watcher_lag: 512, ..Limits::default() });
+        let c =
+            KindCache::new(res(), 1, Limits { window_events: 1000, window_bytes: 0, history: 2, watcher_lag: 512, ..Limits::default() });
         let mut node = c.subscribe_indexed("node-a");
         let mut pending = c.subscribe_indexed("");
         let on = |name: String, node: &str, rv: u64| {
@@ -558,7 +574,7 @@ mod tests {
             c.apply(EventType::Added, Object::bare(crate::cache::object::key("ns", &format!("pending-{i}")), 1000 + i).with_fields([]));
         }
         for i in 0..400u64 {
-            assert!(matches!(pending.try_recv(), Ok(Message::Event(e)) if e.rv == 1000 + i));
+            assert!(matches!(pending.try_recv(), Ok(Message::Event(e)) if e.upgrade().unwrap().rv == 1000 + i));
         }
     }
 
@@ -568,13 +584,13 @@ mod tests {
         let c = KindCache::new(res(), 1, Limits::default());
         let mut unscheduled = c.subscribe_indexed("");
         c.apply(EventType::Added, Object::bare(crate::cache::object::key("ns", "pending"), 2).with_fields([]));
-        assert!(matches!(unscheduled.try_recv(), Ok(Message::Event(e)) if e.rv == 2));
+        assert!(matches!(unscheduled.try_recv(), Ok(Message::Event(e)) if e.upgrade().unwrap().rv == 2));
         assert_eq!(c.snapshot().indexed("", None).count(), 1);
     }
 
     #[tokio::test]
     async fn a_stalled_watcher_never_blocks_the_writer_and_learns_it_lagged() {
-        let c = KindCache::new(res(), 1, Limits { window_events: 10, history: 4, watcher_lag: 16, ..Limits::default() });
+        let c = KindCache::new(res(), 1, Limits { window_events: 10, window_bytes: 0, history: 4, watcher_lag: 16, ..Limits::default() });
         let mut stalled = c.subscribe();
         for rv in 2..200 {
             c.apply(EventType::Added, obj(&format!("p{rv}"), rv));
@@ -590,7 +606,9 @@ mod tests {
         c.apply(EventType::Added, obj("a", 2));
         c.advance(3, true);
         c.replace(vec![obj("z", 4)], 4);
-        assert!(matches!(rx.recv().await.unwrap(), Message::Event(e) if e.rv == 2));
+        // The replaced window no longer holds the change: the ring's weak reference is dead,
+        // and a watcher reaching it ends (as it would at the Reset behind it).
+        assert!(matches!(rx.recv().await.unwrap(), Message::Event(e) if e.upgrade().is_none()));
         assert!(matches!(rx.recv().await.unwrap(), Message::Progress(3)));
         assert!(matches!(rx.recv().await.unwrap(), Message::Reset));
         assert!(c.wait_for(4, Duration::from_millis(1)).await);
@@ -608,7 +626,10 @@ mod tests {
         let mut out = Vec::new();
         while let Ok(m) = rx.try_recv() {
             out.push(match m {
-                Message::Event(e) => (e.kind.as_str().to_string(), e.object.key.to_string(), e.rv),
+                Message::Event(e) => {
+                    let e = e.upgrade().unwrap();
+                    (e.kind.as_str().to_string(), e.object.key.to_string(), e.rv)
+                }
                 Message::Progress(p) => ("PROGRESS".into(), String::new(), p),
                 Message::Caught(p) => ("CAUGHT".into(), String::new(), p),
                 Message::Reset => ("RESET".into(), String::new(), 0),

@@ -399,72 +399,78 @@ fn json_with_rv(json: &[u8], old: u64, new: u64) -> Option<Vec<u8>> {
 /// entries in their structs' field order too. Maps (labels, annotations, fieldsV1) keep the
 /// order they come in (the apiserver writes them sorted).
 pub fn object_meta_json(meta: &Value) -> Vec<u8> {
-    fn members(out: &mut Vec<u8>, v: &Value, fields: &[&str], always: &[&str]) {
-        out.push(b'{');
-        let mut first = true;
-        for f in fields {
-            let x = v.get(*f);
-            let empty = match x {
-                None | Some(Value::Null) => true,
-                Some(Value::String(s)) => s.is_empty(),
-                Some(Value::Number(n)) => n.as_f64() == Some(0.0) && *f == "generation",
-                Some(Value::Object(m)) => m.is_empty() && *f != "fieldsV1",
-                Some(Value::Array(a)) => a.is_empty(),
-                Some(Value::Bool(_)) => false,
-            };
-            if empty && !always.contains(f) {
-                continue;
-            }
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            crate::api::json::write_str(out, f);
-            out.push(b':');
-            match (*f, x) {
-                (_, None) => out.extend_from_slice(b"null"),
-                ("ownerReferences", Some(Value::Array(refs))) => {
-                    list(out, refs, &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"])
-                }
-                ("managedFields", Some(Value::Array(entries))) => {
-                    list(out, entries, &["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"])
-                }
-                (_, Some(x)) => crate::api::json::write(out, x),
-            }
-        }
-        out.push(b'}');
-    }
-    fn list(out: &mut Vec<u8>, items: &[Value], fields: &[&str]) {
-        out.push(b'[');
-        for (i, x) in items.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            members(out, x, fields, &[]);
-        }
-        out.push(b']');
-    }
-    const FIELDS: &[&str] = &[
-        "name",
-        "generateName",
-        "namespace",
-        "selfLink",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "labels",
-        "annotations",
-        "ownerReferences",
-        "finalizers",
-        "managedFields",
-    ];
     let mut out = Vec::with_capacity(512);
-    members(&mut out, meta, FIELDS, &["creationTimestamp"]);
+    meta_members(&mut out, meta, OBJECT_META_FIELDS, &["creationTimestamp"]);
     out
 }
+
+/// `v`'s `fields` as a JSON object in that order, empty ones left out unless `always`.
+fn meta_members(out: &mut Vec<u8>, v: &Value, fields: &[&str], always: &[&str]) {
+    out.push(b'{');
+    let mut first = true;
+    for f in fields {
+        let x = v.get(*f);
+        let empty = match x {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Number(n)) => n.as_f64() == Some(0.0) && *f == "generation",
+            Some(Value::Object(m)) => m.is_empty() && *f != "fieldsV1",
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Bool(_)) => false,
+        };
+        if empty && !always.contains(f) {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        crate::api::json::write_str(out, f);
+        out.push(b':');
+        match (*f, x) {
+            (_, None) => out.extend_from_slice(b"null"),
+            ("ownerReferences", Some(Value::Array(refs))) => {
+                meta_list(out, refs, &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"])
+            }
+            ("managedFields", Some(Value::Array(entries))) => {
+                meta_list(out, entries, &["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"])
+            }
+            (_, Some(x)) => crate::api::json::write(out, x),
+        }
+    }
+    out.push(b'}');
+}
+
+/// A list of structs, each as [`meta_members`] writes it.
+fn meta_list(out: &mut Vec<u8>, items: &[Value], fields: &[&str]) {
+    out.push(b'[');
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        meta_members(out, x, fields, &[]);
+    }
+    out.push(b']');
+}
+
+/// ObjectMeta's fields in declaration order.
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
 
 /// Where the top-level `metadata` member's value lies in a stored JSON piece (`,` + `item`).
 /// Built-in objects start with it (the type meta is stripped), so only the metadata is

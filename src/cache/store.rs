@@ -56,6 +56,12 @@ impl Snapshot {
         self.unprinted == 0 && self.printer(group, plural).is_some()
     }
 
+    /// The same snapshot with its window bounded by `bytes` as well (0: no byte bound).
+    pub fn with_window_bytes(mut self, bytes: usize) -> Self {
+        self.window.set_max_bytes(bytes);
+        self
+    }
+
     /// An empty snapshot at `rv` with an empty window holding up to `window_cap` events.
     pub fn empty(rv: u64, window_cap: usize) -> Self {
         Snapshot { rv, window: Window::new(rv, window_cap), ..Snapshot::default() }

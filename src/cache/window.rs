@@ -1,6 +1,9 @@
 //! The sliding window of recent events of one kind. A watch resumes from it; an RV older
 //! than the window's floor gets 410 Expired. Each event keeps the previous object state so
-//! filtered watches can turn selector transitions into ADDED/DELETED.
+//! filtered watches can turn selector transitions into ADDED/DELETED. The window is bounded
+//! by a count of events and by the bytes of the object versions they hold, whichever is
+//! reached first (always keeping the newest event), so large objects changing fast cannot
+//! make it hold gigabytes.
 
 use crate::cache::object::Object;
 use std::sync::Arc;
@@ -52,28 +55,67 @@ pub struct TooOld {
     pub oldest: u64,
 }
 
-/// Events after `floor`, oldest first, at most `cap` of them.
+impl Event {
+    /// The bytes this event keeps alive beyond the current state: the object version it
+    /// carries (superseded by the next change of the object), and the previous state at this
+    /// RV when it has one. `prev` is not counted: it is the object of an earlier event (or
+    /// of the state the cache listed) and counted there.
+    pub fn held_bytes(&self) -> usize {
+        self.object.encoded_len() + self.prev_at_rv.as_ref().map_or(0, |p| p.encoded_len())
+    }
+}
+
+/// Events after `floor`, oldest first, at most `cap` of them and at most `max_bytes` of
+/// their [`Event::held_bytes`] (the newest event is kept whatever its size).
 #[derive(Debug, Clone, Default)]
 pub struct Window {
     events: imbl::Vector<Arc<Event>>,
     floor: u64,
     cap: usize,
+    bytes: usize,
+    max_bytes: usize,
 }
 
 impl Window {
-    /// An empty window whose history starts after `floor`.
+    /// An empty window whose history starts after `floor`, bounded by `cap` events only.
     pub fn new(floor: u64, cap: usize) -> Self {
-        Window { events: imbl::Vector::new(), floor, cap: cap.max(1) }
+        Window { events: imbl::Vector::new(), floor, cap: cap.max(1), bytes: 0, max_bytes: usize::MAX }
     }
 
-    /// Append an event (its RV must exceed every held one), dropping the oldest beyond `cap`.
+    /// Bound the window by `max_bytes` of held object bytes as well (0: no byte bound).
+    pub fn set_max_bytes(&mut self, max_bytes: usize) {
+        self.max_bytes = if max_bytes == 0 { usize::MAX } else { max_bytes };
+        self.trim();
+    }
+
+    /// Append an event (its RV must exceed every held one), dropping the oldest beyond `cap`
+    /// events or `max_bytes`.
     pub fn push(&mut self, ev: Arc<Event>) {
+        self.bytes += ev.held_bytes();
         self.events.push_back(ev);
-        while self.events.len() > self.cap {
-            if let Some(old) = self.events.pop_front() {
-                self.floor = old.rv;
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while self.events.len() > self.cap || (self.bytes > self.max_bytes && self.events.len() > 1) {
+            match self.events.pop_front() {
+                Some(old) => {
+                    self.floor = old.rv;
+                    self.bytes -= old.held_bytes();
+                }
+                None => break,
             }
         }
+    }
+
+    /// When the newest event held was applied.
+    pub fn newest_at(&self) -> Option<std::time::Instant> {
+        self.events.back().map(|e| e.at)
+    }
+
+    /// The [`Event::held_bytes`] of the events held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// The oldest RV a watch can resume from.
@@ -156,5 +198,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bounded_by_bytes_as_well_as_count() {
+        let sized = |rv: u64, len: usize| {
+            let mut o = Object::bare("k".into(), rv);
+            o.json = Some(bytes::Bytes::from(vec![b' '; len]));
+            Arc::new(Event {
+                rv,
+                kind: EventType::Modified,
+                object: Arc::new(o),
+                prev: None,
+                prev_at_rv: None,
+                at: std::time::Instant::now(),
+            })
+        };
+        let mut w = Window::new(0, 100);
+        w.set_max_bytes(10_000);
+        for rv in 1..=50 {
+            w.push(sized(rv, 1_000));
+        }
+        // 10 events of 1,000 bytes fit; the count bound (100) is not what limits it.
+        assert_eq!(w.len(), 10);
+        assert!(w.bytes() <= 10_000, "{}", w.bytes());
+        assert_eq!(w.floor(), 40);
+        assert!(w.since(39).is_err(), "older resume points are too old");
+        assert_eq!(w.since(40).unwrap().map(|e| e.rv).collect::<Vec<_>>(), (41..=50).collect::<Vec<_>>());
+        // An event larger than the bound is kept alone: a watch can still resume before it.
+        w.push(sized(51, 50_000));
+        assert_eq!((w.len(), w.floor()), (1, 50));
+        // The count bound still applies under the byte bound.
+        let mut c = Window::new(0, 3);
+        c.set_max_bytes(1 << 30);
+        for rv in 1..=10 {
+            c.push(sized(rv, 10));
+        }
+        assert_eq!((c.len(), c.bytes()), (3, 3 * c.since(7).unwrap().next().unwrap().held_bytes()));
     }
 }

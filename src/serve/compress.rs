@@ -12,10 +12,10 @@
 //! as it is (identity encoding, compact JSON), which every client reads.
 
 use crate::api::json::Indenter;
-use crate::serve::body::{Body, BoxError, Chunk};
+use crate::body::{Body, BoxError, Chunk};
 use bytes::{Buf, Bytes};
 use flate2::write::GzEncoder;
-use http::{header, HeaderMap, HeaderValue, Response};
+use http::{header, HeaderValue, Response};
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::future::Future;
@@ -32,12 +32,6 @@ pub const MAX_ENCODES: usize = 64;
 
 /// Answers of at most this many bytes are sent as they are (the apiserver's threshold).
 pub const THRESHOLD: u64 = 128 * 1024;
-
-/// Whether the client accepts gzip, as the apiserver reads `Accept-Encoding`: one of its
-/// comma-separated tokens is exactly `gzip` (parameters such as `;q=` are not parsed).
-pub fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).any(|v| v.split(',').any(|t| t.trim() == "gzip"))
-}
 
 /// The bound on answers being encoded (indented or compressed) at once: each holds a place
 /// until its body has been sent or dropped.
@@ -222,26 +216,13 @@ impl http_body::Body for Gzipped {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::body::{full, respond};
+    use crate::body::full;
+    use crate::serve::respond::respond;
     use http::StatusCode;
     use std::io::Read;
 
     async fn collect(resp: Response<Body>) -> Vec<u8> {
         resp.into_body().collect().await.unwrap().to_bytes().to_vec()
-    }
-
-    #[test]
-    fn gzip_is_accepted_as_the_apiserver_reads_the_header() {
-        let h = |v: &str| {
-            let mut m = HeaderMap::new();
-            m.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
-            m
-        };
-        assert!(accepts_gzip(&h("gzip")));
-        assert!(accepts_gzip(&h("deflate, gzip")));
-        assert!(!accepts_gzip(&h("gzip;q=1.0")), "the apiserver does not parse parameters");
-        assert!(!accepts_gzip(&h("br")));
-        assert!(!accepts_gzip(&HeaderMap::new()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,9 +257,9 @@ mod tests {
                     .collect()
             })
             .collect();
-        crate::serve::body::try_stitched(Arc::new(pieces), |p| {
-            let items = p.iter().map(|v| crate::serve::body::Piece::from(v.as_slice())).collect();
-            Ok::<_, ()>(crate::serve::body::Stitch { head: Vec::new(), items, tail: b"".as_slice().into() })
+        crate::body::try_stitched(Arc::new(pieces), |p| {
+            let items = p.iter().map(|v| crate::body::Piece::from(v.as_slice())).collect();
+            Ok::<_, ()>(crate::body::Stitch { head: Vec::new(), items, tail: b"".as_slice().into() })
         })
         .unwrap()
     }
@@ -323,7 +304,7 @@ mod tests {
     async fn pretty_answers_are_indented_as_they_are_sent_never_held_whole() {
         let src = crate::testdata::capture("cm-list").body;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let resp = indented(respond(StatusCode::OK, "application/json", crate::serve::body::channel(rx)), &Encodes::new(1));
+        let resp = indented(respond(StatusCode::OK, "application/json", crate::body::channel(rx)), &Encodes::new(1));
         let mut body = resp.into_body();
         let half = src.len() / 2;
         tx.send(Bytes::copy_from_slice(&src[..half])).await.unwrap();

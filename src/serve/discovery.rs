@@ -4,12 +4,42 @@
 //! (new CRDs, new API versions) are cached too.
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};
-use crate::cache::informer::{fetch, InformerError};
-use crate::serve::upstream::Upstream;
+use crate::cache::feed::{fetch, InformerError};
 use crate::serve::Serve;
+use crate::upstream::Upstream;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Why the upstream's resources could not be discovered.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// A discovery document (or the CRD list) could not be fetched: the upstream could not be
+    /// reached, answered with an error status, or stopped sending.
+    #[error("cannot fetch {path}")]
+    Fetch {
+        /// The path asked for.
+        path: String,
+        /// What went wrong.
+        #[source]
+        source: InformerError,
+    },
+    /// A document that came is not the JSON it should be.
+    #[error("{path} is not JSON")]
+    Decode {
+        /// The path asked for.
+        path: String,
+        /// What the parser found.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// A discovery document (or another of kache's GETs of JSON) as JSON.
+async fn get_json(upstream: &Upstream, path: &str, accept: &str) -> Result<Value, DiscoveryError> {
+    let body = fetch(upstream, path, accept).await.map_err(|source| DiscoveryError::Fetch { path: path.into(), source })?;
+    serde_json::from_slice(&body).map_err(|source| DiscoveryError::Decode { path: path.into(), source })
+}
 
 /// The custom resources: every CRD is named `<plural>.<group>`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -17,10 +47,9 @@ pub(crate) struct Crds(std::collections::HashSet<String>);
 
 impl Crds {
     /// The upstream's CRDs (their names, listed as metadata, so their schemas are not sent).
-    async fn fetch(upstream: &Upstream) -> Result<Crds, InformerError> {
+    async fn fetch(upstream: &Upstream) -> Result<Crds, DiscoveryError> {
         const ACCEPT: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-        let body = fetch(upstream, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", ACCEPT).await?;
-        let list: Value = serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))?;
+        let list = get_json(upstream, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", ACCEPT).await?;
         let names = list["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).map(str::to_string);
         Ok(Crds(names.collect()))
     }
@@ -66,31 +95,32 @@ fn resources_of(list: &Value, group: &str, version: &str, crds: Option<&Crds>) -
     out
 }
 
-async fn get_json(upstream: &Upstream, path: &str) -> Result<Value, InformerError> {
-    let body = fetch(upstream, path, "application/json").await?;
-    serde_json::from_slice(&body).map_err(|e| InformerError::Decode(e.to_string()))
-}
+/// The `Accept` of discovery documents.
+const JSON: &str = "application/json";
 
 /// Every listable and watchable resource the upstream serves (preferred versions).
-pub async fn discover(upstream: &Upstream) -> Result<Vec<Resource>, InformerError> {
+pub async fn discover(upstream: &Upstream) -> Result<Vec<Resource>, DiscoveryError> {
     let crds = match Crds::fetch(upstream).await {
         Ok(c) => Some(c),
         Err(e) => {
             static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(
-                || tracing::warn!(error = %e, "the upstream's CRDs cannot be listed; custom resources told by their group's name"),
-            );
+            SAID.call_once(|| {
+                tracing::warn!(
+                    error = &e as &dyn std::error::Error,
+                    "the upstream's CRDs cannot be listed; custom resources told by their group's name"
+                )
+            });
             None
         }
     };
     let crds = crds.as_ref();
-    let mut out = resources_of(&get_json(upstream, "/api/v1").await?, "", "v1", crds);
-    let groups = get_json(upstream, "/apis").await?;
+    let mut out = resources_of(&get_json(upstream, "/api/v1", JSON).await?, "", "v1", crds);
+    let groups = get_json(upstream, "/apis", JSON).await?;
     for g in groups["groups"].as_array().into_iter().flatten() {
         let (Some(name), Some(version)) = (g["name"].as_str(), g["preferredVersion"]["version"].as_str()) else { continue };
-        match get_json(upstream, &format!("/apis/{name}/{version}")).await {
+        match get_json(upstream, &format!("/apis/{name}/{version}"), JSON).await {
             Ok(list) => out.extend(resources_of(&list, name, version, crds)),
-            Err(e) => tracing::warn!(group = name, error = %e, "discovery of a group failed"),
+            Err(e) => tracing::warn!(group = name, error = &e as &dyn std::error::Error, "discovery of a group failed"),
         }
     }
     Ok(out)
@@ -114,7 +144,7 @@ pub(crate) async fn rediscover(serve: std::sync::Weak<Serve>) {
                     serve.resources.store(Arc::new(found));
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "rediscovery failed; keeping the known resources"),
+            Err(e) => tracing::debug!(error = &e as &dyn std::error::Error, "rediscovery failed; keeping the known resources"),
         }
     }
 }

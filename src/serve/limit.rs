@@ -6,7 +6,7 @@
 //! session holding its place until it closes).
 
 use crate::api::status::Status;
-use crate::serve::body::{Body, BoxError, Chunk};
+use crate::body::{Body, BoxError, Chunk};
 use dashmap::DashMap;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;

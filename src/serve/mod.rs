@@ -3,40 +3,43 @@
 //! pass everything else through.
 //!
 //! Request pipeline: `server` -> [`Serve::handle`] (URI limit, authentication and
-//! impersonation) -> `route::classify` -> either authorization (SubjectAccessReview), the
+//! impersonation) -> `api::route::classify` -> either authorization (SubjectAccessReview), the
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
-pub(crate) mod body;
 pub(crate) mod compress;
-pub(crate) mod discovery;
+pub(crate) mod cost;
+pub mod discovery;
 pub mod handler;
-pub mod health;
-pub(crate) mod kept;
 pub(crate) mod limit;
 pub(crate) mod proxy;
-pub mod query;
 mod read;
-pub(crate) mod route;
+pub use read::PassThrough;
+pub(crate) mod respond;
 pub(crate) mod server;
-pub mod upstream;
 
+use crate::api::media::accepts_gzip;
+use crate::api::media::Format;
+use crate::api::query;
 use crate::api::resource::ResourceRef;
+use crate::api::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
-use crate::cache::informer::{Feed, InformerError};
+use crate::body::Body;
+use crate::body::RequestBody;
+use crate::cache::feed::Feed;
 use crate::cache::KindCache;
 use crate::cache::Limits;
-use crate::serve::body::Body;
-use crate::serve::body::RequestBody;
+use crate::serve::discovery::DiscoveryError;
 use crate::serve::limit::{Inflight, InflightLimits};
-use crate::serve::proxy::Credentials;
-use crate::serve::query::Format;
-use crate::serve::route::{classify, ResourcePath, Target};
+use crate::serve::respond::StatusResponse;
 use crate::serve::server::Handler;
 use crate::serve::server::Peer;
-use crate::serve::upstream::Upstream;
 use crate::telemetry;
+use crate::upstream::health;
+use crate::upstream::last_discovery::{DocKey, LastDiscovery};
+use crate::upstream::Credentials;
+use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
 use handler::WatchSettings;
@@ -71,6 +74,8 @@ pub struct ServeSettings {
     pub watches_per_client: usize,
     /// How long reads are served from a cache whose informer cannot reach the upstream.
     pub serve_stale: Duration,
+    /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
+    pub passthrough_factor: f64,
     /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
     /// they go out as they are.
     pub max_encodes: usize,
@@ -152,7 +157,7 @@ pub struct Serve {
     pub(crate) settings: ServeSettings,
     hits: std::sync::atomic::AtomicU64,
     /// The upstream's last discovery answers, for an outage.
-    kept: Arc<kept::Kept>,
+    kept: Arc<LastDiscovery>,
     /// Reads answered from cache as PartialObjectMetadata.
     pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
@@ -161,17 +166,22 @@ pub struct Serve {
     passthrough: Inflight,
     /// Watches open (cached or passed through), per client.
     watches: Inflight,
+    /// The cost rule's measurements (consistent reads: proof or pass-through).
+    pub(crate) costs: Arc<cost::Costs>,
+    /// Requests passed through, per [`PassThrough`] reason.
+    passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
     /// Answers being indented or compressed.
     encodes: compress::Encodes,
 }
 
 impl Serve {
     /// Discover the upstream's resources and start the preloaded informers.
-    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, InformerError> {
+    pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, DiscoveryError> {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
         let inflight = Inflight::new(settings.inflight);
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
+        let settings_factor = settings.passthrough_factor;
         let settings_max_encodes = settings.max_encodes;
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let serve = Arc::new(Serve {
@@ -185,6 +195,8 @@ impl Serve {
             metrics: Default::default(),
             inflight,
             passthrough,
+            costs: Arc::new(cost::Costs::new(settings_factor)),
+            passed: Default::default(),
             encodes: compress::Encodes::new(settings_max_encodes),
             watches,
         });
@@ -203,7 +215,7 @@ impl Serve {
         }
         telemetry::register_limits();
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
-        tokio::spawn(health::monitor(Arc::downgrade(&serve)));
+        tokio::spawn(health::monitor(Arc::downgrade(&serve), |s| &s.upstream));
         Ok(serve)
     }
 
@@ -248,14 +260,14 @@ impl Serve {
     fn upstream_check(&self) -> Check {
         let name = "upstream".to_string();
         match &*self.upstream.health().borrow() {
-            upstream::Health::Down { since, why, reason } => {
+            health::Health::Down { since, why, reason } => {
                 let down = since.elapsed();
                 let what = format!("{reason} for {}s: {why}", down.as_secs());
                 let counts = down >= self.settings.serve_stale;
                 Check::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
             }
-            upstream::Health::Up => Check::pass(name, "ok".into()),
-            upstream::Health::Unknown => Check::pass(name, "not probed yet".into()),
+            health::Health::Up => Check::pass(name, "ok".into()),
+            health::Health::Unknown => Check::pass(name, "not probed yet".into()),
         }
     }
 
@@ -281,15 +293,59 @@ impl Serve {
         metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
-            let labels = [("resource", k.plural.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
+            let labels =
+                [("resource", k.plural.clone()), ("group", k.group.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
             let snap = f.cache.snapshot();
             metrics::gauge!(telemetry::OBJECTS, &labels).set(snap.objects.len() as f64);
             metrics::gauge!(telemetry::BYTES, &labels).set(snap.bytes as f64);
             metrics::gauge!(telemetry::WINDOW_EVENTS, &labels).set(snap.window.len() as f64);
+            metrics::gauge!(telemetry::WINDOW_BYTES, &labels).set(snap.window.bytes() as f64);
             metrics::gauge!(telemetry::WINDOW_SECONDS, &labels).set(snap.window.span().as_secs_f64());
             metrics::gauge!(telemetry::WATCHES_OPEN, &labels).set(f.cache.watchers() as f64);
             metrics::gauge!(telemetry::STALE_SECONDS, &labels).set(f.staleness().as_secs_f64());
         }
+    }
+
+    /// What each cache holds, for `/debug/cache` (`kache status`): one entry per resource and
+    /// encoding, in resource order.
+    pub fn cache_report(&self) -> serde_json::Value {
+        let mut caches: Vec<serde_json::Value> = self
+            .feeds
+            .iter()
+            .map(|e| {
+                let (k, f) = (e.key(), e.value());
+                let snap = f.cache.snapshot();
+                let age = snap.window.newest_at().map(|t| t.elapsed().as_secs_f64());
+                serde_json::json!({
+                    "resource": k.plural,
+                    "group": k.group,
+                    "version": k.version,
+                    "encoding": format!("{:?}", k.format).to_lowercase(),
+                    "synced": f.synced(),
+                    "refused": f.refused(),
+                    "objects": snap.objects.len(),
+                    "bytes": snap.bytes,
+                    "resourceVersion": snap.rv.to_string(),
+                    "lastEventAgeSeconds": age,
+                    "staleSeconds": f.staleness().as_secs_f64(),
+                    "window": {
+                        "events": snap.window.len(),
+                        "bytes": snap.window.bytes(),
+                        "spanSeconds": snap.window.span().as_secs_f64(),
+                        "oldestResourceVersion": snap.window.floor().to_string(),
+                    },
+                    "watches": f.cache.watchers(),
+                })
+            })
+            .collect();
+        let key = |v: &serde_json::Value| (v["group"].to_string(), v["resource"].to_string(), v["encoding"].to_string());
+        caches.sort_by_key(key);
+        let upstream = self.upstream_check();
+        serde_json::json!({
+            "upstream": {"up": upstream.pass, "detail": upstream.detail},
+            "inFlightReads": self.in_flight(),
+            "caches": caches,
+        })
     }
 
     /// End every open watch (shutdown): clients resume against another replica.
@@ -302,6 +358,17 @@ impl Serve {
     /// Requests answered from cache so far.
     pub fn cache_hits(&self) -> u64 {
         self.hits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests passed through for `reason` (a [`PassThrough`] label) so far.
+    pub fn passed_through(&self, reason: &str) -> u64 {
+        PassThrough::LABELS.iter().position(|l| *l == reason).map_or(0, |i| self.passed[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Count a request passed through for `reason`.
+    fn count_passthrough(&self, reason: PassThrough) {
+        self.passed[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::counter!(telemetry::PASSTHROUGH, "reason" => reason.label()).increment(1);
     }
 
     /// Requests answered from cache as PartialObjectMetadata(List) so far.
@@ -323,6 +390,7 @@ impl Serve {
         self.feeds
             .entry(key)
             .or_insert_with(|| {
+                telemetry::register_cache(r, fmt);
                 let cache = Arc::new(KindCache::new(r.clone(), 0, self.settings.limits));
                 let feed = Feed::new(cache, fmt, self.upstream.clone());
                 tokio::spawn(feed.clone().run());
@@ -374,10 +442,10 @@ impl Serve {
     /// The upstream's last answer to a discovery request, while the upstream is hung or
     /// unreachable (within `--serve-stale-seconds` of its going down) and the caller is
     /// authenticated, as the apiserver's discovery roles require.
-    fn kept_doc(&self, doc: &kept::DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
+    fn kept_doc(&self, doc: &DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
         self.upstream.unavailable()?;
         let down_for = match &*self.upstream.health().borrow() {
-            upstream::Health::Down { since, .. } => since.elapsed(),
+            health::Health::Down { since, .. } => since.elapsed(),
             _ => return None,
         };
         let authenticated = self.settings.security.is_none() || caller.is_some_and(|c| c.identity.in_group(crate::auth::AUTHENTICATED));
@@ -425,8 +493,49 @@ fn client<B>(req: &Request<B>, caller: Option<&Caller>) -> String {
     }
 }
 
+impl Serve {
+    /// A request the cache declined for `reason`: a discovery document kept through an
+    /// outage, or the upstream's answer (timed for the cost rule when that decided it).
+    /// The client's pass-through place and its watch place (`place`, for a watch) are held
+    /// for the answer's life: until its body ends, or an upgraded session (exec, attach,
+    /// port-forward) closes.
+    async fn passed<B: RequestBody>(
+        &self,
+        mut req: Request<B>,
+        reason: PassThrough,
+        caller: Option<&Caller>,
+        place: Option<limit::Permit>,
+        started: std::time::Instant,
+        protobuf: bool,
+    ) -> (Response<Body>, Source) {
+        let doc = DocKey::of(&req);
+        if let Some(resp) = doc.as_ref().and_then(|d| self.kept_doc(d, caller)) {
+            return (resp, Source::Kept);
+        }
+        let (creds, permit) = match self.pass(&mut req, caller) {
+            Ok(p) => p,
+            Err(status) => return (status.into_response(protobuf), Source::Kache),
+        };
+        self.count_passthrough(reason);
+        let held = limit::Held::new([Some(permit), place]);
+        let resp = proxy::forward(&self.upstream, req, creds, held).await;
+        let resp = match doc {
+            Some(d) => self.kept.keep(d, resp),
+            None => resp,
+        };
+        let resp = match reason {
+            PassThrough::CheaperUpstream { bytes } if resp.status().is_success() => {
+                let costs = self.costs.clone();
+                resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, started)))
+            }
+            _ => resp,
+        };
+        (resp, Source::Upstream)
+    }
+}
+
 impl Handler for Serve {
-    async fn handle<B: RequestBody>(self: Arc<Self>, mut req: Request<B>) -> Response<Body> {
+    async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
         let started = std::time::Instant::now();
         let path = match classify(req.uri().path()) {
             Some(Target::Resource(p)) => Some(p),
@@ -440,7 +549,7 @@ impl Handler for Serve {
         let verb = telemetry::verb(req.method(), named, watch);
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
-        let gzip = compress::accepts_gzip(req.headers());
+        let gzip = accepts_gzip(req.headers());
         let admitted = self.admit(&req).await.and_then(|caller| {
             let place = self.watch_place(&req, caller.as_ref(), watch)?;
             Ok((caller, place))
@@ -448,31 +557,11 @@ impl Handler for Serve {
         let (resp, source) = match admitted {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok((caller, mut place)) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
-                Some(resp) => {
+                Ok(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     (limit::hold(resp, place.take()), Source::Cache)
                 }
-                None => {
-                    let doc = kept::DocKey::of(&req);
-                    match doc.as_ref().and_then(|d| self.kept_doc(d, caller.as_ref())) {
-                        Some(resp) => (resp, Source::Kept),
-                        None => match self.pass(&mut req, caller.as_ref()) {
-                            Ok((creds, permit)) => {
-                                // Both places are held for the answer's life: until its body
-                                // ends, or an upgraded session (exec, attach, port-forward)
-                                // closes.
-                                let held = limit::Held::new([Some(permit), place.take()]);
-                                let resp = proxy::forward(&self.upstream, req, creds, held).await;
-                                let resp = match doc {
-                                    Some(d) => self.kept.keep(d, resp),
-                                    None => resp,
-                                };
-                                (resp, Source::Upstream)
-                            }
-                            Err(status) => (status.into_response(protobuf), Source::Kache),
-                        },
-                    }
-                }
+                Err(reason) => self.passed(req, reason, caller.as_ref(), place.take(), started, protobuf).await,
             },
         };
         let (resp, bytes) = shaped(resp, source, pretty, gzip, &self.encodes);
@@ -497,6 +586,7 @@ fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool, encode
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::respond::respond;
     use http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, USER_AGENT};
     use http::StatusCode;
     use http_body_util::BodyExt;
@@ -527,10 +617,10 @@ mod tests {
             .body(())
             .unwrap();
         assert!(crate::api::media::wants_pretty(req.uri().query(), req.headers()));
-        assert!(compress::accepts_gzip(req.headers()));
-        let key = kept::DocKey::of(&req).unwrap();
-        let kept = Arc::new(kept::Kept::default());
-        let mut upstream = body::respond(StatusCode::OK, "application/json", body::full(gz.clone()));
+        assert!(accepts_gzip(req.headers()));
+        let key = DocKey::of(&req).unwrap();
+        let kept = Arc::new(LastDiscovery::default());
+        let mut upstream = respond(StatusCode::OK, "application/json", crate::body::full(gz.clone()));
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 

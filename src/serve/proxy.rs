@@ -5,11 +5,12 @@
 //! read (bad chunked encoding, a connection cut mid-body) the client's 400, not an outage.
 
 use crate::api::status::Status;
-use crate::serve::body::BoxError;
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
+use crate::body::BoxError;
+use crate::body::RequestBody;
+use crate::body::{self, Body};
 use crate::serve::limit::{Guarded, Held};
-use crate::serve::upstream::{is_timeout, Class, Upstream};
+use crate::serve::respond::StatusResponse;
+use crate::upstream::{is_timeout, Class, Credentials, Upstream};
 use http::{header, HeaderMap, Request, Response};
 use http_body::Frame;
 use hyper_util::rt::TokioIo;
@@ -94,16 +95,6 @@ fn abandoned(status: Status, safe: bool) -> Status {
 
 /// Hop-by-hop headers (RFC 9110 7.6.1).
 const DROP: &[&str] = &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"];
-
-/// Whose credentials a passed-through request is sent with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Credentials {
-    /// kache's own (the client's `Authorization` header is dropped; any `Impersonate-*`
-    /// headers the caller left on the request name whom kache acts for).
-    Kache,
-    /// The client's own `Authorization` header, and none of kache's.
-    Client,
-}
 
 fn clean(headers: &mut HeaderMap, upgrade: bool) {
     for name in DROP {

@@ -1,23 +1,120 @@
 //! The cached-read step of the request path: whether a GET can be answered from memory, and
 //! if so the answer. In order: [`Serve::plan`] (method, resource, scope, encoding, options),
 //! authorization, field support, a synced feed, an in-flight permit, freshness
-//! ([`Serve::current`]), then `handler::{get,list,watch}`. `None` at any step passes the
-//! request through to the upstream, which then answers exactly as it would without kache.
+//! ([`Serve::fresh_enough`], with the cost rule of `serve::cost` for consistent reads), then
+//! `handler::{get,list,watch}`. A [`PassThrough`] at any step sends the request to the
+//! upstream, which then answers exactly as it would without kache; its reason is counted in
+//! `kache_passthrough_total{reason}`.
 
+use crate::api::media::{negotiate, Format, Negotiated, View};
+use crate::api::query::{ListMode, Options};
 use crate::api::resource::ResourceRef;
+use crate::api::route::ResourcePath;
 use crate::api::status::Status;
 use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
-use crate::cache::informer::Feed;
-use crate::serve::body::Body;
+use crate::body::Body;
+use crate::cache::feed::Feed;
+use crate::cache::object::{self, Object};
+use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
 use crate::serve::limit::{Guarded, Permit};
-use crate::serve::query::{negotiate, Format, ListMode, Negotiated, Options, View};
-use crate::serve::route::ResourcePath;
+use crate::serve::respond::StatusResponse;
 use crate::serve::Serve;
 use http::{header, Method, Request, Response};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Why a request went to the upstream rather than being answered from cache: the `reason`
+/// label of `kache_passthrough_total` (the README's "Pass-through reasons" lists them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassThrough {
+    /// A method other than GET: writes, and anything else that is not a read.
+    Write,
+    /// A GET of no resource: discovery, `/version`, `/openapi`, health, logs of the apiserver.
+    NonResource,
+    /// A subresource (`/status`, `/log`, `/exec`, `/scale`, ...).
+    Subresource,
+    /// A resource the upstream's discovery did not list as listable and watchable.
+    UnknownResource,
+    /// A path outside the resource's scope (a namespace for a cluster-scoped kind, ...).
+    Scope,
+    /// An encoding kache does not hold for the kind (the Accept header's choice).
+    Encoding,
+    /// A legacy watch of one named object (`/watch/.../NAME` or `watch=1` on a name).
+    NamedWatch,
+    /// A view kache does not build: Tables with `includeObject=Object`, Tables of kinds
+    /// without a printer, protobuf metadata of custom resources, a list-or-single mismatch.
+    View,
+    /// A field selector on a field kache does not index for the kind.
+    UnknownField,
+    /// The kind's cache has not synced yet.
+    NotSynced,
+    /// A custom resource's Table before its CRD's printer columns were read.
+    NoPrinter,
+    /// A consistent read the upstream is expected to answer sooner than a freshness proof
+    /// would arrive (`--consistent-passthrough-factor`), with the answer's bytes in the index.
+    CheaperUpstream {
+        /// The answer's bytes in kache's index (the cost rule's measure).
+        bytes: u64,
+    },
+    /// A read that needs a newer state than the cache has, whose proof did not come in time.
+    Unproven,
+    /// A read that needs a proof while the upstream is found hung or unreachable, or whose
+    /// probe failed: the upstream gives its own answer (or Status).
+    Unavailable,
+    /// A resourceVersion the cache no longer holds (a watch from before its window, an
+    /// exact-RV or continue read of a state it has dropped): the upstream may still have it.
+    Stale,
+}
+
+impl PassThrough {
+    /// Every reason's label, in declaration order.
+    pub const LABELS: [&'static str; 15] = [
+        "write",
+        "non_resource",
+        "subresource",
+        "unknown_resource",
+        "scope",
+        "encoding",
+        "named_watch",
+        "view",
+        "unknown_field",
+        "not_synced",
+        "no_printer",
+        "cheaper_upstream",
+        "unproven",
+        "unavailable",
+        "stale",
+    ];
+
+    /// The position of this reason in [`PassThrough::LABELS`].
+    pub fn index(self) -> usize {
+        match self {
+            PassThrough::Write => 0,
+            PassThrough::NonResource => 1,
+            PassThrough::Subresource => 2,
+            PassThrough::UnknownResource => 3,
+            PassThrough::Scope => 4,
+            PassThrough::Encoding => 5,
+            PassThrough::NamedWatch => 6,
+            PassThrough::View => 7,
+            PassThrough::UnknownField => 8,
+            PassThrough::NotSynced => 9,
+            PassThrough::NoPrinter => 10,
+            PassThrough::CheaperUpstream { .. } => 11,
+            PassThrough::Unproven => 12,
+            PassThrough::Unavailable => 13,
+            PassThrough::Stale => 14,
+        }
+    }
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        Self::LABELS[self.index()]
+    }
+}
 
 /// A request kache could answer from cache, before authorization.
 struct Plan<'a> {
@@ -30,29 +127,59 @@ struct Plan<'a> {
     options: Result<Options, Status>,
 }
 
+/// The cost rule's name for a kind: `plural.group`.
+fn kind_key(r: &ResourceRef) -> String {
+    format!("{}.{}", r.plural, r.group)
+}
+
 impl Serve {
-    /// Answer from cache, or `None` to pass the request through. A request kache would
+    /// Answer from cache, or say why the request goes to the upstream. A request kache would
     /// answer is authorized first (before its options are judged, as in the apiserver).
     pub(crate) async fn cached<B: Sync>(
         &self,
         req: &Request<B>,
         p: Option<&ResourcePath>,
         caller: Option<&Caller>,
-    ) -> Option<Response<Body>> {
-        let plan = self.plan(req, p?)?;
+    ) -> Result<Response<Body>, PassThrough> {
+        let plan = match p {
+            Some(p) => self.plan(req, p)?,
+            None if req.method() == Method::GET => return Err(PassThrough::NonResource),
+            None => return Err(PassThrough::Write),
+        };
         // A Status takes the encoding of the Accept header's first range, whatever the kind
         // (the apiserver's error negotiation offers protobuf for custom resources too).
         let pb = crate::api::media::wants_protobuf(req.headers());
         if let Err(status) = self.authorize(req, plan.path, caller).await {
-            return Some(status.into_response(pb));
+            return Ok(status.into_response(pb));
         }
         let opts = match &plan.options {
             Ok(o) => o,
-            Err(status) => return Some(status.clone().into_response(pb)),
+            Err(status) => return Ok(status.clone().into_response(pb)),
         };
+        let feed = self.servable(&plan, opts).await?;
+        // Served from memory through an outage, but only within --serve-stale-seconds.
+        if let Err(status) = self.within_stale_bound(&feed) {
+            return Ok(status.into_response(pb));
+        }
+        let permit = match self.permit(opts, caller) {
+            Ok(p) => p,
+            Err(status) => return Ok(status.into_response(pb)),
+        };
+        self.fresh_enough(&feed, &plan, opts).await?;
+        self.count_view(req, &plan, opts);
+        let resp = self.answer(&feed, plan.path, opts, plan.format, plan.view).await.unwrap_or_else(|status| status.into_response(pb));
+        Ok(match permit {
+            Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
+            None => resp,
+        })
+    }
+
+    /// The feed that can answer `plan`: one that knows every field the request selects on,
+    /// has synced, and (for a custom resource's Table) has its CRD's columns.
+    async fn servable(&self, plan: &Plan<'_>, opts: &Options) -> Result<Arc<Feed>, PassThrough> {
         // Fields kache does not know for this kind: the upstream decides (400 or an answer).
         if opts.fields.fields().any(|f| !plan.resource.supports_field(f)) {
-            return None;
+            return Err(PassThrough::UnknownField);
         }
         let feed = self.feed(&plan.resource, plan.format);
         // A cache the request has just started is not synced yet. A watch stays open for
@@ -61,40 +188,27 @@ impl Serve {
         // upstream stream for its whole life; anything else passes through meanwhile.
         let synced = feed.synced() || opts.watch && feed.wait_synced(self.settings.consistent_wait).await;
         if !synced {
-            return None;
+            return Err(PassThrough::NotSynced);
         }
         // A custom resource's Table needs its CRD's columns (read when its cache listed).
         if matches!(plan.view, View::Table { .. }) && !feed.cache.snapshot().prints(&plan.resource.group, &plan.resource.plural) {
-            return None;
+            return Err(PassThrough::NoPrinter);
         }
-        // Served from memory through an outage, but only within --serve-stale-seconds.
-        if let Err(status) = self.within_stale_bound(&feed) {
-            return Some(status.into_response(pb));
-        }
-        let permit = match self.permit(opts, caller) {
-            Ok(p) => p,
-            Err(status) => return Some(status.into_response(pb)),
-        };
-        if !self.current(&feed, plan.path, opts).await {
-            return None;
-        }
+        Ok(feed)
+    }
+
+    /// Count a read answered as metadata or a Table.
+    fn count_view<B>(&self, req: &Request<B>, plan: &Plan<'_>, opts: &Options) {
         let view = match plan.view {
-            View::Object => None,
-            View::Metadata { .. } => Some("metadata"),
-            View::Table { .. } => Some("table"),
+            View::Object => return,
+            View::Metadata { .. } => "metadata",
+            View::Table { .. } => "table",
         };
-        if let Some(view) = view {
-            if view == "metadata" {
-                self.metadata_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            let verb = crate::telemetry::verb(req.method(), plan.path.name.is_some(), opts.watch);
-            metrics::counter!(crate::telemetry::CACHED_VIEWS, "view" => view, "verb" => verb).increment(1);
+        if view == "metadata" {
+            self.metadata_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let resp = self.answer(&feed, plan.path, opts, plan.format, plan.view).await.unwrap_or_else(|status| status.into_response(pb));
-        Some(match permit {
-            Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
-            None => resp,
-        })
+        let verb = crate::telemetry::verb(req.method(), plan.path.name.is_some(), opts.watch);
+        metrics::counter!(crate::telemetry::CACHED_VIEWS, "view" => view, "verb" => verb).increment(1);
     }
 
     /// What kache would serve: a GET of a cached kind, in the request's scope, in an
@@ -102,23 +216,26 @@ impl Serve {
     /// the apiserver would answer it (PartialObjectMetadataList for a LIST,
     /// PartialObjectMetadata for a GET or WATCH; the other way round is its 406). The legacy
     /// watch of one named object is the upstream's.
-    fn plan<'a, B>(&self, req: &Request<B>, p: &'a ResourcePath) -> Option<Plan<'a>> {
-        if req.method() != Method::GET || p.subresource.is_some() {
-            return None;
+    fn plan<'a, B>(&self, req: &Request<B>, p: &'a ResourcePath) -> Result<Plan<'a>, PassThrough> {
+        if req.method() != Method::GET {
+            return Err(PassThrough::Write);
         }
-        let resource = self.resource(p)?;
+        if p.subresource.is_some() {
+            return Err(PassThrough::Subresource);
+        }
+        let resource = self.resource(p).ok_or(PassThrough::UnknownResource)?;
         if !p.in_scope(resource.namespaced) {
-            return None;
+            return Err(PassThrough::Scope);
         }
         let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
         // A kind whose protobuf the upstream refused (a 406 to its feed) is negotiated as the
         // upstream does for kinds without protobuf.
         let protobuf = resource.protobuf && !self.refused(&resource, Format::Protobuf);
-        let Negotiated::Serve(format, view) = negotiate(accept, protobuf) else { return None };
+        let Negotiated::Serve(format, view) = negotiate(accept, protobuf) else { return Err(PassThrough::Encoding) };
         let options = Options::parse(req.uri().query());
         let watch = options.as_ref().is_ok_and(|o| o.watch);
         if p.name.is_some() && watch {
-            return None;
+            return Err(PassThrough::NamedWatch);
         }
         let served = match view {
             View::Object => true,
@@ -133,7 +250,10 @@ impl Serve {
                     && options.as_ref().is_ok_and(|o| Include::parse(o.include_object.as_deref()).is_some())
             }
         };
-        served.then_some(Plan { path: p, resource, format, view, options })
+        if !served {
+            return Err(PassThrough::View);
+        }
+        Ok(Plan { path: p, resource, format, view, options })
     }
 
     /// The client's SubjectAccessReview (cached), when security is on.
@@ -152,41 +272,6 @@ impl Serve {
         self.inflight.acquire(caller.map(|c| c.client.as_str())).map(Some)
     }
 
-    /// Whether the cache can answer at the resourceVersion the request needs: a consistent
-    /// read needs the upstream's current RV, an RV given needs at least that one, and a past
-    /// state must still be in the cache's history (else the upstream may still have it). A
-    /// watch from before the cache's window is the upstream's too: its own window may still
-    /// hold that RV, and if not its 410 names its own oldest RV, which kache cannot know.
-    ///
-    /// After a relist told as differences, RVs of the span it covered may have come from
-    /// the upstream (a passed-through read), whose states there are not the cache's: a
-    /// watch from where a relisted deletion may lie below it, and an exact-RV read in the
-    /// span, are the upstream's too (see `cache::Gap`).
-    async fn current(&self, feed: &Arc<Feed>, p: &ResourcePath, opts: &Options) -> bool {
-        if opts.watch && p.name.is_none() && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
-            return false;
-        }
-        if opts.watch && opts.rv.is_some_and(|n| n > 0 && !feed.cache.resumable(n)) {
-            return false;
-        }
-        if p.name.is_some() || opts.watch {
-            return match opts.rv {
-                None => self.fresh(feed).await,
-                Some(n) => self.reached(feed, n).await,
-            };
-        }
-        let past = match opts.list_mode() {
-            ListMode::Consistent => return self.fresh(feed).await,
-            ListMode::NotOlderThan(n) => return self.reached(feed, n).await,
-            ListMode::Exact(n) if !self.reached(feed, n).await => return false,
-            ListMode::Exact(n) => Some(n),
-            ListMode::Continue => opts.cont.as_ref().and_then(|c| u64::try_from(c.rv).ok()),
-            ListMode::Any => None,
-        };
-        let cache = &feed.cache;
-        !past.is_some_and(|n| !cache.vouches_for(n) || (n <= cache.progress() && cache.at(n).is_err()))
-    }
-
     /// The answer from cache.
     async fn answer(&self, feed: &Feed, p: &ResourcePath, opts: &Options, format: Format, view: View) -> Result<Response<Body>, Status> {
         let cache = &feed.cache;
@@ -202,28 +287,127 @@ impl Serve {
         }
     }
 
-    /// Whether the cache has caught up with the upstream's current RV (a consistent read).
-    async fn fresh(&self, feed: &Arc<Feed>) -> bool {
+    /// Whether the cache can answer at the resourceVersion the request needs: a consistent
+    /// read needs the upstream's current RV (or goes to the upstream when it answers
+    /// sooner: [`Serve::consistent`]), an RV given needs at least that one, and a past state
+    /// must still be in the cache's history (else the upstream may still have it). A watch
+    /// from before the cache's window is the upstream's too: its own window may still hold
+    /// that RV, and if not its 410 names its own oldest RV, which kache cannot know.
+    ///
+    /// After a relist told as differences, RVs of the span it covered may have come from
+    /// the upstream (a passed-through read), whose states there are not the cache's: a
+    /// watch from where a relisted deletion may lie below it, and an exact-RV read in the
+    /// span, are the upstream's too (see `cache::Gap`).
+    async fn fresh_enough(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<(), PassThrough> {
+        let named = plan.path.name.is_some();
+        if opts.watch && !named && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
+            return Err(PassThrough::Stale);
+        }
+        if opts.watch && opts.rv.is_some_and(|n| n > 0 && !feed.cache.resumable(n)) {
+            return Err(PassThrough::Stale);
+        }
+        let wait = self.settings.consistent_wait;
+        if named || opts.watch {
+            return match opts.rv {
+                // A watch's start is not weighed: kache exists to hold watches.
+                None if opts.watch => self.proven(feed, wait).await,
+                None => self.consistent(feed, plan, opts).await,
+                Some(n) => self.reached(feed, n, wait).await,
+            };
+        }
+        let past = match opts.list_mode() {
+            ListMode::Consistent => return self.consistent(feed, plan, opts).await,
+            ListMode::NotOlderThan(n) => return self.reached(feed, n, wait).await,
+            ListMode::Exact(n) => {
+                self.reached(feed, n, wait).await?;
+                Some(n)
+            }
+            ListMode::Continue => opts.cont.as_ref().and_then(|c| u64::try_from(c.rv).ok()),
+            ListMode::Any => None,
+        };
+        let cache = &feed.cache;
+        match past {
+            Some(n) if !cache.vouches_for(n) || (n <= cache.progress() && cache.at(n).is_err()) => Err(PassThrough::Stale),
+            _ => Ok(()),
+        }
+    }
+
+    /// A consistent read (no resourceVersion): answered from cache after a freshness proof,
+    /// or passed through at once when the upstream is expected to answer it sooner (the
+    /// cost rule, `serve::cost`). The proof is waited for no longer than the upstream would
+    /// take; concurrent readers of a kind share its probes.
+    async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<(), PassThrough> {
+        let kind = kind_key(&feed.cache.resource);
+        // Summing stops well past the break-even: beyond it only the proof's bound changes.
+        let bytes = match self.costs.break_even(&kind) {
+            Some(even) => answer_bytes(feed, plan, opts, even.saturating_mul(4)),
+            None => 0,
+        };
+        let bound = match self.costs.decide(&kind, bytes, self.settings.consistent_wait) {
+            Decision::Upstream => return Err(PassThrough::CheaperUpstream { bytes }),
+            Decision::Prove(bound) => bound,
+        };
+        let started = Instant::now();
+        let proven = self.proven(feed, bound).await;
+        match proven {
+            Ok(()) => self.costs.observe_proof(&kind, started.elapsed()),
+            // Not in time: the proof takes longer than measured so far.
+            Err(PassThrough::Unproven) => {
+                let longer = Duration::from_secs_f64(self.costs.proof_wait(&kind) * 1.5).min(self.settings.consistent_wait);
+                self.costs.observe_proof(&kind, started.elapsed().max(longer));
+            }
+            Err(_) => {}
+        }
+        proven
+    }
+
+    /// Whether the cache has caught up with the upstream's current RV, waiting at most
+    /// `wait` for the proof.
+    async fn proven(&self, feed: &Arc<Feed>, wait: Duration) -> Result<(), PassThrough> {
         match feed.upstream_rv().await {
-            Ok(rv) => self.reached(feed, rv).await,
+            Ok(rv) => self.reached(feed, rv, wait).await,
             Err(e) => {
                 tracing::debug!(error = %e, "consistency probe failed; passing through");
-                false
+                Err(PassThrough::Unavailable)
             }
         }
     }
 
-    /// Whether the cache has reached `rv` (waiting a little for it): a request for a newer
-    /// RV than the cache has is passed through rather than answered late or with 504.
+    /// Whether the cache has reached `rv` (waiting at most `wait` for it): a request for a
+    /// newer RV than the cache has is passed through rather than answered late or with 504.
     /// An upstream found hung or unreachable meanwhile cannot prove it: the request passes
     /// through at once (and gets its Status there) rather than waiting out the bound.
-    async fn reached(&self, feed: &Arc<Feed>, rv: u64) -> bool {
+    async fn reached(&self, feed: &Arc<Feed>, rv: u64, wait: Duration) -> Result<(), PassThrough> {
         if feed.cache.progress() >= rv {
-            return true;
+            return Ok(());
         }
         tokio::select! {
-            proven = feed.prove(rv, self.settings.consistent_wait) => proven,
-            _ = self.upstream.until_unavailable() => false,
+            proven = feed.prove(rv, wait) => if proven { Ok(()) } else { Err(PassThrough::Unproven) },
+            _ = self.upstream.until_unavailable() => Err(PassThrough::Unavailable),
         }
     }
+}
+
+/// The bytes kache's index holds for the answer to `plan` as the cache stands: the object
+/// of a GET, the selected items of a LIST (its first page when it has a limit), counted up
+/// to a little past `cap`. The upstream's cost of the same answer is about proportional.
+fn answer_bytes(feed: &Feed, plan: &Plan<'_>, opts: &Options, cap: u64) -> u64 {
+    let size = |o: &Object| match plan.format {
+        Format::Json => o.json.as_ref().map_or(0, |b| b.len() as u64),
+        Format::Protobuf => o.pb.as_ref().map_or(0, |b| b.len() as u64),
+    };
+    let snap = feed.cache.snapshot();
+    let ns = plan.path.namespace.as_deref();
+    if let Some(name) = &plan.path.name {
+        return snap.get(&object::key(ns.unwrap_or(""), name)).map_or(0, |o| size(o));
+    }
+    let limit = usize::try_from(opts.limit).ok().filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let mut total = 0;
+    for o in handler::candidates(&snap, ns, opts, feed.cache.resource.index.as_deref(), None).take(limit) {
+        total += size(o);
+        if total > cap {
+            break;
+        }
+    }
+    total
 }

@@ -5,8 +5,8 @@
 //! extension: the client's address and its verified certificate identity, if any.
 
 use crate::auth::tls::CertIdentity;
-use crate::serve::body::Body;
-use crate::serve::body::RequestBody;
+use crate::body::Body;
+use crate::body::RequestBody;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -113,12 +113,13 @@ fn builder(limits: ConnLimits) -> Builder {
     builder
 }
 
-/// Serve connections from `listener` (TLS when `tls` is set) until `shutdown` resolves; then
-/// stop accepting, let connections finish their requests (HTTP/2 gets GOAWAY), and return
-/// when they are done or `grace` has passed.
+/// Serve connections from `listener` (TLS when `tls` is set: each connection gets the
+/// configuration `tls` holds when it is accepted, so certificates reloaded in it apply to new
+/// connections) until `shutdown` resolves; then stop accepting, let connections finish their
+/// requests (HTTP/2 gets GOAWAY), and return when they are done or `grace` has passed.
 pub async fn serve_with<H: Handler>(
     listener: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<crate::auth::tls::TlsConfig>,
     limits: ConnLimits,
     handler: Arc<H>,
     shutdown: impl Future<Output = ()>,
@@ -127,7 +128,6 @@ pub async fn serve_with<H: Handler>(
     tokio::pin!(shutdown);
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(builder(limits));
-    let acceptor = tls.map(TlsAcceptor::from);
     loop {
         let (stream, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -141,7 +141,7 @@ pub async fn serve_with<H: Handler>(
         };
         let _ = stream.set_nodelay(true);
         let (handler, builder, watcher) = (handler.clone(), builder.clone(), graceful.watcher());
-        match acceptor.clone() {
+        match tls.as_ref().map(|t| TlsAcceptor::from(t.load_full())) {
             None => {
                 let peer = Peer { addr, cert: None };
                 let io = WriteDeadline::new(stream, limits.write_timeout);

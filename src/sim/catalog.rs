@@ -2,8 +2,18 @@
 //! (`/api`, `/apis`, group and resource lists) as a v1.36 apiserver writes them.
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};
-use crate::sim::crd;
 use serde_json::{json, Value};
+
+/// The API group of CustomResourceDefinitions.
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
+/// Their resource.
+pub const CRD_PLURAL: &str = "customresourcedefinitions";
+
+/// Whether `r` is the CustomResourceDefinitions resource itself (the simulator serves one
+/// CRD per custom resource of its catalogue, see `sim::crd`).
+pub fn is_crd(r: &Resource) -> bool {
+    r.group == CRD_GROUP && r.plural == CRD_PLURAL
+}
 
 #[allow(clippy::too_many_arguments)]
 fn builtin(group: &str, plural: &str, singular: &str, kind: &str, namespaced: bool, protobuf: bool, short: &[&str], all: bool) -> Resource {
@@ -37,7 +47,7 @@ pub fn simulated() -> Vec<Resource> {
         builtin("apps", "deployments", "deployment", "Deployment", true, true, &["deploy"], true),
         Resource {
             categories: vec!["api-extensions".to_string()],
-            ..builtin(crd::GROUP, crd::PLURAL, "customresourcedefinition", "CustomResourceDefinition", false, true, &["crd", "crds"], false)
+            ..builtin(CRD_GROUP, CRD_PLURAL, "customresourcedefinition", "CustomResourceDefinition", false, true, &["crd", "crds"], false)
         },
         // Custom resources (each with its CRD above, `sim::crd`) last, as an apiserver lists
         // the groups of CRDs after its own.
@@ -50,13 +60,13 @@ pub fn simulated() -> Vec<Resource> {
 /// fields are either-or types), so the simulator serves them as JSON only, where a real
 /// apiserver serves protobuf too: a client asking only for protobuf gets 406.
 pub fn serves_protobuf(r: &Resource) -> bool {
-    r.protobuf && !crd::is_crd(r)
+    r.protobuf && !is_crd(r)
 }
 
 /// Whether the simulator refuses writes to the kind (405): its CRDs, which follow from the
 /// catalogue (a new or changed CRD would not change what it serves), are only read.
 pub fn read_only(r: &Resource) -> bool {
-    crd::is_crd(r)
+    is_crd(r)
 }
 
 /// Subresources the simulator serves for a resource (`status` for kinds that have one).

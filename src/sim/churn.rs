@@ -3,9 +3,9 @@
 //! object (`kache.dev/changed-at`) so delivery lag can be measured end to end.
 
 use super::Sim;
+use crate::api::media::Format;
 use crate::cache::object;
 use crate::cache::window::EventType;
-use crate::serve::query::Format;
 use crate::sim::synth::{churn_op, ChurnOp};
 use http::StatusCode;
 use std::sync::Arc;

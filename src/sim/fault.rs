@@ -15,7 +15,8 @@
 //!   its storage is);
 //! - [`control`], an HTTP endpoint that flips them (`kache sim --fault-listen`).
 
-use crate::serve::body::{self, Body, RequestBody};
+use crate::body::{self, Body, RequestBody};
+use crate::serve::respond::respond;
 use crate::serve::server::Handler;
 use crate::sim::Sim;
 use http::{Method, Request, Response, StatusCode};
@@ -206,7 +207,7 @@ fn param(query: Option<&str>, name: &str) -> Option<u64> {
 
 impl Handler for Control {
     async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
-        let text = |code, s: String| body::respond(code, "text/plain; charset=utf-8", body::full(s));
+        let text = |code, s: String| respond(code, "text/plain; charset=utf-8", body::full(s));
         let q = req.uri().query();
         let proxy = self.proxy.as_deref();
         match (req.method(), req.uri().path(), proxy) {

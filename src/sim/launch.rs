@@ -19,7 +19,9 @@ use std::time::Duration;
 fn sim_config(c: &ClusterArgs, advertise: String) -> SimConfig {
     SimConfig {
         cluster: ClusterSpec { nodes: c.nodes, pods: c.pods, namespaces: c.namespaces, seed: c.seed, pod_bytes: c.pod_bytes },
-        limits: Limits { window_events: c.window_events, history: c.window_events.max(1024), ..Limits::default() },
+        // The apiserver's watch cache is bounded by count (and time), not bytes: so is the
+        // simulator's window.
+        limits: Limits { window_events: c.window_events, window_bytes: 0, history: c.window_events.max(1024), ..Limits::default() },
         watch: WatchSettings { bookmark_interval: Duration::from_secs(c.bookmark_interval_seconds), ..WatchSettings::default() },
         advertise,
     }
@@ -58,7 +60,7 @@ pub async fn start_sim_with(
 ) -> Result<Running, StartError> {
     c.validate()?;
     crate::config::require_loopback(listen)?;
-    crate::serve::upstream::install_crypto_provider();
+    crate::upstream::install_crypto_provider();
     let checks = if auth.auth_enabled() {
         Some(SimAuth::load(auth.users_file.as_deref(), auth.rbac_file.as_deref()).map_err(|e| {
             let files = [&auth.users_file, &auth.rbac_file].into_iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>();
@@ -70,12 +72,12 @@ pub async fn start_sim_with(
     let tls = if auth.tls_enabled() {
         let cert = serving_cert((&auth.tls_cert_file, &auth.tls_private_key_file), listen, &[], "kache-sim")?;
         let client_ca = auth.client_ca_file.as_deref().map(tls::load_certs).transpose()?;
-        Some((tls::server_config(&cert, client_ca.as_deref())?, cert.ca_pem))
+        Some((Arc::new(arc_swap::ArcSwap::new(tls::server_config(&cert, client_ca.as_deref())?)), cert.ca_pem))
     } else {
         None
     };
     let started = std::time::Instant::now();
-    let mut sim = Sim::new(sim_config(c, listen.to_string())).map_err(|s| StartError::Sim(s.message))?;
+    let mut sim = Sim::new(sim_config(c, listen.to_string())).map_err(StartError::Sim)?;
     if let Some(checks) = checks {
         sim = sim.with_auth(checks);
     }
@@ -113,7 +115,7 @@ pub async fn start_sim_with(
 pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
     let Some(fault_listen) = &args.fault_listen else {
         let running = start_sim_with(&args.listen, args.addr_file.as_deref(), &args.cluster, &args.auth, ctrl_c()).await?;
-        println!("kache sim listening on {}", running.url);
+        tracing::info!(url = %running.url, "kache sim listening");
         ctrl_c().await;
         return Ok(());
     };
@@ -132,13 +134,16 @@ pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
         std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref()))?;
     }
     let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy)).await?;
-    println!("kache sim listening on {url}; fault switches on http://{faults}");
+    tracing::info!(url = %url, faults = %format!("http://{faults}"), "kache sim listening; fault switches ready");
     ctrl_c().await;
     Ok(())
 }
 
 /// `kache demo`.
 pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
+    // Every flag checked before the simulated cluster is built and anything listens.
+    args.cluster.validate()?;
+    args.cache.validate()?;
     let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
     crate::telemetry::install();

@@ -28,19 +28,22 @@ mod write;
 pub use churn::{churn, leases};
 pub use rbac::{AuditRecord, SimAuth};
 
+use crate::api::media::{negotiate, Format, Negotiated, View};
+use crate::api::query::Options;
 use crate::api::resource::{Resource, ResourceRef};
+use crate::api::route::{classify, ResourcePath, Target};
 use crate::api::status::Status;
 use crate::api::table::CustomColumns;
 use crate::api::transcode::{json_to_pb, MessageType};
 use crate::auth::{impersonate, Attributes};
+use crate::body::RequestBody;
+use crate::body::{self, Body};
 use crate::cache::object::{self, Object};
 use crate::cache::{KindCache, Limits};
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
 use crate::serve::handler::table::Include;
 use crate::serve::handler::{self, WatchSettings};
-use crate::serve::query::{negotiate, Format, Negotiated, Options, View};
-use crate::serve::route::{classify, ResourcePath, Target};
+use crate::serve::respond::respond;
+use crate::serve::respond::StatusResponse;
 use crate::serve::server::{Handler, Peer};
 use crate::sim::synth::{ClusterSpec, Synth};
 use http::{header, Method, Request, Response, StatusCode};
@@ -94,7 +97,7 @@ impl Sim {
                 "configmaps" => Box::new(synth.configmaps()),
                 "secrets" => Box::new(synth.secrets()),
                 "events" => Box::new(synth.events()),
-                crd::PLURAL => Box::new(crds.iter().cloned()),
+                catalog::CRD_PLURAL => Box::new(crds.iter().cloned()),
                 _ => Box::new(std::iter::empty()),
             };
             let mut objects = Vec::new();
@@ -222,7 +225,7 @@ impl Sim {
                 }
                 Ok(discovery(catalog::resource_list(&self.resources, &g, &v), false))
             }
-            Target::Health => Ok(body::respond(StatusCode::OK, "text/plain; charset=utf-8", body::full("ok"))),
+            Target::Health => Ok(respond(StatusCode::OK, "text/plain; charset=utf-8", body::full("ok"))),
             Target::Resource(p) => self.resource(req, p).await,
         }
     }
@@ -264,35 +267,48 @@ impl Sim {
         if let View::Metadata { list, .. } = view {
             metadata_fits(&r, &req, &p, list)?;
         }
+        self.serve_verb(&cache, req, &p, fmt, view).await
+    }
+
+    /// A request for `cache`'s resource, its encoding and view negotiated, carried out by
+    /// its verb (the read path's handlers, or the simulator's writes).
+    async fn serve_verb<B: RequestBody>(
+        &self,
+        cache: &Arc<KindCache>,
+        req: Request<B>,
+        p: &ResourcePath,
+        fmt: Format,
+        view: View,
+    ) -> Result<Response<Body>, Status> {
         let ns = p.namespace.as_deref();
         match (req.method().clone(), p.name.as_deref(), p.subresource.as_deref()) {
             (Method::GET, Some(name), None | Some("status")) => {
                 let include = Options::parse(req.uri().query())?.include_object;
-                handler::get(&cache, ns, name, fmt, view, Include::parse(include.as_deref()).unwrap_or(Include::Metadata))
+                handler::get(cache, ns, name, fmt, view, Include::parse(include.as_deref()).unwrap_or(Include::Metadata))
             }
             (Method::GET, None, None) => {
                 let opts = Options::parse(req.uri().query())?;
                 if opts.cont.is_none() && opts.rv != Some(0) {
-                    self.request_progress(&cache, opts.rv);
+                    self.request_progress(cache, opts.rv);
                 }
                 if opts.watch {
                     handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch.clone()).await
                 } else {
-                    handler::list(&cache, ns, &opts, fmt, view).await
+                    handler::list(cache, ns, &opts, fmt, view).await
                 }
             }
-            (Method::GET, Some(name), Some("log")) if r.kind == "Pod" => write::log(&cache, ns, name),
-            (Method::POST, None, None) => self.create(&cache, req, &p, fmt).await,
-            (Method::PUT, Some(_), None | Some("status")) => self.update(&cache, req, &p, fmt).await,
-            (Method::PATCH, Some(_), None | Some("status")) => self.patch(&cache, req, &p, fmt).await,
+            (Method::GET, Some(name), Some("log")) if cache.resource.kind == "Pod" => write::log(cache, ns, name),
+            (Method::POST, None, None) => self.create(cache, req, p, fmt).await,
+            (Method::PUT, Some(_), None | Some("status")) => self.update(cache, req, p, fmt).await,
+            (Method::PATCH, Some(_), None | Some("status")) => self.patch(cache, req, p, fmt).await,
             (Method::DELETE, Some(name), None) => {
                 let dry = write::delete_is_dry_run(req).await?;
-                self.delete(&cache, ns, name, fmt, dry)
+                self.delete(cache, ns, name, fmt, dry)
             }
-            (Method::DELETE, None, None) if catalog::allows_delete_collection(&r) => {
+            (Method::DELETE, None, None) if catalog::allows_delete_collection(&cache.resource) => {
                 let query = req.uri().query().map(str::to_string);
                 let dry = write::delete_is_dry_run(req).await?;
-                self.delete_collection(&cache, ns, query.as_deref(), fmt, dry)
+                self.delete_collection(cache, ns, query.as_deref(), fmt, dry)
             }
             (_, _, Some(_)) => Err(Status::no_route()),
             _ => Err(Status::method_not_allowed()),
@@ -349,7 +365,7 @@ async fn read_body<B: RequestBody>(req: Request<B>, limit: usize) -> Result<byte
 impl Handler for Sim {
     async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
         // Large answers gzipped for clients that ask, as the apiserver's APIResponseCompression.
-        let gzip = crate::serve::compress::accepts_gzip(req.headers());
+        let gzip = crate::api::media::accepts_gzip(req.headers());
         let resp = self.answer(req).await;
         if gzip {
             // The simulated apiserver compresses every answer it is asked to (no bound).
@@ -412,7 +428,7 @@ fn discovery(v: Value, indented: bool) -> Response<Body> {
         b.push(b'\n');
         b
     };
-    body::respond(StatusCode::OK, "application/json", body::full(bytes))
+    respond(StatusCode::OK, "application/json", body::full(bytes))
 }
 
 /// Content type of a single-object response.
@@ -427,14 +443,14 @@ fn object_response(r: &Resource, o: &Object, code: StatusCode, fmt: Format) -> R
         Format::Protobuf => crate::api::wire::envelope(&r.api_version(), &r.kind, o.pb_message_ref().unwrap_or_default()),
     };
     let ct = if fmt == Format::Json { "application/json" } else { crate::api::wire::PROTOBUF };
-    body::respond(code, ct, body::full(body))
+    respond(code, ct, body::full(body))
 }
 
 /// Whether a metadata view fits the request, with the apiserver's 406 when it does not:
 /// PartialObjectMetadataList is for LISTs, PartialObjectMetadata for single objects (GET,
 /// WATCH events, and what writes return). The message names the internal Go type.
 fn metadata_fits<B>(r: &Resource, req: &Request<B>, p: &ResourcePath, list: bool) -> Result<(), Status> {
-    let watch = crate::serve::query::watch_requested(req.uri().query());
+    let watch = crate::api::query::watch_requested(req.uri().query());
     let is_list = req.method() == Method::GET && p.name.is_none() && !watch;
     let package = if r.group.is_empty() { "core" } else { r.group.split('.').next().unwrap_or("") };
     let go_type =

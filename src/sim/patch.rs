@@ -93,46 +93,53 @@ pub(super) fn strategic_merge(target: &mut Value, patch: &Value) {
         t.retain(|k, _| keep.iter().any(|x| x == k) || p.contains_key(k));
     }
     for (k, v) in p {
-        if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
-            if let (Some(Value::Array(cur)), Some(gone)) = (t.get_mut(field), v.as_array()) {
-                cur.retain(|x| !gone.contains(x));
-            }
-            continue;
-        }
-        if k.starts_with('$') {
-            continue;
-        }
-        if v.is_null() {
-            t.remove(k);
-            continue;
-        }
-        match (t.get_mut(k), v) {
-            (Some(Value::Array(cur)), Value::Array(items)) => merge_list(k, cur, items),
-            (Some(cur @ Value::Object(_)), Value::Object(_)) => {
-                strategic_merge(cur, v);
-                if cur.is_null() {
-                    t.remove(k);
-                }
-            }
-            (_, Value::Array(items)) => {
-                let mut cur = Vec::new();
-                merge_list(k, &mut cur, items);
-                t.insert(k.clone(), Value::Array(cur));
-            }
-            _ => {
-                let nv = fresh(v);
-                if nv.is_null() {
-                    t.remove(k);
-                } else {
-                    t.insert(k.clone(), nv);
-                }
-            }
-        }
+        merge_field(t, k, v);
     }
     for (k, order) in p {
         if let (Some(field), Some(order)) = (k.strip_prefix("$setElementOrder/"), order.as_array()) {
             if let Some(Value::Array(cur)) = t.get_mut(field) {
                 reorder(field, cur, order);
+            }
+        }
+    }
+}
+
+/// One member `k` of a strategic merge patch applied to the object `t`: a directive (a
+/// primitive list's deletions), a removal (`null`), a list merged by its strategy, an object
+/// merged in turn, or a value set.
+fn merge_field(t: &mut Map<String, Value>, k: &str, v: &Value) {
+    if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
+        if let (Some(Value::Array(cur)), Some(gone)) = (t.get_mut(field), v.as_array()) {
+            cur.retain(|x| !gone.contains(x));
+        }
+        return;
+    }
+    if k.starts_with('$') {
+        return;
+    }
+    if v.is_null() {
+        t.remove(k);
+        return;
+    }
+    match (t.get_mut(k), v) {
+        (Some(Value::Array(cur)), Value::Array(items)) => merge_list(k, cur, items),
+        (Some(cur @ Value::Object(_)), Value::Object(_)) => {
+            strategic_merge(cur, v);
+            if cur.is_null() {
+                t.remove(k);
+            }
+        }
+        (_, Value::Array(items)) => {
+            let mut cur = Vec::new();
+            merge_list(k, &mut cur, items);
+            t.insert(k.to_string(), Value::Array(cur));
+        }
+        _ => {
+            let nv = fresh(v);
+            if nv.is_null() {
+                t.remove(k);
+            } else {
+                t.insert(k.to_string(), nv);
             }
         }
     }

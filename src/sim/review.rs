@@ -6,8 +6,9 @@
 use super::rbac::{now_rfc3339, SimAuth};
 use crate::api::status::Status;
 use crate::auth::{Attributes, Identity, ResourceAttributes};
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
+use crate::body::RequestBody;
+use crate::body::{self, Body};
+use crate::serve::respond;
 use http::{header, Request, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
@@ -61,7 +62,7 @@ fn respond(kind: &str, api_version: &str, manager: String, spec: Map<String, Val
     let v = json!({"kind": kind, "apiVersion": api_version, "metadata": {"managedFields": managed}, "spec": spec, "status": status});
     let mut out = crate::api::json::to_vec(&v);
     out.push(b'\n');
-    body::respond(StatusCode::CREATED, "application/json", body::full(out))
+    respond::respond(StatusCode::CREATED, "application/json", body::full(out))
 }
 
 fn string(v: &Value, k: &str) -> String {
@@ -184,7 +185,7 @@ pub fn whoami(id: &Identity) -> Response<Body> {
     });
     let mut out = crate::api::json::to_vec(&v);
     out.push(b'\n');
-    body::respond(StatusCode::CREATED, "application/json", body::full(out))
+    respond::respond(StatusCode::CREATED, "application/json", body::full(out))
 }
 
 #[cfg(test)]

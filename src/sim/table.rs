@@ -7,16 +7,18 @@
 //! PartialObjectMetadata (the default), the whole object, or nothing. A LIST takes the same
 //! resourceVersion, selector and `limit`/`continue` path as any other LIST.
 
+use crate::api::media::Format;
+use crate::api::query::Options;
+use crate::api::route::ResourcePath;
 use crate::api::status::Status;
 use crate::api::table::{human_duration, TablePrinter};
+use crate::body::RequestBody;
+use crate::body::{self, Body};
 use crate::cache::KindCache;
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
 use crate::serve::handler::table::now;
 use crate::serve::handler::table::Include;
 use crate::serve::handler::{self, WatchSettings};
-use crate::serve::query::{Format, Options};
-use crate::serve::route::ResourcePath;
+use crate::serve::respond;
 use bytes::{BufMut, Bytes};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -146,7 +148,7 @@ pub(super) async fn respond<B: RequestBody>(
         }
         None if opts.watch => {
             let events =
-                handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, crate::serve::query::View::Object, settings).await?;
+                handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, crate::api::media::View::Object, settings).await?;
             return Ok(watch_tables(events, cols, embed));
         }
         None => {
@@ -163,7 +165,7 @@ pub(super) async fn respond<B: RequestBody>(
         }
     };
     out.push(b'\n');
-    Ok(body::respond(StatusCode::OK, "application/json", body::full(out)))
+    Ok(respond::respond(StatusCode::OK, "application/json", body::full(out)))
 }
 
 /// Turn a JSON watch stream into a stream of one-row Tables (ERROR and BOOKMARK events pass

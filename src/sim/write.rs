@@ -4,16 +4,19 @@
 //! Bodies are JSON, or protobuf for built-in kinds.
 
 use super::{encode, encode_printed, object_response, patch, Sim};
+use crate::api::media::Format;
+use crate::api::query::Options;
+use crate::api::route::ResourcePath;
 use crate::api::status::{Details, Status};
 use crate::api::transcode::{pb_to_json, MessageType};
 use crate::api::wire::PROTOBUF;
+use crate::body::RequestBody;
+use crate::body::{self, Body};
 use crate::cache::object;
 use crate::cache::window::EventType;
 use crate::cache::KindCache;
-use crate::serve::body::RequestBody;
-use crate::serve::body::{self, Body};
-use crate::serve::query::{Format, Options};
-use crate::serve::route::ResourcePath;
+use crate::serve::respond::respond;
+use crate::serve::respond::StatusResponse;
 use http::{header, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 
@@ -274,42 +277,7 @@ impl Sim {
         if !given_rv.is_empty() && given_rv != cur["metadata"]["resourceVersion"] {
             return Err(Status::conflict(&r.group, &r.plural, name));
         }
-        for k in ["name", "namespace", "uid", "creationTimestamp", "generation"] {
-            match cur["metadata"].get(k) {
-                Some(v) => next["metadata"][k] = v.clone(),
-                None => {
-                    if let Some(m) = next["metadata"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
-            }
-        }
-        let has_status = crate::sim::catalog::has_status(&r);
-        if p.subresource.as_deref() == Some("status") {
-            let status = next.get("status").cloned();
-            next = cur.clone();
-            match status {
-                Some(s) => next["status"] = s,
-                None => {
-                    if let Some(m) = next.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-        } else if has_status {
-            match cur.get("status") {
-                Some(s) => next["status"] = s.clone(),
-                None => {
-                    if let Some(m) = next.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-            if cur.get("spec") != next.get("spec") {
-                let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-                next["metadata"]["generation"] = Value::from(g);
-            }
-        }
+        next = kept_by_server(&cur, next, p.subresource.as_deref() == Some("status"), crate::sim::catalog::has_status(&r));
         let mut a = cur.clone();
         a["metadata"]["resourceVersion"] = Value::Null;
         let mut b = next.clone();
@@ -358,6 +326,48 @@ impl Sim {
     }
 }
 
+/// An update's new state `next` with what the apiserver keeps from the current `cur`: its
+/// identity fields; for `/status` (`status_only`) everything but status; for a kind with a
+/// status subresource (`has_status`) its status, and a generation counting spec changes.
+fn kept_by_server(cur: &Value, mut next: Value, status_only: bool, has_status: bool) -> Value {
+    for k in ["name", "namespace", "uid", "creationTimestamp", "generation"] {
+        match cur["metadata"].get(k) {
+            Some(v) => next["metadata"][k] = v.clone(),
+            None => {
+                if let Some(m) = next["metadata"].as_object_mut() {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+    if status_only {
+        let status = next.get("status").cloned();
+        next = cur.clone();
+        match status {
+            Some(s) => next["status"] = s,
+            None => {
+                if let Some(m) = next.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+    } else if has_status {
+        match cur.get("status") {
+            Some(s) => next["status"] = s.clone(),
+            None => {
+                if let Some(m) = next.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        if cur.get("spec") != next.get("spec") {
+            let g = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            next["metadata"]["generation"] = Value::from(g);
+        }
+    }
+    next
+}
+
 fn strip_type(mut v: Value) -> Value {
     if let Some(m) = v.as_object_mut() {
         m.remove("kind");
@@ -371,5 +381,5 @@ pub(super) fn log(cache: &KindCache, ns: Option<&str>, name: &str) -> Result<Res
     let cur = current(cache, ns, name)?;
     let node = cur["spec"]["nodeName"].as_str().unwrap_or("");
     let text = (1..=3).map(|i| format!("simulated log line {i} of pod {name} on {node}\n")).collect::<String>();
-    Ok(body::respond(StatusCode::OK, "text/plain", body::full(text)))
+    Ok(respond(StatusCode::OK, "text/plain", body::full(text)))
 }

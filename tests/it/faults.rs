@@ -22,7 +22,7 @@ use crate::support::auth::{SecureKache, SecureSim, Who};
 use crate::support::{deadline, eventually, faulty, keys_rvs, list_rv, obj_rv, Next, QUICK};
 use http::Method;
 use k8s_openapi::api::core::v1::Pod;
-use kache::serve::upstream::Health;
+use kache::upstream::health::Health;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -327,7 +327,7 @@ async fn after_an_upstream_restart_caches_come_back_and_a_kube_rs_reflector_conv
     f.upstream_becomes(true).await;
 
     // Both encodings' caches reach the restarted upstream's state.
-    for fmt in [kache::serve::query::Format::Json, kache::serve::query::Format::Protobuf] {
+    for fmt in [kache::api::media::Format::Json, kache::api::media::Format::Protobuf] {
         let cache = f.kache.serving.serve.cache("", "pods", fmt).expect("pods cache");
         assert!(cache.wait_for(rv, QUICK).await, "{fmt:?} cache reached RV {rv} after the restart (at {})", cache.progress());
     }

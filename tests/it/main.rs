@@ -15,6 +15,8 @@ mod sim_watch;
 
 // kache in front of the simulator, through real clients.
 mod serve_clients;
+// Why a read is passed through, and the cost rule of consistent reads.
+mod serve_cost;
 
 // kache through upstream faults (the simulator's fault switches).
 mod faults;
@@ -33,13 +35,17 @@ mod ops_config;
 mod ops_docs;
 mod ops_kubeconfig;
 mod ops_metrics;
+mod ops_quickstart;
 mod ops_rbac;
 mod ops_shutdown;
+mod ops_tls;
 
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;
 mod real_differential;
 mod real_kcm;
+mod real_kubectl;
 mod real_restart;
+mod real_views;
 
 mod support;

@@ -77,6 +77,12 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
         (&["--preload-encodings", "yaml"], "--preload-encodings"),
         (&["--log-format", "xml"], "--log-format"),
         (&["--listen", "not-an-address"], "--listen"),
+        (&["--log-level", "verbose"], "--log-level"),
+        (&["--log-level", "kache=loud"], "--log-level"),
+        (&["--serve-stale-seconds", "5 minutes"], "--serve-stale-seconds"),
+        (&["--upstream-timeout-seconds", "1500ms"], "--upstream-timeout-seconds"),
+        (&["--tls-min-version", "VersionTLS10"], "--tls-min-version"),
+        (&["--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"], "--tls-cipher-suites"),
     ] {
         rejected(&with(extra), &[], &[flag]);
     }

@@ -195,3 +195,24 @@ fn manifests_set_only_variables_kache_reads() {
     }
     assert!(seen >= 10, "only {seen} KACHE_ variables found under deploy/");
 }
+
+#[test]
+fn the_alert_rules_use_declared_metrics_and_the_readme_explains_each() {
+    let path = repo("deploy/monitoring/prometheusrule.yaml");
+    let rule: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let declared: BTreeSet<String> = crate::support::ops::telemetry_metrics().into_iter().map(|m| m.name).collect();
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let mut alerts = 0;
+    for g in rule["spec"]["groups"].as_array().expect("groups") {
+        for r in g["rules"].as_array().expect("rules") {
+            let (name, expr) = (r["alert"].as_str().expect("alert"), r["expr"].as_str().expect("expr"));
+            alerts += 1;
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("kache_")) {
+                assert!(declared.contains(word), "alert {name} queries {word}, which src/telemetry.rs does not declare: {expr}");
+            }
+            assert!(readme.contains(&format!("`{name}`")), "README.md does not explain the alert {name}");
+        }
+    }
+    assert!(alerts >= 5, "only {alerts} alerts");
+}

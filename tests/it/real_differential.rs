@@ -26,7 +26,7 @@ use crate::support::kache_over;
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
-use kache::serve::upstream::Upstream;
+use kache::upstream::Upstream;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

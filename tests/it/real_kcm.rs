@@ -15,7 +15,7 @@
 //! ```
 
 use crate::support::{kache_over, Api};
-use kache::serve::upstream::Upstream;
+use kache::upstream::Upstream;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::PathBuf;

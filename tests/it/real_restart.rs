@@ -14,7 +14,7 @@
 //! ```
 
 use crate::support::{deadline, eventually, kache_over, list_rv, obj_rv, Next};
-use kache::serve::upstream::Upstream;
+use kache::upstream::Upstream;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -137,7 +137,7 @@ async fn real_restart_an_apiserver_killed_and_started_again_costs_open_watches_o
         eprintln!("real_restart: skipped, no {}/bin/kube-apiserver (KACHE_REAL_APISERVER_DIR)", home.display());
         return;
     }
-    kache::serve::upstream::install_crypto_provider();
+    kache::upstream::install_crypto_provider();
     let main_config = crate::real_apiserver::real_config().await;
     let main = kube::Client::try_from(main_config.clone()).expect("client");
 

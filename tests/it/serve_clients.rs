@@ -36,7 +36,7 @@ async fn caught_up(k: &TestKache, sim: &TestSim, rv: u64, kinds: &[(&str, &str)]
         sim.get_ok(&path).await;
     }
     for (group, plural) in kinds {
-        for fmt in [kache::serve::query::Format::Json, kache::serve::query::Format::Protobuf] {
+        for fmt in [kache::api::media::Format::Json, kache::api::media::Format::Protobuf] {
             let Some(cache) = k.serving.serve.cache(group, plural, fmt) else { continue };
             while cache.progress() < rv {
                 assert!(tokio::time::Instant::now() < end, "{plural} {fmt:?} stuck at {} < {rv}", cache.progress());
@@ -468,7 +468,7 @@ async fn a_feed_the_upstream_refuses_stops_and_says_why() {
     let res = std::sync::Arc::new(widgets);
     let cache = std::sync::Arc::new(kache::cache::KindCache::new(res, 0, Default::default()));
     let up = kache::app::plain_upstream(&format!("http://{}", sim.addr)).unwrap();
-    let feed = kache::cache::informer::Feed::new(cache, kache::serve::query::Format::Protobuf, up);
+    let feed = kache::cache::feed::Feed::new(cache, kache::api::media::Format::Protobuf, up);
     // `run` loops for as long as its feed can work; for this one it returns.
     tokio::time::timeout(Duration::from_secs(60), feed.clone().run()).await.expect("the feed stops instead of retrying");
     let why = feed.refused().expect("the feed says why");
@@ -489,7 +489,7 @@ async fn a_custom_resources_table_is_answered_from_cache_with_its_crds_columns()
     }
     let rv = list_rv(&sim.get_ok(widgets).await);
     caught_up(&k, &sim, rv, &[("example.com", "widgets")]).await;
-    let cache = k.serving.serve.cache("example.com", "widgets", kache::serve::query::Format::Json).expect("the widgets cache");
+    let cache = k.serving.serve.cache("example.com", "widgets", kache::api::media::Format::Json).expect("the widgets cache");
     assert!(cache.snapshot().custom.is_some(), "kache read the simulator's CRD");
     let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
     let path = format!("{widgets}?resourceVersion={rv}&resourceVersionMatch=Exact");
@@ -532,7 +532,7 @@ async fn a_watch_older_than_kaches_window_gets_what_the_upstream_has() {
     churn_configmaps(&sim, "old", 6).await;
     let now = list_rv(&sim.get_ok(path).await);
     caught_up(&k, &sim, now, &[("", "configmaps")]).await;
-    let cache = k.serving.serve.cache("", "configmaps", kache::serve::query::Format::Json).unwrap();
+    let cache = k.serving.serve.cache("", "configmaps", kache::api::media::Format::Json).unwrap();
     assert!(cache.snapshot().window.floor() > from, "the RV has left kache's window");
     let watch = format!("{path}?watch=1&resourceVersion={from}");
     let direct = events(&sim.api, &watch, 6).await;

@@ -1,7 +1,7 @@
 //! Selector behaviour against the apimachinery texts and semantics.
 
 use super::field::escape_value;
-use super::validate::{go_quote, label_value_errors};
+use super::validate::label_value_errors;
 use super::*;
 use proptest::prelude::*;
 
@@ -367,14 +367,6 @@ fn error_type_traits() {
     let e = LabelSelector::parse("a in (").err().unwrap_or_else(|| SelectorError(String::new()));
     let boxed: Box<dyn std::error::Error> = Box::new(e.clone());
     assert_eq!(boxed.to_string(), e.0);
-}
-
-#[test]
-fn go_quote_escapes() {
-    assert_eq!(go_quote(""), "\"\"");
-    assert_eq!(go_quote("a\tb\n\u{7}\u{8}\u{b}\u{c}\r"), "\"a\\tb\\n\\a\\b\\v\\f\\r\"");
-    assert_eq!(go_quote("\u{7f}\u{85}\u{200b}日本"), "\"\\x7f\\u0085\\u200b日本\"");
-    assert_eq!(go_quote("\u{f0000}"), "\"\\U000f0000\"");
 }
 
 // ----- field selectors -----

@@ -1,6 +1,7 @@
 //! Validation of label keys and values (apimachinery's validation of qualified names and
 //! label values), with the apiserver's texts.
 
+use crate::api::quote::go_quote;
 use std::fmt::Write as _;
 
 pub(super) const NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
@@ -112,44 +113,4 @@ pub(super) fn label_value_errors(value: &str) -> Vec<String> {
 /// A field.Invalid error rendered as `<path>: Invalid value: "<value>": <detail>`.
 pub(super) fn invalid(path: &str, value: &str, detail: &str) -> String {
     format!("{path}: Invalid value: {}: {detail}", go_quote(value))
-}
-
-/// Go's `%q` for a string (strconv.Quote).
-pub(super) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        let _ = match c {
-            '"' => write!(out, "\\\""),
-            '\\' => write!(out, "\\\\"),
-            '\x07' => write!(out, "\\a"),
-            '\x08' => write!(out, "\\b"),
-            '\x0c' => write!(out, "\\f"),
-            '\n' => write!(out, "\\n"),
-            '\r' => write!(out, "\\r"),
-            '\t' => write!(out, "\\t"),
-            '\x0b' => write!(out, "\\v"),
-            c if go_is_print(c) => write!(out, "{c}"),
-            c if (c as u32) < 0x20 || c == '\x7f' => write!(out, "\\x{:02x}", c as u32),
-            c if (c as u32) < 0x10000 => write!(out, "\\u{:04x}", c as u32),
-            c => write!(out, "\\U{:08x}", c as u32),
-        };
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `unicode.IsPrint` without Unicode tables: graphic
-/// characters and ASCII space, excluding controls, other spaces, format and private-use
-/// characters (unassigned code points count as printable here).
-pub(super) fn go_is_print(c: char) -> bool {
-    if c.is_ascii() {
-        return matches!(c, ' '..='~');
-    }
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(c as u32,
-            0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E | 0x200B..=0x200F
-            | 0x202A..=0x202E | 0x2060..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB | 0xE000..=0xF8FF
-            | 0xFFFE | 0xFFFF | 0xE0001 | 0xE0020..=0xE007F | 0xF0000..=0x10FFFF))
 }

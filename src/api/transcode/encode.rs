@@ -247,6 +247,23 @@ pub(super) fn encode_single(kind: FieldKind, tag: u32, v: &Value, buf: &mut Vec<
             put_key(buf, tag, WT_VARINT);
             buf.push(u8::from(b));
         }
+        FieldKind::Int32 | FieldKind::Int64 | FieldKind::Double => encode_number(kind, tag, v, buf)?,
+        FieldKind::Message(id) => {
+            let msg = message(id);
+            if v.is_null() && msg.special == Special::None {
+                put_nested(buf, tag, |_| Ok(()))?;
+            } else {
+                put_nested(buf, tag, |b| encode_message_body(msg, v, b, depth + 1))?;
+            }
+        }
+        FieldKind::Map(_) => return Err(TranscodeError::json("not a nested map", v)),
+    }
+    Ok(())
+}
+
+/// Encode a number (`int32`, `int64` or `double`) as field `tag`; `null` is zero.
+fn encode_number(kind: FieldKind, tag: u32, v: &Value, buf: &mut Vec<u8>) -> Result<(), TranscodeError> {
+    match kind {
         FieldKind::Int32 => {
             let n = match v {
                 Value::Null => 0,
@@ -272,15 +289,7 @@ pub(super) fn encode_single(kind: FieldKind, tag: u32, v: &Value, buf: &mut Vec<
             put_key(buf, tag, WT_I64);
             buf.extend_from_slice(&x.to_le_bytes());
         }
-        FieldKind::Message(id) => {
-            let msg = message(id);
-            if v.is_null() && msg.special == Special::None {
-                put_nested(buf, tag, |_| Ok(()))?;
-            } else {
-                put_nested(buf, tag, |b| encode_message_body(msg, v, b, depth + 1))?;
-            }
-        }
-        FieldKind::Map(_) => return Err(TranscodeError::json("not a nested map", v)),
+        _ => return Err(TranscodeError::json("not a number field", v)),
     }
     Ok(())
 }

@@ -1,12 +1,13 @@
 //! GET of one object from the current snapshot, as the object or its PartialObjectMetadata.
 
 use super::table::{self, Include};
+use crate::api::media::{Format, View};
 use crate::api::status::Status;
 use crate::api::wire;
+use crate::body::{try_stitched, Body, Stitch};
 use crate::cache::object::{self, Object};
 use crate::cache::KindCache;
-use crate::serve::body::{respond, try_stitched, Body, Stitch};
-use crate::serve::query::{Format, View};
+use crate::serve::respond::respond;
 use http::{Response, StatusCode};
 
 /// Answer a GET of `name` (in `namespace` for namespaced kinds) in `view` (the object, its

@@ -4,14 +4,16 @@
 
 use super::table::{self, Include};
 use super::{candidates, get::content_type, get::metadata, RV_WAIT};
+use crate::api::media::{Format, View};
+use crate::api::query::{ListMode, Options};
 use crate::api::status::Status;
+use crate::api::token::Continue;
 use crate::api::wire;
+use crate::body::{try_stitched, Body, Piece, Stitch};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
-use crate::cache::token::Continue;
 use crate::cache::KindCache;
-use crate::serve::body::{respond, try_stitched, Body, Piece, Stitch};
-use crate::serve::query::{Format, ListMode, Options, View};
+use crate::serve::respond::respond;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use std::sync::Arc;
@@ -84,10 +86,10 @@ pub(crate) async fn reach(cache: &KindCache, rv: u64) -> Result<(), Status> {
 /// The snapshot a LIST reads and the RV it reports.
 async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>), Status> {
     match opts.list_mode() {
-        ListMode::Consistent | ListMode::Any => Ok(cache.current()),
+        ListMode::Consistent | ListMode::Any => Ok(cache.latest()),
         ListMode::NotOlderThan(n) => {
             reach(cache, n).await?;
-            Ok(cache.current())
+            Ok(cache.latest())
         }
         ListMode::Exact(n) => {
             reach(cache, n).await?;
@@ -97,7 +99,7 @@ async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>),
         ListMode::Continue => {
             let c = opts.cont.as_ref().ok_or_else(|| Status::internal("continue mode without a token"))?;
             let Ok(rv) = u64::try_from(c.rv) else {
-                return Ok(cache.current());
+                return Ok(cache.latest());
             };
             cache.at(rv).map(|s| (rv, s)).map_err(|_| {
                 let mut s = Status::expired(EXPIRED_CONTINUE);

@@ -12,10 +12,10 @@ pub use get::get;
 pub use list::{list, page, Page};
 pub use watch::{watch, WatchBuffers, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFER_BYTES};
 
+use crate::api::query::Options;
 use crate::api::selector::{FieldSource, LabelSource};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
-use crate::serve::query::Options;
 use std::sync::Arc;
 
 /// How long a request waits for the cache to reach a requested resourceVersion.
@@ -53,10 +53,4 @@ fn selected_besides(o: &Object, namespace: Option<&str>, opts: &Options, pinned:
 }
 
 #[cfg(test)]
-mod crd_views;
-#[cfg(test)]
-mod fidelity;
-#[cfg(test)]
-mod hostile;
-#[cfg(test)]
-mod views;
+mod tests;

@@ -2,10 +2,10 @@
 //! row per object stitched from its stored cells template (relative times filled in now)
 //! and its stored metadata as the row's PartialObjectMetadata.
 
+use crate::api::media::View;
 use crate::api::table::{since, Segment, TablePrinter};
+use crate::body::Piece;
 use crate::cache::object::Object;
-use crate::serve::body::Piece;
-use crate::serve::query::View;
 
 /// What a row carries besides its cells (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,16 +5,18 @@
 
 use super::table::{self as rows, Include};
 use super::{candidates, list::reach, selected};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::api::status::Status;
 use crate::api::table::TablePrinter;
 use crate::api::wire;
+use crate::body::{Body, Chunk};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
-use crate::serve::body::{respond, Body, Chunk};
-use crate::serve::query::{Format, Options, View};
+use crate::serve::respond::respond;
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::borrow::Cow;
@@ -96,7 +98,7 @@ fn places(n: usize, cap: usize) -> u32 {
 /// connection takes it.
 fn queued_body(rx: mpsc::Receiver<Queued>) -> Body {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|q| (Ok::<_, crate::serve::body::BoxError>(http_body::Frame::data(Chunk::One(q.chunk))), rx))
+        rx.recv().await.map(|q| (Ok::<_, crate::body::BoxError>(http_body::Frame::data(Chunk::One(q.chunk))), rx))
     });
     http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(stream))
 }
@@ -135,7 +137,7 @@ pub async fn watch(
         Some(value) => cache.subscribe_indexed(value),
         None => cache.subscribe(),
     };
-    let (start_rv, snap) = cache.current();
+    let (start_rv, snap) = cache.latest();
     // The Table's columns are those the snapshot's cells were computed with; a change of
     // them comes with a relist, which ends this watch.
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
@@ -270,7 +272,7 @@ impl Watcher {
             Ok(Some(())) => true,
             Ok(None) => false,
             Err(_) => {
-                metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
                 tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
                 false
             }
@@ -327,7 +329,7 @@ impl Watcher {
             return;
         }
         drop(snap);
-        let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, "resource" => self.enc.res.plural.clone());
+        let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, &crate::telemetry::resource_labels(&self.enc.res));
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);
         let mut next_bookmark = (Instant::now() + self.settings.bookmark_interval).min(early);
         // As in the apiserver's cacher, a watch whose pre-deadline bookmark time has already
@@ -352,7 +354,16 @@ impl Watcher {
                 _ = self.tx.closed() => return,
             };
             match msg {
-                Ok(Message::Event(ev)) if ev.rv > snap_rv => {
+                Ok(Message::Event(ev)) => {
+                    let Some(ev) = ev.upgrade() else {
+                        // The window dropped this change (its count or byte bound) while
+                        // the watcher lagged: end it so its client resumes, never skip.
+                        metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
+                        return;
+                    };
+                    if ev.rv <= snap_rv {
+                        continue;
+                    }
                     self.last_rv = ev.rv;
                     let seen = transition(&ev, self.namespace.as_deref(), &self.opts);
                     if seen.is_some_and(|(_, o)| self.enc.refuses(o)) {
@@ -366,7 +377,6 @@ impl Watcher {
                         sent.increment(1);
                     }
                 }
-                Ok(Message::Event(_)) => continue,
                 Ok(Message::Progress(p)) => {
                     self.last_rv = self.last_rv.max(p);
                     continue;
@@ -382,7 +392,7 @@ impl Watcher {
                 // Relisted state, a watcher too slow for the ring, or a closed cache: end the
                 // stream so the client resumes from its last RV (or relists on 410).
                 Err(broadcast::error::RecvError::Lagged(_)) => {
-                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, "resource" => self.enc.res.plural.clone()).increment(1);
+                    metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
                     return;
                 }
                 Ok(Message::Reset) | Err(_) => return,

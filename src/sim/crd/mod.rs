@@ -6,19 +6,9 @@
 use crate::api::resource::Resource;
 use crate::api::status::Status;
 use crate::api::table::CustomColumns;
-use crate::sim::catalog;
+use crate::sim::catalog::{self, CRD_GROUP};
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-/// The API group of CustomResourceDefinitions.
-pub const GROUP: &str = "apiextensions.k8s.io";
-/// Their resource.
-pub const PLURAL: &str = "customresourcedefinitions";
-
-/// Whether `r` is the CustomResourceDefinitions resource itself.
-pub fn is_crd(r: &Resource) -> bool {
-    r.group == GROUP && r.plural == PLURAL
-}
 
 /// The CRD of custom resource `r`, named `<plural>.<group>`, with `uid`, created (and its
 /// conditions reached) at `created` (RFC 3339). Its `resourceVersion` is empty, in its place
@@ -47,7 +37,7 @@ pub fn definition(r: &Resource, uid: &str, created: &str) -> Value {
     let condition = |ty: &str, reason: &str, message: &str| json!({"type": ty, "status": "True", "lastTransitionTime": created, "reason": reason, "message": message});
     json!({
         "kind": "CustomResourceDefinition",
-        "apiVersion": format!("{GROUP}/v1"),
+        "apiVersion": format!("{CRD_GROUP}/v1"),
         "metadata": {"name": format!("{}.{}", r.plural, r.group), "uid": uid, "resourceVersion": "", "generation": 1, "creationTimestamp": created},
         "spec": {
             "group": r.group, "names": names.clone(), "scope": if r.namespaced { "Namespaced" } else { "Cluster" },

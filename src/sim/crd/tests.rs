@@ -7,6 +7,7 @@ use super::*;
 use crate::cache::Limits;
 use crate::serve::handler::WatchSettings;
 use crate::serve::server::Handler;
+use crate::sim::catalog::{CRD_GROUP, CRD_PLURAL};
 use crate::sim::synth::ClusterSpec;
 use crate::sim::{Sim, SimAuth, SimConfig};
 use crate::testdata::{crd_golden, timeless};
@@ -164,13 +165,13 @@ async fn crds_are_listed_whole_and_as_metadata_read_only_and_in_discovery() {
     }
     // Discovery: the group (as the apiserver lists it) and the resource, read only.
     let apis: Value = serde_json::from_slice(&crate::testdata::golden("12d-apis.json.body")).unwrap();
-    let pick = |v: &Value| v["groups"].as_array().unwrap().iter().find(|g| g["name"] == GROUP).cloned().unwrap();
+    let pick = |v: &Value| v["groups"].as_array().unwrap().iter().find(|g| g["name"] == CRD_GROUP).cloned().unwrap();
     let ours: Value = serde_json::from_str(&get(&sim, "/apis", "application/json").await).unwrap();
     assert_eq!(pick(&ours), pick(&apis));
     let ours: Value = serde_json::from_str(&get(&sim, "/apis/apiextensions.k8s.io/v1", "application/json").await).unwrap();
     assert_eq!(
         ours["resources"],
-        json!([{"name": PLURAL, "singularName": "customresourcedefinition", "namespaced": false, "kind": "CustomResourceDefinition",
+        json!([{"name": CRD_PLURAL, "singularName": "customresourcedefinition", "namespaced": false, "kind": "CustomResourceDefinition",
                 "verbs": ["get", "list", "watch"], "shortNames": ["crd", "crds"], "categories": ["api-extensions"]}])
     );
 }
@@ -241,6 +242,6 @@ async fn crds_are_authorized_by_the_simulators_rbac_like_any_resource() {
         .into_iter()
         .filter_map(|a| a.attributes.resource.map(|r| (format!("{}/{}", r.group, r.resource), a.attributes.verb, a.code)))
         .collect();
-    let crds = format!("{GROUP}/{PLURAL}");
+    let crds = format!("{CRD_GROUP}/{CRD_PLURAL}");
     assert_eq!(judged, [(crds.clone(), "get".into(), 200), (crds.clone(), "list".into(), 403), (crds, "get".into(), 403)]);
 }

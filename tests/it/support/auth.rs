@@ -154,13 +154,14 @@ struct ServeFlags {
 /// `kache serve` arguments from flags (every other field has the binary's default).
 pub fn serve_args(flags: &[&str]) -> ServeArgs {
     let mut argv = vec!["kache-serve"];
+    argv.extend_from_slice(&crate::support::cache_test_defaults(flags));
     argv.extend_from_slice(flags);
     ServeFlags::try_parse_from(argv).expect("valid serve flags").serve
 }
 
 impl SecureSim {
     pub async fn start() -> SecureSim {
-        kache::serve::upstream::install_crypto_provider();
+        kache::upstream::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let ca = ClientCa::new();
         std::fs::write(dir.path().join("users.yaml"), USERS).unwrap();
@@ -257,7 +258,7 @@ impl SecureKache {
 
     /// [`SecureKache::start`] reaching the simulator through `upstream_kubeconfig`.
     pub async fn start_at(sim: &SecureSim, upstream_kubeconfig: &Path, extra: &[&str]) -> SecureKache {
-        let upstream = kache::serve::upstream::Upstream::load(Some(upstream_kubeconfig), None).await.expect("upstream");
+        let upstream = kache::upstream::Upstream::load(Some(upstream_kubeconfig), None).await.expect("upstream");
         let kubeconfig = sim.dir.path().join(format!("kache-{}.kubeconfig", uuid::Uuid::new_v4().simple()));
         let ca = sim.dir.path().join("client-ca.pem");
         let mut flags: Vec<String> = vec![
@@ -332,7 +333,7 @@ pub struct TlsClient {
     client: Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>,
 }
 
-fn tls_config(ca_pem: &str, who: &Who<'_>) -> rustls::ClientConfig {
+pub fn tls_config(ca_pem: &str, who: &Who<'_>) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(c.unwrap()).unwrap();

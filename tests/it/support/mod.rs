@@ -98,6 +98,18 @@ pub async fn start_sim(c: &ClusterArgs, auth: &SimAuthArgs) -> (Running, oneshot
     (running, stop)
 }
 
+/// Flags every test kache gets unless the test sets them: the cost rule's factor 0, so a
+/// consistent read is answered from cache after its proof whatever its size (the tests of
+/// the cache's read path need it there; `serve_cost` tests the rule with its default).
+pub fn cache_test_defaults(flags: &[&str]) -> Vec<&'static str> {
+    let given = flags.iter().any(|f| f.starts_with("--consistent-passthrough-factor"));
+    if given {
+        vec![]
+    } else {
+        vec!["--consistent-passthrough-factor", "0"]
+    }
+}
+
 #[derive(clap::Parser)]
 struct CacheFlags {
     #[command(flatten)]
@@ -107,6 +119,7 @@ struct CacheFlags {
 /// Cache settings from `kache serve` flags (every field has the binary's default).
 fn cache_args(flags: &[&str]) -> CacheArgs {
     let mut argv = vec!["kache-serve"];
+    argv.extend_from_slice(&cache_test_defaults(flags));
     argv.extend_from_slice(flags);
     <CacheFlags as clap::Parser>::try_parse_from(argv).expect("valid cache flags").cache
 }
@@ -132,7 +145,7 @@ pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
 }
 
 /// [`kache_in_front`] of any upstream (a kubeconfig's, say).
-pub async fn kache_over(up: kache::serve::upstream::Upstream, flags: &[&str]) -> TestKache {
+pub async fn kache_over(up: kache::upstream::Upstream, flags: &[&str]) -> TestKache {
     let (stop, stopped) = oneshot::channel::<()>();
     let serving = start_serve(
         up,
@@ -172,7 +185,7 @@ pub async fn faulty(sim_flags: &[&str], kache_flags: &[&str]) -> Faulty {
 impl Faulty {
     /// Wait until kache's health monitor finds the upstream up (or down); see
     /// [`upstream_becomes`].
-    pub async fn upstream_becomes(&self, up: bool) -> kache::serve::upstream::Health {
+    pub async fn upstream_becomes(&self, up: bool) -> kache::upstream::health::Health {
         upstream_becomes(&self.kache.serving.serve, up).await
     }
 
@@ -185,8 +198,8 @@ impl Faulty {
 
 /// Wait (at most [`QUICK`]) until `serve`'s health monitor finds its upstream up (`/readyz`
 /// answered 200) or down; the state found.
-pub async fn upstream_becomes(serve: &kache::serve::Serve, up: bool) -> kache::serve::upstream::Health {
-    use kache::serve::upstream::Health;
+pub async fn upstream_becomes(serve: &kache::serve::Serve, up: bool) -> kache::upstream::health::Health {
+    use kache::upstream::health::Health;
     let mut rx = serve.upstream().health();
     let found = tokio::time::timeout(QUICK, rx.wait_for(|h| if up { *h == Health::Up } else { h.is_down() }))
         .await

@@ -114,6 +114,7 @@ impl KacheBin {
         }
         c.args(["--listen", "127.0.0.1:0", "--addr-file"]).arg(&addr_file);
         c.args(["--admin-listen", "127.0.0.1:0", "--admin-addr-file"]).arg(&admin_file);
+        c.args(crate::support::cache_test_defaults(&args));
         c.args(&args);
         c.env_remove("KUBECONFIG").env("KACHE_LOG_LEVEL", "info");
         for (k, v) in env {
@@ -359,6 +360,8 @@ struct ProxyState {
     /// Bumped to cut every response body in flight.
     cut: watch::Sender<u64>,
     seen: Mutex<Seen>,
+    /// Paths starting with one of these get 403 Forbidden.
+    refused: Mutex<Vec<String>>,
 }
 
 /// An HTTP proxy in front of a plain-HTTP upstream; stops when dropped.
@@ -444,6 +447,10 @@ async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<U
         let mut gate = state.gate.subscribe();
         let _ = gate.wait_for(|open| *open).await;
     }
+    if state.refused.lock().unwrap().iter().any(|p| req.uri().path().starts_with(p.as_str())) {
+        state.seen.lock().unwrap()[index].status = 403;
+        return status_body(StatusCode::FORBIDDEN, "refused (test proxy)");
+    }
     if state.down.load(Ordering::SeqCst) {
         state.seen.lock().unwrap()[index].status = 503;
         return status_body(StatusCode::SERVICE_UNAVAILABLE, "upstream down (test proxy)");
@@ -477,6 +484,7 @@ impl Proxy {
             down: AtomicBool::new(false),
             cut: watch::Sender::new(0),
             seen: Mutex::new(Vec::new()),
+            refused: Mutex::new(Vec::new()),
         });
         let s = state.clone();
         let task = tokio::spawn(async move {
@@ -499,6 +507,11 @@ impl Proxy {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Answer every request whose path starts with `prefix` with 403 from now on.
+    pub fn refuse(&self, prefix: &str) {
+        self.state.refused.lock().unwrap().push(prefix.to_string());
     }
 
     /// Let held resource requests (and later ones) through.

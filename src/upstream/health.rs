@@ -1,12 +1,14 @@
-//! The upstream health monitor: `/readyz` of the upstream every [`INTERVAL`], and at once
-//! when a call has waited on the upstream a while (at most one probe per [`MIN_GAP`]), on
-//! kache's own connections, bounded by [`PROBE_TIMEOUT`]. A hung upstream (a paused
-//! process, a partition) is found within `INTERVAL + PROBE_TIMEOUT` (and suspected by the
-//! calls waiting on it within a second); a dead one at the next probe.
+//! The upstream's health (not kache's own readiness, which `serve` and `admin` answer):
+//! `/readyz` of the upstream every [`INTERVAL`], and at once when a call has waited on the
+//! upstream a while (at most one probe per [`MIN_GAP`]), on kache's own connections, bounded
+//! by [`PROBE_TIMEOUT`]. A hung upstream (a paused process, a partition) is found within
+//! `INTERVAL + PROBE_TIMEOUT` (and suspected by the calls waiting on it within a second); a
+//! dead one at the next probe.
 //! The finding is kept in the [`Upstream`] (awaitable), shown in kache's `/readyz?verbose`,
 //! exported as metrics, and logged once per change, never once per request.
 
-use crate::serve::upstream::{is_timeout, Health, Upstream};
+use super::{is_timeout, Upstream};
+use crate::body::BoxError;
 use crate::telemetry;
 use http_body_util::BodyExt;
 use std::time::Duration;
@@ -20,6 +22,142 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// The least time between the starts of two probes, however often calls ask for one.
 pub const MIN_GAP: Duration = Duration::from_millis(250);
 
+/// A health probe unanswered this long makes calls waiting on the upstream give up (a
+/// Status for the client, the last known decision for a review) before the monitor
+/// declares it hung: the apiserver answers `/readyz` from memory, exempt from priority and
+/// fairness, in milliseconds (a real one with 30,000 pods, two full LISTs in flight on
+/// two cores: see README, "When the upstream fails").
+pub const SUSPECT_AFTER: Duration = Duration::from_millis(600);
+/// A call that has waited this long on the upstream with no probe in flight asks the
+/// monitor for one at once, so that a hang that began just after the last probe is
+/// suspected within `KICK_AFTER + SUSPECT_AFTER` of the call, not a probe interval later.
+pub const KICK_AFTER: Duration = Duration::from_millis(200);
+/// A call still waiting asks again this often (see [`Upstream::until_unavailable`]).
+pub const KICK_AGAIN: Duration = Duration::from_millis(500);
+
+/// Why a call gives up on an upstream whose probe has gone unanswered [`SUSPECT_AFTER`].
+fn suspicion() -> String {
+    format!("the upstream apiserver has not answered /readyz for {SUSPECT_AFTER:?}")
+}
+
+/// The upstream's health as kache's monitor last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Not probed yet.
+    Unknown,
+    /// `/readyz` answered 200.
+    Up,
+    /// It did not: since when, and why.
+    Down {
+        /// When the first failed probe started.
+        since: tokio::time::Instant,
+        /// What went wrong, for `/readyz?verbose` and the log.
+        why: String,
+        /// Which kind of failure: `hung` (no answer in time), `unreachable` (connection
+        /// refused or broken) or `unready` (an answer other than 200).
+        reason: &'static str,
+    },
+}
+
+impl Health {
+    /// Whether the upstream is known to be down.
+    pub fn is_down(&self) -> bool {
+        matches!(self, Health::Down { .. })
+    }
+}
+
+impl Upstream {
+    /// The upstream's health, as the monitor last found it; changes can be awaited.
+    pub fn health(&self) -> tokio::sync::watch::Receiver<Health> {
+        self.health.subscribe()
+    }
+
+    /// Whether the monitor last found the upstream down.
+    pub fn is_down(&self) -> bool {
+        self.health.borrow().is_down()
+    }
+
+    /// Why a call that needs an answer now should not wait for this upstream, if the
+    /// monitor last found it hung or unreachable (not merely unready: an apiserver whose
+    /// `/readyz` fails may still answer, and its own Status is the better answer).
+    pub fn unavailable(&self) -> Option<String> {
+        match &*self.health.borrow() {
+            Health::Down { since, why, reason } if *reason != "unready" => {
+                Some(format!("the upstream apiserver has been {reason} for {}s ({why})", since.elapsed().as_secs()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Resolves, with why, once the monitor finds the upstream hung or unreachable (at once
+    /// if it already has): a call that would otherwise wait out its deadline races this.
+    ///
+    /// Also once the monitor's probe in flight has gone unanswered for [`SUSPECT_AFTER`]:
+    /// a hung upstream is declared only at the probe's deadline, and calls need not wait
+    /// that long. A call still waiting after [`KICK_AFTER`] with no probe in flight asks
+    /// for one, so it learns of a hang within `KICK_AFTER + SUSPECT_AFTER`.
+    pub fn until_unavailable(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut rx = self.health.subscribe();
+        let mut probing = self.probing.subscribe();
+        let kick = self.kick.clone();
+        // When this call next asks for a probe: after KICK_AFTER, then every KICK_AGAIN while
+        // it waits (a call waiting on a slow but answering upstream has it probed that often,
+        // not more; a hang that begins while it waits is suspected within
+        // `KICK_AGAIN + SUSPECT_AFTER`).
+        let mut next_kick = tokio::time::Instant::now() + KICK_AFTER;
+        let this = self.clone();
+        async move {
+            loop {
+                let unanswered = *probing.borrow_and_update();
+                let suspect = async move {
+                    match unanswered {
+                        Some(since) => tokio::time::sleep_until(since + SUSPECT_AFTER).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let down = async { rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await.is_ok() };
+                tokio::select! {
+                    biased;
+                    _ = down => break,
+                    _ = suspect => return suspicion(),
+                    _ = tokio::time::sleep_until(next_kick), if unanswered.is_none() => {
+                        next_kick = tokio::time::Instant::now() + KICK_AGAIN;
+                        kick.notify_one();
+                    }
+                    changed = probing.changed() => if changed.is_err() { std::future::pending::<()>().await },
+                }
+            }
+            this.unavailable().unwrap_or_else(|| "the upstream apiserver is unavailable".into())
+        }
+    }
+
+    /// Resolves when a call waiting on the upstream asks for a probe now.
+    pub(crate) async fn kicked(&self) {
+        self.kick.notified().await
+    }
+
+    /// Why the upstream is taken for hung or unreachable now, if it is: the monitor found
+    /// it so, or its probe in flight has gone unanswered for [`SUSPECT_AFTER`]. A request
+    /// is not sent into it (it would wait, and a write might be carried out later).
+    pub fn suspected(&self) -> Option<String> {
+        if let Some(why) = self.unavailable() {
+            return Some(why);
+        }
+        let since = (*self.probing.borrow())?;
+        (since.elapsed() >= SUSPECT_AFTER).then(suspicion)
+    }
+
+    /// Note that a health probe is in flight since `since` (or none is).
+    pub(crate) fn set_probing(&self, since: Option<tokio::time::Instant>) {
+        self.probing.send_replace(since);
+    }
+
+    /// Record a change the monitor found.
+    pub(crate) fn set_health(&self, h: Health) {
+        self.health.send_replace(h);
+    }
+}
+
 /// Probe the upstream once: `Up`, or `Down` with why.
 pub async fn probe(upstream: &Upstream) -> Health {
     let since = tokio::time::Instant::now();
@@ -32,10 +170,10 @@ pub async fn probe(upstream: &Upstream) -> Health {
 async fn ask(upstream: &Upstream, since: tokio::time::Instant) -> Health {
     let down = |reason, why: String| Health::Down { since, why, reason };
     let answer = tokio::time::timeout(PROBE_TIMEOUT, async {
-        let resp = upstream.get_in("/readyz", "text/plain", crate::serve::upstream::Class::Probe).await?;
+        let resp = upstream.get_in("/readyz", "text/plain", super::Class::Probe).await?;
         let code = resp.status();
         let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        Ok::<_, crate::serve::body::BoxError>((code, body))
+        Ok::<_, BoxError>((code, body))
     })
     .await;
     match answer {
@@ -59,8 +197,9 @@ fn failed_checks(body: &[u8]) -> String {
     }
 }
 
-/// Probe every [`INTERVAL`] while `serve` lives, recording each change.
-pub(crate) async fn monitor(serve: std::sync::Weak<crate::serve::Serve>) {
+/// Probe every [`INTERVAL`] while `owner` (what holds the upstream: kache's `Serve`) lives,
+/// recording each change.
+pub(crate) async fn monitor<T: Send + Sync + 'static>(owner: std::sync::Weak<T>, upstream_of: fn(&T) -> &Upstream) {
     // Every series from the start, so a rate or an alert sees the first fault.
     for reason in ["hung", "unreachable", "unready"] {
         metrics::counter!(telemetry::UPSTREAM_FAULTS, "reason" => reason).increment(0);
@@ -68,7 +207,7 @@ pub(crate) async fn monitor(serve: std::sync::Weak<crate::serve::Serve>) {
     let mut every = tokio::time::interval(INTERVAL);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let Some(upstream) = serve.upgrade().map(|s| s.upstream.clone()) else { return };
+        let Some(upstream) = owner.upgrade().map(|o| upstream_of(&o).clone()) else { return };
         tokio::select! {
             _ = every.tick() => {}
             _ = upstream.kicked() => {}
@@ -132,7 +271,7 @@ mod tests {
         assert_eq!(upstream.suspected(), None, "a probe just sent");
         let why = waiting.await.unwrap();
         assert_eq!(why, "the upstream apiserver has not answered /readyz for 600ms");
-        assert_eq!(started.elapsed(), crate::serve::upstream::SUSPECT_AFTER, "before the probe's deadline");
+        assert_eq!(started.elapsed(), SUSPECT_AFTER, "before the probe's deadline");
         // Nothing more is sent into it meanwhile.
         assert_eq!(upstream.suspected().as_deref(), Some(why.as_str()));
         // The probe itself declares the upstream hung only at its deadline.
@@ -149,7 +288,6 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_call_waiting_between_probes_asks_for_one_and_gives_up_within_a_second() {
-        use crate::serve::upstream::{KICK_AFTER, SUSPECT_AFTER};
         let (listener, upstream) = hung();
         let started = tokio::time::Instant::now();
         let waiting = tokio::spawn(upstream.until_unavailable());

@@ -13,8 +13,9 @@
 //! OpenAPI v3 `?hash=` of a group changes with each of its CRDs' updates, so old URLs are
 //! never asked for again).
 
-use crate::serve::body::{Body, BoxError, Chunk};
-use crate::serve::route::{classify, Target};
+use crate::api::media::accepts_gzip;
+use crate::api::route::{classify, Target};
+use crate::body::{Body, BoxError, Chunk};
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, Method, Request, Response, StatusCode};
 use http_body::Frame;
@@ -84,7 +85,7 @@ impl DocKey {
             hash,
             pretty: crate::api::media::wants_pretty(query, req.headers()),
             accept: header(header::ACCEPT),
-            gzip: crate::serve::compress::accepts_gzip(req.headers()),
+            gzip: accepts_gzip(req.headers()),
         })
     }
 }
@@ -103,9 +104,9 @@ impl Doc {
     }
 }
 
-/// The kept documents.
+/// The upstream's discovery documents as they last streamed through, kept for its outages.
 #[derive(Debug)]
-pub struct Kept {
+pub struct LastDiscovery {
     /// Bytes the documents may take together.
     budget: usize,
     /// Documents kept at most.
@@ -113,9 +114,9 @@ pub struct Kept {
     store: Mutex<Store>,
 }
 
-impl Default for Kept {
+impl Default for LastDiscovery {
     fn default() -> Self {
-        Kept::bounded(BUDGET, MAX_DOCS)
+        LastDiscovery::bounded(BUDGET, MAX_DOCS)
     }
 }
 
@@ -147,10 +148,10 @@ impl Store {
     }
 }
 
-impl Kept {
+impl LastDiscovery {
     /// Keep documents of up to `budget` bytes in all, at most `max_docs` of them.
-    fn bounded(budget: usize, max_docs: usize) -> Kept {
-        Kept { budget, max_docs, store: Mutex::default() }
+    fn bounded(budget: usize, max_docs: usize) -> LastDiscovery {
+        LastDiscovery { budget, max_docs, store: Mutex::default() }
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -158,7 +159,14 @@ impl Kept {
     }
 
     /// The kept answer to `key`, if any: the upstream's headers and bytes as it sent them.
+    /// A request the upstream would indent (`pretty`, a curl user agent) that finds no
+    /// indented copy gets the compact one, as sent: the same document, never re-encoded
+    /// (a kept answer may be gzip-encoded).
     pub fn answer(&self, key: &DocKey) -> Option<Response<Body>> {
+        self.answer_exact(key).or_else(|| key.pretty.then(|| self.answer_exact(&DocKey { pretty: false, ..key.clone() })).flatten())
+    }
+
+    fn answer_exact(&self, key: &DocKey) -> Option<Response<Body>> {
         let doc = {
             let mut store = self.store();
             let (doc, at) = store.docs.get(key).map(|(doc, at)| (doc.clone(), *at))?;
@@ -169,7 +177,7 @@ impl Kept {
             }
             doc
         };
-        let mut resp = Response::new(crate::serve::body::full(doc.body));
+        let mut resp = Response::new(crate::body::full(doc.body));
         *resp.headers_mut() = doc.headers;
         Some(resp)
     }
@@ -259,7 +267,7 @@ impl Seen {
 struct Tee {
     inner: Body,
     seen: Option<Seen>,
-    done: Option<(Arc<Kept>, DocKey, HeaderMap)>,
+    done: Option<(Arc<LastDiscovery>, DocKey, HeaderMap)>,
 }
 
 impl Tee {
@@ -361,7 +369,7 @@ mod tests {
         assert_eq!(DocKey::of(&curl), Some(key("/apis?pretty=1")), "the upstream indents for curl too");
 
         // The attack: a client asks for /apis with thousands of made-up queries.
-        let kept = Arc::new(Kept::default());
+        let kept = Arc::new(LastDiscovery::default());
         pass(&kept, &key("/apis"), Bytes::from(vec![b'a'; MAX_DOC / 2])).await;
         for i in 0..(2 * MAX_DOCS) {
             let junk = format!("/apis?junk={i}&timeout=32s");
@@ -374,9 +382,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_document_is_kept_once_it_has_streamed_through_whole() {
-        let kept = Arc::new(Kept::default());
+        let kept = Arc::new(LastDiscovery::default());
         let key = DocKey::of(&get("/apis", "application/json")).unwrap();
-        let mut resp = Response::new(crate::serve::body::full(Bytes::from_static(b"{\"kind\":\"APIGroupList\"}")));
+        let mut resp = Response::new(crate::body::full(Bytes::from_static(b"{\"kind\":\"APIGroupList\"}")));
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         resp.headers_mut().insert(header::DATE, HeaderValue::from_static("today"));
         let passed = kept.keep(key.clone(), resp);
@@ -388,7 +396,7 @@ mod tests {
         assert_eq!(again.into_body().collect().await.unwrap().to_bytes(), sent);
         // Errors are not kept.
         let other = DocKey::of(&get("/apis/x", "application/json")).unwrap();
-        let mut failed = Response::new(crate::serve::body::full(Bytes::from_static(b"{}")));
+        let mut failed = Response::new(crate::body::full(Bytes::from_static(b"{}")));
         *failed.status_mut() = StatusCode::NOT_FOUND;
         let _ = kept.keep(other.clone(), failed).into_body().collect().await;
         assert!(kept.answer(&other).is_none());
@@ -399,24 +407,24 @@ mod tests {
     }
 
     /// `body` passed through as the upstream's answer to `key`, to its end.
-    async fn pass(kept: &Arc<Kept>, key: &DocKey, body: Bytes) {
-        let mut resp = Response::new(crate::serve::body::full(body));
+    async fn pass(kept: &Arc<LastDiscovery>, key: &DocKey, body: Bytes) {
+        let mut resp = Response::new(crate::body::full(body));
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let _ = kept.keep(key.clone(), resp).into_body().collect().await.unwrap();
     }
 
-    async fn kept_body(kept: &Kept, key: &DocKey) -> Option<Bytes> {
+    async fn kept_body(kept: &LastDiscovery, key: &DocKey) -> Option<Bytes> {
         Some(kept.answer(key)?.into_body().collect().await.unwrap().to_bytes())
     }
 
-    fn bytes(kept: &Kept) -> usize {
+    fn bytes(kept: &LastDiscovery) -> usize {
         kept.store().bytes
     }
 
     /// The largest documents fill the budget; the first kept make room for later ones.
     #[tokio::test]
     async fn kept_documents_stay_within_the_byte_budget() {
-        let kept = Arc::new(Kept::default());
+        let kept = Arc::new(LastDiscovery::default());
         let n = BUDGET / MAX_DOC + 2;
         for i in 0..n {
             pass(&kept, &key(&format!("/openapi/v3/apis/g{i}/v1")), Bytes::from(vec![b'x'; MAX_DOC])).await;
@@ -432,7 +440,7 @@ mod tests {
     /// `?hash=`) is kept in place of the least recently kept or answered.
     #[tokio::test]
     async fn a_new_document_takes_the_place_of_the_least_recently_used() {
-        let kept = Arc::new(Kept::default());
+        let kept = Arc::new(LastDiscovery::default());
         let k = |i: usize| key(&format!("/openapi/v3/apis/example.com/v1?hash={i}"));
         for i in 0..MAX_DOCS {
             pass(&kept, &k(i), Bytes::from(format!("{{\"n\":{i}}}"))).await;
@@ -449,7 +457,7 @@ mod tests {
     /// goes by last use, and a document larger than the whole budget is not kept.
     #[tokio::test]
     async fn a_replaced_document_frees_its_bytes() {
-        let kept = Arc::new(Kept::bounded(1000, MAX_DOCS));
+        let kept = Arc::new(LastDiscovery::bounded(1000, MAX_DOCS));
         let (a, b, c) = (key("/apis/a"), key("/apis/b"), key("/apis/c"));
         pass(&kept, &a, Bytes::from(vec![b'a'; 600])).await;
         let one = bytes(&kept);
@@ -468,7 +476,7 @@ mod tests {
         assert!(kept.answer(&b).is_none());
         assert!(kept.answer(&a).is_some() && kept.answer(&c).is_some());
         // Emptied: nothing is left counted.
-        let kept = Arc::new(Kept::bounded(1000, 1));
+        let kept = Arc::new(LastDiscovery::bounded(1000, 1));
         pass(&kept, &a, Bytes::from(vec![b'a'; 600])).await;
         pass(&kept, &b, Bytes::from(vec![b'b'; 100])).await;
         assert!(kept.answer(&a).is_none());
@@ -479,7 +487,7 @@ mod tests {
     /// copied again; one that differs (longer, shorter, changed) replaces it.
     #[tokio::test]
     async fn the_same_document_again_is_not_copied() {
-        let kept = Arc::new(Kept::default());
+        let kept = Arc::new(LastDiscovery::default());
         let a = key("/apis");
         pass(&kept, &a, Bytes::from_static(b"{\"kind\":\"APIGroupList\"}")).await;
         let first = kept_body(&kept, &a).await.unwrap();

@@ -1,10 +1,9 @@
-//! Parsing and validation of GET/LIST/WATCH options (the query string) and of the `Accept`
-//! header, with the apiserver's error messages. Nothing here touches cache state.
+//! Parsing and validation of GET/LIST/WATCH options (the query string), with the
+//! apiserver's error messages. Nothing here touches cache state.
 
-use crate::api::media;
 use crate::api::selector::{FieldSelector, LabelSelector};
 use crate::api::status::Status;
-use crate::cache::token::Continue;
+use crate::api::token::Continue;
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +89,7 @@ pub fn check_request_timeout(method: &http::Method, path: &str, query: Option<&s
 /// (`watch=true`, or under a `watch/` prefix), a proxy, or the attach, exec, log,
 /// port-forward and proxy subresources.
 fn long_running(method: &http::Method, path: &str, query: Option<&str>) -> bool {
-    use crate::serve::route::{classify, Target};
+    use crate::api::route::{classify, Target};
     let mut segs = path.trim_start_matches('/').split('/');
     let after_version = match segs.next() {
         Some("api") => segs.nth(1),
@@ -327,122 +326,6 @@ impl Options {
     }
 }
 
-/// A response encoding kache can write from stored bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum Format {
-    /// `application/json`.
-    Json,
-    /// `application/vnd.kubernetes.protobuf`.
-    Protobuf,
-}
-
-/// Which view of the objects a read asks for, from the `as=`, `g=`, `v=` parameters of the
-/// `Accept` clause the apiserver picks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// The objects themselves.
-    Object,
-    /// `PartialObjectMetadata` (`list: false`: GET and WATCH) or `PartialObjectMetadataList`
-    /// (LIST), in `meta.k8s.io/v1` or (`beta`) `meta.k8s.io/v1beta1`.
-    Metadata { list: bool, beta: bool },
-    /// `Table` (JSON only), in `meta.k8s.io/v1` or `v1beta1`.
-    Table { beta: bool },
-}
-
-impl View {
-    /// The `apiVersion` of a metadata or Table view.
-    pub fn meta_api_version(beta: bool) -> &'static str {
-        if beta {
-            "meta.k8s.io/v1beta1"
-        } else {
-            "meta.k8s.io/v1"
-        }
-    }
-}
-
-/// What an `Accept` header asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Negotiated {
-    /// An encoding and a view kache writes from stored bytes.
-    Serve(Format, View),
-    /// Something else the apiserver answers (YAML, a Table in YAML): pass through.
-    Other,
-    /// Nothing acceptable: the apiserver's 406.
-    NotAcceptable,
-}
-
-/// The encodings the apiserver offers for a resource, in its order.
-#[derive(Clone, Copy, PartialEq)]
-enum Offered {
-    Json,
-    Yaml,
-    Protobuf,
-}
-
-/// Choose the encoding and view for an `Accept` header, the apiserver's way: clauses in
-/// goautoneg's order, each tried against JSON, YAML and protobuf in turn; the first whose
-/// parameters the endpoint allows wins (`as=` only for Table, in JSON or YAML, and
-/// PartialObjectMetadata(List), in `meta.k8s.io` v1 or v1beta1; `stream=` only `watch`,
-/// not for YAML). A missing header means JSON; protobuf objects only for kinds that have it.
-pub fn negotiate(accept: Option<&str>, protobuf_ok: bool) -> Negotiated {
-    let accept = accept.map(str::trim).unwrap_or("");
-    if accept.is_empty() {
-        return Negotiated::Serve(Format::Json, View::Object);
-    }
-    for clause in media::clauses(accept) {
-        for offered in [Offered::Json, Offered::Yaml, Offered::Protobuf] {
-            let (kind, subtype) = match offered {
-                Offered::Json => ("application", "json"),
-                Offered::Yaml => ("application", "yaml"),
-                Offered::Protobuf => ("application", "vnd.kubernetes.protobuf"),
-            };
-            let type_matches =
-                clause.kind == "*" && clause.subtype == "*" || clause.kind == kind && (clause.subtype == subtype || clause.subtype == "*");
-            if !type_matches {
-                continue;
-            }
-            if let Some(n) = accepted(&clause, offered, protobuf_ok) {
-                return n;
-            }
-        }
-    }
-    Negotiated::NotAcceptable
-}
-
-/// What one clause offered as `offered` gives, or `None` when the endpoint refuses it.
-fn accepted(clause: &media::Clause<'_>, offered: Offered, protobuf_ok: bool) -> Option<Negotiated> {
-    if clause.param("stream").is_some_and(|s| offered == Offered::Yaml || s != "watch") {
-        return None;
-    }
-    if clause.param("sv").is_some_and(|v| v != "v1") {
-        return None;
-    }
-    let (kind, group, version) = (clause.param("as"), clause.param("g"), clause.param("v"));
-    let format = match offered {
-        Offered::Json => Some(Format::Json),
-        Offered::Yaml => None,
-        Offered::Protobuf => Some(Format::Protobuf),
-    };
-    if kind.is_none() && group.is_none() && version.is_none() {
-        if offered == Offered::Protobuf && !protobuf_ok {
-            return None;
-        }
-        return Some(format.map_or(Negotiated::Other, |f| Negotiated::Serve(f, View::Object)));
-    }
-    let beta = match (group, version) {
-        (Some("meta.k8s.io"), Some("v1")) => false,
-        (Some("meta.k8s.io"), Some("v1beta1")) => true,
-        _ => return None,
-    };
-    let view = match kind {
-        Some("Table") if offered != Offered::Protobuf => View::Table { beta },
-        Some("PartialObjectMetadata") => View::Metadata { list: false, beta },
-        Some("PartialObjectMetadataList") => View::Metadata { list: true, beta },
-        _ => return None,
-    };
-    Some(format.map_or(Negotiated::Other, |f| Negotiated::Serve(f, view)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,46 +418,5 @@ mod tests {
         assert_eq!(Options::parse(Some("limit=5&limit=abc")).unwrap().limit, 5);
         let c = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiIvY20xXHUwMDAwIn0";
         assert_eq!(Options::parse(Some(&format!("continue={c}&resourceVersion=0"))).unwrap().list_mode(), ListMode::Continue);
-    }
-
-    #[test]
-    fn accept_negotiation_matches_client_behaviour() {
-        use Format::{Json, Protobuf};
-        use Negotiated::*;
-        let object = |f| Serve(f, View::Object);
-        assert_eq!(negotiate(None, true), object(Json));
-        assert_eq!(negotiate(Some(" "), true), object(Json));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf,application/json"), true), object(Protobuf));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf,application/json"), false), object(Json));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf;stream=watch"), true), object(Protobuf));
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf, */*"), true), object(Protobuf));
-        assert_eq!(negotiate(Some("text/html"), true), NotAcceptable);
-        assert_eq!(negotiate(Some("application/yaml"), true), Other);
-        assert_eq!(negotiate(Some("application/yaml;stream=watch, application/json"), true), object(Json));
-        // kubectl get's default, and -o yaml's Table request.
-        let table = Serve(Json, View::Table { beta: false });
-        assert_eq!(
-            negotiate(
-                Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
-                true
-            ),
-            table
-        );
-        assert_eq!(negotiate(Some("application/json;as=Table;v=v1beta1;g=meta.k8s.io"), true), Serve(Json, View::Table { beta: true }));
-        // A protobuf Table is refused and the next clause taken (406 when there is none).
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"), true), NotAcceptable);
-        assert_eq!(
-            negotiate(Some("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json"), true),
-            object(Json)
-        );
-        // client-go's metadata client.
-        let meta = |f, list| Serve(f, View::Metadata { list, beta: false });
-        let metadata_list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-        assert_eq!(negotiate(Some(metadata_list), true), meta(Protobuf, true));
-        assert_eq!(negotiate(Some(metadata_list), false), meta(Protobuf, true), "metadata is protobuf for every kind");
-        assert_eq!(negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), true), meta(Json, false));
-        assert_eq!(negotiate(Some("application/json;as=PartialObjectMetadata;v=v1"), true), NotAcceptable, "no group");
-        assert_eq!(negotiate(Some("application/json;as=Pod;g=meta.k8s.io;v=v1, application/json"), true), object(Json));
-        assert_eq!(negotiate(Some("application/json;q=0.1, application/vnd.kubernetes.protobuf"), true), object(Protobuf));
     }
 }

@@ -1,32 +1,42 @@
-//! The connection to the upstream apiserver: kube's `Config` (kubeconfig, in-cluster,
-//! exec/OIDC auth, TLS) with our own hyper client, HTTP/2 when the server offers it and
-//! HTTP/1.1 otherwise. HTTP/2 connections come from a `Pool` that opens another
-//! connection when every open one carries its limit of concurrent streams (the apiserver
-//! allows 100 per connection by default; a stream beyond it would wait), as Go's HTTP/2
-//! transport does. kache's own calls (informers, reviews, discovery, probes) have a pool
-//! of their own, so client pass-through traffic can never queue them. Each stream may hold
-//! at most [`STREAM_WINDOW_BYTES`] unread, and a connection grants that to every stream it
-//! carries at once, so a stream whose reader stopped (a client that no longer reads a
-//! passed-through watch) stalls alone instead of taking the connection's window from the
-//! requests beside it.
+//! The upstream apiserver, the one place kache talks to it: the client (this module), its
+//! connection pools (`pool`), its health as kache's monitor finds it (`health`), and the
+//! discovery documents kept for when it is down (`last_discovery`). `serve/`, `cache/` and
+//! `auth/` all reach the upstream through here.
+//!
+//! The client: kube's `Config` (kubeconfig, in-cluster, exec/OIDC auth, TLS) with our own
+//! hyper client, HTTP/2 when the server offers it and HTTP/1.1 otherwise. HTTP/2 connections
+//! come from a pool that opens another connection when every open one carries its limit of
+//! concurrent streams (the apiserver allows 100 per connection by default; a stream beyond it
+//! would wait), as Go's HTTP/2 transport does. kache's own calls (informers, discovery)
+//! have a pool of their own, reviews another and health probes a third, so client
+//! pass-through traffic can never queue them, nor a flood of reviews a probe or an informer. Each stream may hold at most [`STREAM_WINDOW_BYTES`] unread, and a connection
+//! grants that to every stream it carries at once, so a stream whose reader stopped (a client
+//! that no longer reads a passed-through watch) stalls alone instead of taking the
+//! connection's window from the requests beside it.
 //!
 //! Nothing waits on the upstream without a deadline: connecting (TCP and TLS) is bounded
 //! by [`CONNECT_TIMEOUT`], every request's response headers by [`Timeouts`] (kache's own
 //! calls and clients' pass-through separately), and HTTP/2 connections are pinged (an
 //! upstream that stops answering, as a paused or partitioned one does, has its
 //! connections closed within [`KEEPALIVE_INTERVAL`] + [`KEEPALIVE_TIMEOUT`], ending the
-//! streams on them). Bodies are bounded by their readers (see `informer::next_frame`).
+//! streams on them). Bodies are bounded by their readers (see `cache::feed::fetch::next_data`).
 
-use crate::serve::body::{self, Body, BoxError};
-use crate::telemetry;
+pub mod health;
+pub(crate) mod last_discovery;
+mod pool;
+
+pub use pool::Counted;
+
+use crate::body::{self, Body, BoxError};
+use health::Health;
 use http::{header, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::ConfigExt;
+use pool::Pool;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
@@ -34,12 +44,26 @@ use tower::{ServiceBuilder, ServiceExt};
 /// Why the upstream client could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// The kubeconfig could not be read or has no usable context.
-    #[error("upstream kubeconfig: {0}")]
-    Kubeconfig(String),
+    /// The kubeconfig given (or `KUBECONFIG`'s, for a context given) could not be read or has
+    /// no usable context.
+    #[error("upstream kubeconfig")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// No kubeconfig given, and none could be inferred (`KUBECONFIG`, `~/.kube/config`, the
+    /// in-cluster service account).
+    #[error("upstream kubeconfig")]
+    Infer(#[source] kube::config::InferConfigError),
     /// TLS or auth settings in the config are unusable.
-    #[error("upstream client: {0}")]
-    Client(String),
+    #[error("upstream client")]
+    Client(#[source] kube::Error),
+    /// An upstream URL given as text (the simulator's) does not parse.
+    #[error("upstream URL {url}")]
+    Url {
+        /// The text given.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
 }
 
 /// The future of an upstream response.
@@ -132,108 +156,14 @@ impl Class {
     }
 }
 
-struct Slot {
-    svc: Svc,
-    /// Requests on this connection whose response has not been dropped yet.
-    active: Arc<AtomicUsize>,
-}
-
-/// Upstream connections of one kind (same credentials and protocol), each its own client.
-struct Pool {
-    make: Box<dyn Fn() -> Result<Svc, UpstreamError> + Send + Sync>,
-    slots: Mutex<Vec<Slot>>,
-    streams: usize,
-    max_connections: usize,
-    class: Class,
-}
-
-impl Pool {
-    fn new(
-        class: Class,
-        streams: usize,
-        max_connections: usize,
-        make: impl Fn() -> Result<Svc, UpstreamError> + Send + Sync + 'static,
-    ) -> Result<Pool, UpstreamError> {
-        let first = Slot { svc: make()?, active: Arc::default() };
-        metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => class.label()).set(1.0);
-        Ok(Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class })
-    }
-
-    /// A connection with room for one more stream (opening one if all are full and the
-    /// bound allows), and the counter the request holds until its response is dropped.
-    fn pick(&self) -> (Svc, Arc<AtomicUsize>) {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let free = slots.iter().position(|s| s.active.load(Ordering::Relaxed) < self.streams);
-        let i = match free {
-            Some(i) => i,
-            None if slots.len() < self.max_connections => match (self.make)() {
-                Ok(svc) => {
-                    slots.push(Slot { svc, active: Arc::default() });
-                    metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => self.class.label()).set(slots.len() as f64);
-                    tracing::debug!(class = self.class.label(), connections = slots.len(), "opened another upstream connection");
-                    slots.len() - 1
-                }
-                Err(_) => least_busy(&slots),
-            },
-            None => least_busy(&slots),
-        };
-        let slot = &slots[i];
-        slot.active.fetch_add(1, Ordering::Relaxed);
-        (slot.svc.clone(), slot.active.clone())
-    }
-
-    fn send(&self, req: Request<Body>, deadline: Duration) -> ResponseFuture {
-        let (svc, active) = self.pick();
-        let guard = Active(active);
-        let call = tokio::time::timeout(deadline, svc.oneshot(req));
-        Box::pin(futures_util::FutureExt::map(call, move |r| match r {
-            Ok(resp) => resp.map(|resp| resp.map(|b| Counted { inner: b, _active: guard })),
-            Err(_) => Err(Box::new(TimedOut(deadline)) as BoxError),
-        }))
-    }
-
-    fn connections(&self) -> usize {
-        self.slots.lock().map_or(0, |s| s.len())
-    }
-}
-
-fn least_busy(slots: &[Slot]) -> usize {
-    (0..slots.len()).min_by_key(|&i| slots[i].active.load(Ordering::Relaxed)).unwrap_or(0)
-}
-
-/// One stream in use on a connection, released when dropped.
-struct Active(Arc<AtomicUsize>);
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// An upstream response body; its stream counts against its connection until dropped.
-pub struct Counted {
-    inner: Incoming,
-    _active: Active,
-}
-
-impl http_body::Body for Counted {
-    type Data = bytes::Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
+/// Whose credentials a request is sent upstream with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credentials {
+    /// kache's own (the client's `Authorization` header is dropped; any `Impersonate-*`
+    /// headers the caller left on the request name whom kache acts for).
+    Kache,
+    /// The client's own `Authorization` header, and none of kache's.
+    Client,
 }
 
 /// A client of the upstream apiserver.
@@ -258,56 +188,13 @@ pub struct Upstream {
     pub base: Uri,
     /// Deadlines for response headers.
     timeouts: Timeouts,
-    /// What the health monitor last found (see `serve::health`).
+    /// What the health monitor last found (see [`health`]).
     health: Arc<tokio::sync::watch::Sender<Health>>,
     /// Since when the monitor's probe in flight has gone unanswered (`None` between probes).
     probing: Arc<tokio::sync::watch::Sender<Option<tokio::time::Instant>>>,
-    /// Asks the monitor for a probe now: a call has waited [`KICK_AFTER`] with none in flight.
+    /// Asks the monitor for a probe now: a call has waited [`health::KICK_AFTER`] with none
+    /// in flight.
     kick: Arc<tokio::sync::Notify>,
-}
-
-/// A health probe unanswered this long makes calls waiting on the upstream give up (a
-/// Status for the client, the last known decision for a review) before the monitor
-/// declares it hung: the apiserver answers `/readyz` from memory, exempt from priority and
-/// fairness, in milliseconds (a real one with 30,000 pods, two full LISTs in flight on
-/// two cores: see README, "When the upstream fails").
-pub const SUSPECT_AFTER: Duration = Duration::from_millis(600);
-/// A call that has waited this long on the upstream with no probe in flight asks the
-/// monitor for one at once, so that a hang that began just after the last probe is
-/// suspected within `KICK_AFTER + SUSPECT_AFTER` of the call, not a probe interval later.
-pub const KICK_AFTER: Duration = Duration::from_millis(200);
-/// A call still waiting asks again this often (see [`Upstream::until_unavailable`]).
-pub const KICK_AGAIN: Duration = Duration::from_millis(500);
-
-/// Why a call gives up on an upstream whose probe has gone unanswered [`SUSPECT_AFTER`].
-fn suspicion() -> String {
-    format!("the upstream apiserver has not answered /readyz for {SUSPECT_AFTER:?}")
-}
-
-/// The upstream's health as kache's monitor last saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Health {
-    /// Not probed yet.
-    Unknown,
-    /// `/readyz` answered 200.
-    Up,
-    /// It did not: since when, and why.
-    Down {
-        /// When the first failed probe started.
-        since: tokio::time::Instant,
-        /// What went wrong, for `/readyz?verbose` and the log.
-        why: String,
-        /// Which kind of failure: `hung` (no answer in time), `unreachable` (connection
-        /// refused or broken) or `unready` (an answer other than 200).
-        reason: &'static str,
-    },
-}
-
-impl Health {
-    /// Whether the upstream is known to be down.
-    pub fn is_down(&self) -> bool {
-        matches!(self, Health::Down { .. })
-    }
 }
 
 impl std::fmt::Debug for Upstream {
@@ -329,13 +216,11 @@ impl Upstream {
         let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
         let config = match kubeconfig {
             Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?;
-                kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?
+                let kc = kube::config::Kubeconfig::read_from(path).map_err(UpstreamError::Kubeconfig)?;
+                kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(UpstreamError::Kubeconfig)?
             }
-            None if context.is_some() => {
-                kube::Config::from_kubeconfig(&options).await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?
-            }
-            None => kube::Config::infer().await.map_err(|e| UpstreamError::Kubeconfig(e.to_string()))?,
+            None if context.is_some() => kube::Config::from_kubeconfig(&options).await.map_err(UpstreamError::Kubeconfig)?,
+            None => kube::Config::infer().await.map_err(UpstreamError::Infer)?,
         };
         Self::new(&config)
     }
@@ -378,96 +263,6 @@ impl Upstream {
         self
     }
 
-    /// The upstream's health, as the monitor last found it; changes can be awaited.
-    pub fn health(&self) -> tokio::sync::watch::Receiver<Health> {
-        self.health.subscribe()
-    }
-
-    /// Whether the monitor last found the upstream down.
-    pub fn is_down(&self) -> bool {
-        self.health.borrow().is_down()
-    }
-
-    /// Why a call that needs an answer now should not wait for this upstream, if the
-    /// monitor last found it hung or unreachable (not merely unready: an apiserver whose
-    /// `/readyz` fails may still answer, and its own Status is the better answer).
-    pub fn unavailable(&self) -> Option<String> {
-        match &*self.health.borrow() {
-            Health::Down { since, why, reason } if *reason != "unready" => {
-                Some(format!("the upstream apiserver has been {reason} for {}s ({why})", since.elapsed().as_secs()))
-            }
-            _ => None,
-        }
-    }
-
-    /// Resolves, with why, once the monitor finds the upstream hung or unreachable (at once
-    /// if it already has): a call that would otherwise wait out its deadline races this.
-    ///
-    /// Also once the monitor's probe in flight has gone unanswered for [`SUSPECT_AFTER`]:
-    /// a hung upstream is declared only at the probe's deadline, and calls need not wait
-    /// that long. A call still waiting after [`KICK_AFTER`] with no probe in flight asks
-    /// for one, so it learns of a hang within `KICK_AFTER + SUSPECT_AFTER`.
-    pub fn until_unavailable(&self) -> impl std::future::Future<Output = String> + Send + 'static {
-        let mut rx = self.health.subscribe();
-        let mut probing = self.probing.subscribe();
-        let kick = self.kick.clone();
-        // When this call next asks for a probe: after KICK_AFTER, then every KICK_AGAIN while
-        // it waits (a call waiting on a slow but answering upstream has it probed that often,
-        // not more; a hang that begins while it waits is suspected within
-        // `KICK_AGAIN + SUSPECT_AFTER`).
-        let mut next_kick = tokio::time::Instant::now() + KICK_AFTER;
-        let this = self.clone();
-        async move {
-            loop {
-                let unanswered = *probing.borrow_and_update();
-                let suspect = async move {
-                    match unanswered {
-                        Some(since) => tokio::time::sleep_until(since + SUSPECT_AFTER).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                let down = async { rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await.is_ok() };
-                tokio::select! {
-                    biased;
-                    _ = down => break,
-                    _ = suspect => return suspicion(),
-                    _ = tokio::time::sleep_until(next_kick), if unanswered.is_none() => {
-                        next_kick = tokio::time::Instant::now() + KICK_AGAIN;
-                        kick.notify_one();
-                    }
-                    changed = probing.changed() => if changed.is_err() { std::future::pending::<()>().await },
-                }
-            }
-            this.unavailable().unwrap_or_else(|| "the upstream apiserver is unavailable".into())
-        }
-    }
-
-    /// Resolves when a call waiting on the upstream asks for a probe now.
-    pub(crate) async fn kicked(&self) {
-        self.kick.notified().await
-    }
-
-    /// Why the upstream is taken for hung or unreachable now, if it is: the monitor found
-    /// it so, or its probe in flight has gone unanswered for [`SUSPECT_AFTER`]. A request
-    /// is not sent into it (it would wait, and a write might be carried out later).
-    pub fn suspected(&self) -> Option<String> {
-        if let Some(why) = self.unavailable() {
-            return Some(why);
-        }
-        let since = (*self.probing.borrow())?;
-        (since.elapsed() >= SUSPECT_AFTER).then(suspicion)
-    }
-
-    /// Note that a health probe is in flight since `since` (or none is).
-    pub(crate) fn set_probing(&self, since: Option<tokio::time::Instant>) {
-        self.probing.send_replace(since);
-    }
-
-    /// Record a change the monitor found.
-    pub(crate) fn set_health(&self, h: Health) {
-        self.health.send_replace(h);
-    }
-
     /// The deadlines in force.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
@@ -482,7 +277,7 @@ impl Upstream {
     /// A client of the upstream: HTTP/2 (when the upstream offers it) carrying up to `http2`
     /// streams per connection, or HTTP/1.1 only (`None`).
     fn service(config: &kube::Config, http2: Option<usize>) -> Result<Svc, UpstreamError> {
-        let tls = config.rustls_client_config().map_err(|e| UpstreamError::Client(e.to_string()))?;
+        let tls = config.rustls_client_config().map_err(UpstreamError::Client)?;
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -516,7 +311,7 @@ impl Upstream {
             .http2_keep_alive_timeout(KEEPALIVE_TIMEOUT)
             .http2_keep_alive_while_idle(true)
             .build(connector);
-        let auth = config.auth_layer().map_err(|e| UpstreamError::Client(e.to_string()))?;
+        let auth = config.auth_layer().map_err(UpstreamError::Client)?;
         let svc = ServiceBuilder::new()
             .layer(config.base_uri_layer())
             .option_layer(auth)

@@ -1,10 +1,9 @@
-//! Response bodies: a full buffer, stored object bytes stitched between a head and a tail
-//! (LIST and GET: borrowed from the snapshot the body holds, written with `writev`), or a
-//! stream (watches, pass-through).
-//! Also the common response headers every apiserver response carries.
+//! HTTP bodies, both ways: the one body type kache sends (responses to clients, requests to
+//! the upstream): a full buffer, stored object bytes stitched between a head and a tail (LIST
+//! and GET: borrowed from the snapshot the body holds, written with `writev`), or a stream
+//! (watches, pass-through); and what a request body must be for kache to read or forward it.
 
 use bytes::{Buf, BufMut, Bytes};
-use http::{header, HeaderValue, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use std::pin::Pin;
@@ -301,29 +300,6 @@ pub fn channel(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
             |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, BoxError>(Frame::data(Chunk::One(b))), rx)) },
         );
     http_body_util::StreamBody::new(stream).boxed_unsync()
-}
-
-/// A random (v4) UUID for the `Audit-Id` header, from the thread's RNG: `Uuid::new_v4` asks
-/// the kernel for randomness on every call, a syscall per response.
-fn audit_id() -> Option<HeaderValue> {
-    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
-    HeaderValue::from_bytes(id.hyphenated().encode_lower(&mut buf).as_bytes()).ok()
-}
-
-/// A response with the headers the apiserver puts on every response.
-pub fn respond(code: StatusCode, content_type: &str, body: Body) -> Response<Body> {
-    let mut resp = Response::new(body);
-    *resp.status_mut() = code;
-    let h = resp.headers_mut();
-    if let Some(v) = audit_id() {
-        h.insert("audit-id", v);
-    }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-    if let Ok(v) = HeaderValue::from_str(content_type) {
-        h.insert(header::CONTENT_TYPE, v);
-    }
-    resp
 }
 
 #[cfg(test)]

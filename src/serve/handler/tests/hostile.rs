@@ -3,12 +3,13 @@
 //! view. Each request gets a response or a Status; nothing panics, on the request's task or
 //! on a watch's own.
 
-use super::table::Include;
-use super::{get, list, watch, WatchSettings};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::cache::object::Object;
 use crate::cache::window::EventType;
 use crate::cache::KindCache;
-use crate::serve::query::{Format, Options, View};
+use crate::serve::handler::table::Include;
+use crate::serve::handler::{get, list, watch, WatchSettings};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use bytes::Bytes;

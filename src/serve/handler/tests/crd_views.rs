@@ -2,14 +2,15 @@
 //! against what a real kube-apiserver v1.36.2 answered for the same objects
 //! (`testdata/crd`, captured by `tools/capture_crd_fixtures.sh`).
 
-use super::table::Include;
-use super::{get, list, watch, WatchSettings};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::api::table::CustomColumns;
 use crate::cache::object::{item_json, Object};
 use crate::cache::window::EventType;
 use crate::cache::{KindCache, Limits};
-use crate::serve::query::{Format, Options, View};
+use crate::serve::handler::table::Include;
+use crate::serve::handler::{get, list, watch, WatchSettings};
 use crate::testdata::{crd_golden as golden, timeless};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -53,7 +54,7 @@ fn cache(plural: &str, kind: &str, namespaced: bool) -> Arc<KindCache> {
     cache
 }
 
-async fn body(resp: http::Response<crate::serve::body::Body>) -> String {
+async fn body(resp: http::Response<crate::body::Body>) -> String {
     String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
 }
 

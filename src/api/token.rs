@@ -103,7 +103,7 @@ fn go_quote_char(b: u8) -> String {
         b'\'' => "'\\''".into(),
         b'"' => "'\"'".into(),
         _ => {
-            let q = crate::serve::query::go_quote(&char::from(b).to_string());
+            let q = crate::api::quote::go_quote(&char::from(b).to_string());
             format!("'{}'", &q[1..q.len() - 1])
         }
     }

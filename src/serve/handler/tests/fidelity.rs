@@ -5,12 +5,13 @@
 //! `fid.example.com`, and a cluster-scoped one in `fid.k8s.io`) keep `apiVersion`/`kind` on
 //! their items and write their lists with keys in byte order (issue #14, item 1).
 
-use super::table::Include;
-use super::{get, list, watch, WatchSettings};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::cache::object::Object;
 use crate::cache::{KindCache, Limits};
-use crate::serve::query::{Format, Options, View};
+use crate::serve::handler::table::Include;
+use crate::serve::handler::{get, list, watch, WatchSettings};
 use crate::testdata::{capture, Capture};
 use http_body_util::BodyExt;
 use serde_json::value::RawValue;
@@ -73,7 +74,7 @@ fn cache_of(res: Arc<Resource>, from: &str, rv: u64) -> Arc<KindCache> {
     cache
 }
 
-async fn text(resp: http::Response<crate::serve::body::Body>) -> String {
+async fn text(resp: http::Response<crate::body::Body>) -> String {
     String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
 }
 

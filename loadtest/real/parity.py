@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Everyday kubectl commands and client reads through kache and directly, alternating, with
+a writer moving the global resourceVersion (as a real cluster's leases do): the parity
+benchmark of issue #22.
+
+    python3 loadtest/real/parity.py --kache-kubeconfig kache.kubeconfig \
+        --direct-kubeconfig ~/real-apiserver/kubeconfig --context admin -n 5 \
+        [--json results.json] [--only get-ns,get-svc]
+
+Each command runs -n times through each side, alternating kache/direct (so drift in the
+machine's load hits both alike); the report gives medians, the ratio kache/direct and
+whether it meets "<= 1.1x direct + 10 ms". kubectl's discovery cache is warmed once per side
+first, as an everyday user's is. Names of a pod, node and namespace are taken from the
+cluster (populate.py's ns-001.. namespaces and node-0000.. nodes).
+
+The raw reads (curl-like, via urllib) of every pod are included: consistent and RV=0, JSON,
+protobuf and Table.
+"""
+import argparse, json, os, ssl, statistics, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
+
+p = argparse.ArgumentParser()
+p.add_argument("--kache-kubeconfig", required=True)
+p.add_argument("--direct-kubeconfig", required=True)
+p.add_argument("--context", default=None, help="context in the direct kubeconfig (kache's has one)")
+p.add_argument("-n", type=int, default=5)
+p.add_argument("--only", default="", help="comma-separated command ids")
+p.add_argument("--json", default="", help="write the results here")
+p.add_argument("--no-writer", action="store_true")
+p.add_argument("--writer-interval", type=float, default=0.2)
+a = p.parse_args()
+
+
+def kubeconfig_target(path, context):
+    """(server, token) of a kubeconfig's context, via kubectl config view."""
+    args = ["kubectl", "--kubeconfig", os.path.expanduser(path), "config", "view", "--minify", "--raw", "-o", "json"]
+    if context:
+        args += ["--context", context]
+    cfg = json.loads(subprocess.check_output(args))
+    server = cfg["clusters"][0]["cluster"]["server"]
+    user = cfg["users"][0]["user"] if cfg.get("users") else {}
+    token = user.get("token")
+    if not token and user.get("tokenFile"):
+        token = open(user["tokenFile"]).read().strip()
+    return server, token
+
+
+ctx = ssl._create_unverified_context()
+sides = {
+    "kache": {"kubeconfig": os.path.expanduser(a.kache_kubeconfig), "context": None},
+    "direct": {"kubeconfig": os.path.expanduser(a.direct_kubeconfig), "context": a.context},
+}
+for s in sides.values():
+    s["server"], s["token"] = kubeconfig_target(s["kubeconfig"], s["context"])
+    s["cache"] = tempfile.mkdtemp(prefix="kubectl-cache-")
+
+
+def kubectl(side, args):
+    s = sides[side]
+    cmd = ["kubectl", "--kubeconfig", s["kubeconfig"], "--cache-dir", s["cache"]]
+    if s["context"]:
+        cmd += ["--context", s["context"]]
+    t = time.perf_counter()
+    r = subprocess.run(cmd + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    took = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{side}: kubectl {' '.join(args)}: {r.stderr.decode()[:300]}")
+    return took
+
+
+def raw(side, path, accept):
+    s = sides[side]
+    h = {"Accept": accept}
+    if s["token"]:
+        h["Authorization"] = "Bearer " + s["token"]
+    req = urllib.request.Request(s["server"] + path, headers=h)
+    t = time.perf_counter()
+    with urllib.request.urlopen(req, context=ctx) as r:
+        while r.read(1 << 20):
+            pass
+    return time.perf_counter() - t
+
+
+def direct_json(path):
+    s = sides["direct"]
+    req = urllib.request.Request(s["server"] + path, headers={"Authorization": "Bearer " + s["token"], "Accept": "application/json"})
+    return json.load(urllib.request.urlopen(req, context=ctx))
+
+
+pod = direct_json("/api/v1/namespaces/ns-001/pods?limit=1")["items"][0]["metadata"]["name"]
+deploy = direct_json("/apis/apps/v1/deployments?limit=1")["items"]
+PB = "application/vnd.kubernetes.protobuf"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+COMMANDS = [
+    ("get-ns", "kubectl get ns", lambda s: kubectl(s, ["get", "ns"])),
+    ("get-svc-A", "kubectl get svc -A", lambda s: kubectl(s, ["get", "svc", "-A"])),
+    ("get-pod-yaml", "kubectl get pod NAME -o yaml", lambda s: kubectl(s, ["-n", "ns-001", "get", "pod", pod, "-o", "yaml"])),
+    ("get-pod-json", "kubectl get pod NAME -o json", lambda s: kubectl(s, ["-n", "ns-001", "get", "pod", pod, "-o", "json"])),
+    ("describe-pod", "kubectl describe pod NAME", lambda s: kubectl(s, ["-n", "ns-001", "describe", "pod", pod])),
+    ("get-pods-node", "kubectl get pods -A --field-selector spec.nodeName=node-0007",
+     lambda s: kubectl(s, ["get", "pods", "-A", "--field-selector", "spec.nodeName=node-0007"])),
+    ("get-pods-label", "kubectl get pods -n ns-002 -l tier=frontend", lambda s: kubectl(s, ["-n", "ns-002", "get", "pods", "-l", "tier=frontend"])),
+    ("get-nodes", "kubectl get nodes", lambda s: kubectl(s, ["get", "nodes"])),
+    ("get-nodes-wide", "kubectl get nodes -o wide", lambda s: kubectl(s, ["get", "nodes", "-o", "wide"])),
+    ("get-pods-ns", "kubectl get pods -n ns-001", lambda s: kubectl(s, ["-n", "ns-001", "get", "pods"])),
+    ("get-pods-ns-wide", "kubectl get pods -n ns-001 -o wide", lambda s: kubectl(s, ["-n", "ns-001", "get", "pods", "-o", "wide"])),
+    ("get-cm-ns", "kubectl get cm -n ns-003", lambda s: kubectl(s, ["-n", "ns-003", "get", "cm"])),
+    ("get-all-ns", "kubectl get all -n ns-001", lambda s: kubectl(s, ["-n", "ns-001", "get", "all"])),
+    ("get-pods-A", "kubectl get pods -A (60 pages)", lambda s: kubectl(s, ["get", "pods", "-A"])),
+    ("raw-pods-pb", "consistent LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods", PB)),
+    ("raw-pods-pb-rv0", "RV=0 LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", PB)),
+    ("raw-pods-json", "consistent LIST of all pods, JSON", lambda s: raw(s, "/api/v1/pods", "application/json")),
+    ("raw-pods-json-rv0", "RV=0 LIST of all pods, JSON", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", "application/json")),
+    ("raw-pods-table", "consistent Table of all pods", lambda s: raw(s, "/api/v1/pods", TABLE)),
+    ("raw-pods-table-rv0", "RV=0 Table of all pods", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", TABLE)),
+]
+if a.only:
+    keep = set(a.only.split(","))
+    COMMANDS = [c for c in COMMANDS if c[0] in keep]
+
+stop = False
+
+
+def writer():
+    """PUTs one ConfigMap every --writer-interval seconds, directly: the global RV moves."""
+    s = sides["direct"]
+    base = s["server"] + "/api/v1/namespaces/default/configmaps"
+    h = {"Authorization": "Bearer " + s["token"], "Content-Type": "application/json"}
+    i = 0
+    while not stop:
+        body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kache-parity-rv"}, "data": {"i": str(i)}}).encode()
+        for method, url in (("PUT", base + "/kache-parity-rv"), ("POST", base)):
+            try:
+                urllib.request.urlopen(urllib.request.Request(url, data=body, method=method, headers=h), context=ctx).read()
+                break
+            except urllib.error.HTTPError:
+                continue
+        i += 1
+        time.sleep(a.writer_interval)
+
+
+if not a.no_writer:
+    threading.Thread(target=writer, daemon=True).start()
+# Warm each side's discovery cache as an everyday user's is.
+for s in sides:
+    kubectl(s, ["get", "ns"])
+    kubectl(s, ["api-resources"])
+
+results = []
+print(f"{'command':58} {'kache s':>9} {'direct s':>9} {'ratio':>7}  <=1.1x+10ms")
+for cid, label, run in COMMANDS:
+    times = {"kache": [], "direct": []}
+    for _ in range(a.n):
+        for side in ("kache", "direct"):
+            times[side].append(run(side))
+    k, d = statistics.median(times["kache"]), statistics.median(times["direct"])
+    ok = k <= 1.1 * d + 0.010
+    results.append({"id": cid, "command": label, "kache": times["kache"], "direct": times["direct"], "kache_median": k, "direct_median": d, "ratio": k / d, "parity": ok})
+    print(f"{label:58} {k:9.3f} {d:9.3f} {k / d:7.2f}  {'yes' if ok else 'NO'}", flush=True)
+stop = True
+if a.json:
+    with open(a.json, "w") as f:
+        json.dump({"n": a.n, "writer_interval": None if a.no_writer else a.writer_interval, "results": results}, f, indent=1)
+sys.exit(0 if all(r["parity"] for r in results if not r["id"].startswith("raw-")) else 1)

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""What kache spares a real kube-apiserver: one realistic read mix run directly against the
+apiserver and then through kache, in one run, measuring the apiserver's CPU seconds (and
+kache's) from /proc, and kache's requests and bytes by source from its /metrics.
+
+    pip install aiohttp
+    python3 loadtest/real/saving.py --kache-bin target/release/kache --real ~/real-apiserver \
+        --seconds 60 [--kache-arg=--consistent-passthrough-factor=0 ...] [--json out.json]
+
+The mix (every client with the admin token, each phase the same length):
+- node agents (--agents, default 200): each LISTs its node's pods at resourceVersion=0
+  (`fieldSelector=spec.nodeName=node-NNNN`, protobuf), then WATCHes from the list's RV;
+- informers (--informers, default 3): LIST every pod at resourceVersion=0 (protobuf) every
+  --relist-seconds (default 20), as informers relisting do;
+- kubectl users (--kubectl-users, default 5): each, once a second, a consistent Table LIST of
+  one namespace's pods (`limit=500`, as `kubectl get pods -n ns-NNN` sends);
+- node listers (--node-listers, default 2): each, once a second, a consistent JSON LIST of
+  all nodes (`limit=500`).
+Meanwhile a writer PUTs one ConfigMap every 0.2 s (the global RV moves, as leases move it).
+
+kache is started by the script (`kache serve` with the real apiserver's kubeconfig, preloading
+pods, nodes and namespaces in both encodings) and its caches are synced before its phase.
+"""
+import argparse, asyncio, json, os, re, ssl, subprocess, tempfile, time, urllib.request
+
+p = argparse.ArgumentParser()
+p.add_argument("--kache-bin", default="target/release/kache")
+p.add_argument("--real", default="~/real-apiserver")
+p.add_argument("--seconds", type=float, default=60)
+p.add_argument("--agents", type=int, default=200)
+p.add_argument("--informers", type=int, default=3)
+p.add_argument("--relist-seconds", type=float, default=20)
+p.add_argument("--kubectl-users", type=int, default=5)
+p.add_argument("--node-listers", type=int, default=2)
+p.add_argument("--nodes", type=int, default=1000)
+p.add_argument("--namespaces", type=int, default=50)
+p.add_argument("--kache-arg", action="append", default=[])
+p.add_argument("--json", default="")
+a = p.parse_args()
+REAL = os.path.expanduser(a.real)
+TOKEN = open(f"{REAL}/admin.token").read().strip()
+PB = "application/vnd.kubernetes.protobuf"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+CTX = ssl._create_unverified_context()
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / TICK
+
+
+def pid_of(name):
+    out = subprocess.check_output(["pgrep", "-x", name]).split()
+    assert len(out) == 1, f"{name}: {out}"
+    return int(out[0])
+
+
+def server_of_kubeconfig():
+    cfg = open(f"{REAL}/kubeconfig").read()
+    return re.search(r"server:\s*(\S+)", cfg).group(1)
+
+
+class Counts:
+    def __init__(self):
+        self.requests, self.bytes, self.errors, self.events = 0, 0, 0, 0
+
+
+async def get(session, base, path, accept, c):
+    async with session.get(base + path, headers={"Authorization": "Bearer " + TOKEN, "Accept": accept}, ssl=CTX) as r:
+        body = await r.read()
+        c.requests += 1
+        c.bytes += len(body)
+        if r.status != 200:
+            c.errors += 1
+        return r.status, body
+
+
+async def agent(session, base, node, end, c):
+    import aiohttp
+    path = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}&resourceVersion=0"
+    _, body = await get(session, base, path, "application/json", c)
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    w = f"{path}&watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={int(end - time.time()) + 5}"
+    try:
+        async with session.get(base + w, headers={"Authorization": "Bearer " + TOKEN}, ssl=CTX,
+                               timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as r:
+            c.requests += 1
+            while time.time() < end:
+                try:
+                    line = await asyncio.wait_for(r.content.readline(), timeout=max(0.1, end - time.time()))
+                except asyncio.TimeoutError:
+                    break
+                if not line:
+                    break
+                c.events += 1
+                c.bytes += len(line)
+    except Exception:
+        c.errors += 1
+
+
+async def every(period, end, fn):
+    while time.time() < end:
+        t = time.time()
+        await fn()
+        await asyncio.sleep(max(0, period - (time.time() - t)))
+
+
+async def writer(session, base, end):
+    path = f"{base}/api/v1/namespaces/default/configmaps"
+    h = {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"}
+    i = 0
+    while time.time() < end:
+        body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kache-saving-rv"}, "data": {"i": str(i)}})
+        async with session.put(f"{path}/kache-saving-rv", data=body, headers=h, ssl=CTX) as r:
+            if r.status == 404:
+                async with session.post(path, data=body, headers=h, ssl=CTX):
+                    pass
+        i += 1
+        await asyncio.sleep(0.2)
+
+
+async def mix(base, direct):
+    import aiohttp
+    end = time.time() + a.seconds
+    c = {k: Counts() for k in ("agents", "informers", "kubectl", "nodes")}
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        tasks = [asyncio.create_task(writer(s, direct, end))]
+        tasks += [asyncio.create_task(agent(s, base, f"node-{i * (a.nodes // max(1, a.agents)):04d}", end, c["agents"])) for i in range(a.agents)]
+        for i in range(a.informers):
+            tasks.append(asyncio.create_task(every(a.relist_seconds, end, lambda: get(s, base, "/api/v1/pods?resourceVersion=0", PB, c["informers"]))))
+        for i in range(a.kubectl_users):
+            ns = f"ns-{(i % a.namespaces) + 1:03d}"
+            tasks.append(asyncio.create_task(every(1, end, lambda ns=ns: get(s, base, f"/api/v1/namespaces/{ns}/pods?limit=500", TABLE, c["kubectl"]))))
+        for i in range(a.node_listers):
+            tasks.append(asyncio.create_task(every(1, end, lambda: get(s, base, "/api/v1/nodes?limit=500", "application/json", c["nodes"]))))
+        await asyncio.gather(*tasks)
+    return {k: vars(v) for k, v in c.items()}
+
+
+def metrics(admin):
+    text = urllib.request.urlopen(admin + "/metrics").read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'(kache_requests_total|kache_response_bytes_total|kache_passthrough_total)\{([^}]*)\} (\S+)', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            key = m.group(1) + ":" + (labels.get("source") or labels.get("reason", ""))
+            out[key] = out.get(key, 0) + float(m.group(3))
+    return out
+
+
+def start_kache(work):
+    cmd = [os.path.abspath(a.kache_bin), "serve", "--upstream-kubeconfig", f"{REAL}/kubeconfig", "--listen", "127.0.0.1:0",
+           "--addr-file", f"{work}/addr", "--admin-listen", "127.0.0.1:0", "--admin-addr-file", f"{work}/admin",
+           "--client-kubeconfig-out", f"{work}/client.kubeconfig", "--preload", "pods,nodes,namespaces",
+           "--preload-encodings", "json,protobuf", *a.kache_arg]
+    k = subprocess.Popen(cmd, stdout=open(f"{work}/kache.log", "w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 600
+    while not (os.path.exists(f"{work}/addr") and os.path.exists(f"{work}/admin")):
+        assert k.poll() is None and time.time() < deadline, f"kache did not start: see {work}/kache.log"
+        time.sleep(0.2)
+    admin = "http://" + open(f"{work}/admin").read().strip()
+    while True:
+        try:
+            if urllib.request.urlopen(admin + "/readyz").status == 200:
+                break
+        except Exception:
+            pass
+        assert time.time() < deadline, "kache not ready"
+        time.sleep(0.5)
+    return k, "https://" + open(f"{work}/addr").read().strip(), admin
+
+
+def phase(name, base, direct, kache_pid=None, admin=None):
+    api = pid_of("kube-apiserver")
+    before = (cpu_seconds(api), cpu_seconds(kache_pid) if kache_pid else 0.0, metrics(admin) if admin else {})
+    t = time.time()
+    counts = asyncio.run(mix(base, direct))
+    took = time.time() - t
+    after = (cpu_seconds(api), cpu_seconds(kache_pid) if kache_pid else 0.0, metrics(admin) if admin else {})
+    r = {"phase": name, "seconds": took, "apiserver_cpu_s": after[0] - before[0], "kache_cpu_s": after[1] - before[1], "clients": counts,
+         "kache_metrics": {k: after[2].get(k, 0) - before[2].get(k, 0) for k in after[2]}}
+    print(json.dumps(r, indent=1), flush=True)
+    return r
+
+
+def main():
+    direct = server_of_kubeconfig()
+    work = tempfile.mkdtemp(prefix="kache-saving-")
+    results = [phase("direct", direct, direct)]
+    k, base, admin = start_kache(work)
+    try:
+        results.append(phase("through kache", base, direct, k.pid, admin))
+    finally:
+        k.terminate()
+        k.wait()
+    d, t = results
+    summary = {
+        "apiserver_cpu_direct_s": d["apiserver_cpu_s"], "apiserver_cpu_through_kache_s": t["apiserver_cpu_s"],
+        "ratio": t["apiserver_cpu_s"] / max(d["apiserver_cpu_s"], 1e-9), "kache_cpu_s": t["kache_cpu_s"],
+        "saved_cpu_s": d["apiserver_cpu_s"] - t["apiserver_cpu_s"],
+    }
+    print(json.dumps(summary, indent=1))
+    if a.json:
+        json.dump({"args": vars(a), "phases": results, "summary": summary}, open(a.json, "w"), indent=1)
+
+
+main()

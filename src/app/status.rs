@@ -1,0 +1,104 @@
+//! `kache status`: what a running kache's caches hold, from its admin listener's
+//! `/debug/cache`, printed as a table for a person (`-o json` prints the document itself).
+
+use crate::app::StartError;
+use crate::config::StatusArgs;
+use http_body_util::{BodyExt, Full};
+use serde_json::Value;
+
+/// Fetch `/debug/cache` from the admin listener at `admin` (`host:port` or an http URL).
+pub async fn fetch(admin: &str) -> Result<Value, StartError> {
+    let base = if admin.starts_with("http://") || admin.starts_with("https://") { admin.to_string() } else { format!("http://{admin}") };
+    let url = format!("{}/debug/cache", base.trim_end_matches('/'));
+    let bad = |why: String| StartError::Status(format!("--admin {admin}: {why}"));
+    let uri: http::Uri = url.parse().map_err(|e| bad(format!("not an address: {e}")))?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
+    let req = http::Request::get(uri).body(Full::default()).map_err(|e| bad(e.to_string()))?;
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(10), client.request(req))
+        .await
+        .map_err(|_| bad("no answer within 10 s".into()))?
+        .map_err(|e| bad(format!("cannot reach it: {e}")))?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await.map_err(|e| bad(e.to_string()))?.to_bytes();
+    if !status.is_success() {
+        return Err(bad(format!("/debug/cache answered {status}")));
+    }
+    serde_json::from_slice(&body).map_err(|e| bad(format!("/debug/cache is not JSON: {e}")))
+}
+
+fn mb(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |b| format!("{:.1}M", b / 1_048_576.0))
+}
+
+fn secs(v: &Value) -> String {
+    match v.as_f64() {
+        None => "-".into(),
+        Some(s) if s < 100.0 => format!("{s:.1}s"),
+        Some(s) => format!("{:.0}s", s),
+    }
+}
+
+/// The report as a table: one row per cache and encoding.
+pub fn table(report: &Value) -> String {
+    let mut rows = vec![[
+        "RESOURCE",
+        "ENCODING",
+        "SYNCED",
+        "OBJECTS",
+        "BYTES",
+        "RV",
+        "LAST EVENT",
+        "STALE",
+        "WINDOW",
+        "WINDOW BYTES",
+        "SPAN",
+        "WATCHES",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in report["caches"].as_array().into_iter().flatten() {
+        let group = c["group"].as_str().unwrap_or("");
+        let resource = if group.is_empty() {
+            c["resource"].as_str().unwrap_or("").to_string()
+        } else {
+            format!("{}.{group}", c["resource"].as_str().unwrap_or(""))
+        };
+        let w = &c["window"];
+        rows.push(vec![
+            resource,
+            c["encoding"].as_str().unwrap_or("").to_string(),
+            if c["refused"].is_string() { "refused".into() } else { c["synced"].as_bool().unwrap_or(false).to_string() },
+            c["objects"].to_string(),
+            mb(&c["bytes"]),
+            c["resourceVersion"].as_str().unwrap_or("").to_string(),
+            secs(&c["lastEventAgeSeconds"]),
+            secs(&c["staleSeconds"]),
+            w["events"].to_string(),
+            mb(&w["bytes"]),
+            secs(&w["spanSeconds"]),
+            c["watches"].to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let up = &report["upstream"];
+    let mut out = format!(
+        "upstream: {}{}\n\n",
+        if up["up"].as_bool().unwrap_or(false) { "up" } else { "DOWN" },
+        up["detail"].as_str().filter(|d| !d.is_empty()).map(|d| format!(" ({d})")).unwrap_or_default()
+    );
+    for r in rows {
+        let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `kache status`.
+pub async fn run(args: &StatusArgs) -> Result<(), StartError> {
+    let report = fetch(&args.admin).await?;
+    let text = if args.json { serde_json::to_string_pretty(&report).unwrap_or_default() + "\n" } else { table(&report) };
+    use std::io::Write;
+    std::io::stdout().write_all(text.as_bytes())?;
+    Ok(())
+}

@@ -1,0 +1,495 @@
+//! What the upstream sends a feed, decoded: LIST pages (JSON or protobuf), metadata lists,
+//! watch events cut from the stream, bookmarks and in-stream errors. Pure functions over
+//! bytes. An item or event object that cannot be decoded is the caller's to skip; a page or
+//! frame that cannot be read fails the request.
+
+use super::InformerError;
+use crate::api::json::ParseError;
+use crate::api::media::Format;
+use crate::api::resource::Resource;
+use crate::api::table::CustomColumns;
+use crate::api::transcode::{pb_to_json, MessageType, TranscodeError};
+use crate::api::wire;
+use crate::cache::object::{Key, Object, ObjectError};
+use bytes::{Buf, Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+
+/// Why something the upstream sent could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// JSON that does not parse, or not into what was expected (a list, a watch event).
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// An object nested deeper than the apiserver itself decodes.
+    #[error("an object nested {0} levels deep, more than the {max} the apiserver decodes", max = crate::api::json::MAX_DEPTH)]
+    TooDeep(usize),
+    /// A protobuf object that does not transcode to JSON.
+    #[error("protobuf object: {0}")]
+    Transcode(#[from] TranscodeError),
+    /// Protobuf kache reads field by field is malformed; names what was read.
+    #[error("malformed protobuf {0}")]
+    Protobuf(&'static str),
+    /// An object without the name or resourceVersion kache keys it by.
+    #[error("{0}")]
+    Object(#[from] ObjectError),
+    /// A list's resourceVersion that is not a decimal integer.
+    #[error("bad resourceVersion {0:?}")]
+    ResourceVersion(String),
+    /// A watch event of a type the apiserver does not send.
+    #[error("unknown watch event type {0:?}")]
+    EventType(String),
+    /// A LIST without `limit` returned a continue token.
+    #[error("an unpaged list returned a continue token")]
+    UnpagedContinue,
+}
+
+impl From<ParseError> for DecodeError {
+    fn from(e: ParseError) -> DecodeError {
+        match e {
+            ParseError::Json(e) => DecodeError::Json(e),
+            ParseError::TooDeep(levels) => DecodeError::TooDeep(levels),
+        }
+    }
+}
+
+impl DecodeError {
+    /// The `reason` label of an object skipped for this error (bounded).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecodeError::Json(_) => "json",
+            DecodeError::TooDeep(_) => "too_deep",
+            DecodeError::Transcode(_) | DecodeError::Protobuf(_) => "protobuf",
+            DecodeError::Object(_) | DecodeError::ResourceVersion(_) => "metadata",
+            DecodeError::EventType(_) | DecodeError::UnpagedContinue => "other",
+        }
+    }
+}
+
+/// Objects decoded from LIST pages, and why the items left out could not be.
+#[derive(Debug, Default)]
+pub(super) struct Listed {
+    pub(super) objects: Vec<Object>,
+    pub(super) skipped: Vec<DecodeError>,
+}
+
+impl Listed {
+    fn push(&mut self, object: Result<Object, DecodeError>) {
+        match object {
+            Ok(o) => self.objects.push(o),
+            Err(e) => self.skipped.push(e),
+        }
+    }
+}
+
+/// A watch event cut from the stream: its type and its object's bytes (a JSON object or a
+/// bare protobuf message).
+pub(super) struct RawEvent {
+    pub(super) kind: String,
+    pub(super) object: Bytes,
+}
+
+#[derive(Deserialize)]
+struct ListMetaJson {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: String,
+    #[serde(rename = "continue", default)]
+    cont: Option<String>,
+}
+
+/// A JSON list with its items undecoded (skipping over an item is iterative, so any depth
+/// passes).
+#[derive(Deserialize)]
+pub(super) struct ListJson<'a> {
+    metadata: ListMetaJson,
+    #[serde(borrow, default)]
+    pub(super) items: Vec<&'a RawValue>,
+}
+
+impl ListJson<'_> {
+    /// The list's resourceVersion.
+    pub(super) fn rv(&self) -> Result<u64, DecodeError> {
+        parse_rv(&self.metadata.resource_version)
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct EventJson<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+/// `metadata.resourceVersion` alone (everything else skipped over, at any depth).
+#[derive(Deserialize)]
+struct RvJson {
+    metadata: MetaRvJson,
+}
+
+#[derive(Deserialize)]
+struct MetaRvJson {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+pub(super) fn parse_rv(s: &str) -> Result<u64, DecodeError> {
+    s.parse().map_err(|_| DecodeError::ResourceVersion(s.to_string()))
+}
+
+/// A JSON list page: its items into `out` (those that cannot be decoded skipped), and its
+/// (RV, continue).
+pub(super) fn json_page(
+    r: &Resource,
+    body: &[u8],
+    custom: Option<&Arc<CustomColumns>>,
+    out: &mut Listed,
+) -> Result<(u64, String), DecodeError> {
+    let list: ListJson<'_> = serde_json::from_slice(body)?;
+    for item in &list.items {
+        out.push(json_object(r, item.get().as_bytes(), custom));
+    }
+    Ok((list.rv()?, list.metadata.cont.unwrap_or_default()))
+}
+
+/// A protobuf list page (the `k8s\0` envelope): its items into `out` (those that cannot be
+/// decoded skipped), and its (RV, continue).
+pub(super) fn pb_page(r: &Resource, body: &[u8], out: &mut Listed) -> Result<(u64, String), DecodeError> {
+    let (_, _, raw) = wire::open_envelope(body).ok_or(DecodeError::Protobuf("list envelope"))?;
+    pb_list(r, raw, out)
+}
+
+/// A JSON watch event's object as a list item: without its leading `kind` and `apiVersion`
+/// for built-in kinds; custom resources' list items are the whole object.
+pub(super) fn strip_type_meta(obj: &[u8], r: &Resource) -> Vec<u8> {
+    if r.custom() {
+        return obj.to_vec();
+    }
+    let prefix = format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",", r.kind, r.api_version());
+    match obj.strip_prefix(prefix.as_bytes()) {
+        Some(rest) => {
+            let mut out = Vec::with_capacity(rest.len() + 1);
+            out.push(b'{');
+            out.extend_from_slice(rest);
+            out
+        }
+        // Not in the apiserver's key order: re-encode once at ingest.
+        None => crate::api::json::with_value(obj, crate::cache::object::item_json).unwrap_or_else(|_| obj.to_vec()),
+    }
+}
+
+/// An object from its JSON list item, decoded at any depth the apiserver decodes.
+pub(super) fn json_object(r: &Resource, item: &[u8], custom: Option<&Arc<CustomColumns>>) -> Result<Object, DecodeError> {
+    Ok(crate::api::json::with_value(item, |v| Object::printed(r, v, Some(item), None, custom))??)
+}
+
+/// An object from its bare protobuf message: transcoded for the kinds kache knows, else
+/// keyed by its metadata alone.
+pub(super) fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, DecodeError> {
+    let v = match MessageType::for_kind(&r.group, &r.version, &r.kind) {
+        Some(ty) => pb_to_json(ty, bare)?,
+        None => wire::object_meta_json(bare).ok_or(DecodeError::Protobuf("object metadata"))?,
+    };
+    Ok(Object::new(r, &v, None, Some(bare))?)
+}
+
+/// A watch event's object, in the feed's encoding.
+pub(super) fn event_object(r: &Resource, fmt: Format, obj: &[u8], custom: Option<&Arc<CustomColumns>>) -> Result<Object, DecodeError> {
+    match fmt {
+        Format::Json => json_object(r, &strip_type_meta(obj, r), custom),
+        Format::Protobuf => pb_object(r, obj),
+    }
+}
+
+/// An object's `metadata.resourceVersion`, read alone (a bookmark's, or that of an object
+/// that cannot be decoded whole).
+pub(super) fn object_rv(fmt: Format, obj: &[u8]) -> Option<u64> {
+    match fmt {
+        Format::Json => serde_json::from_slice::<RvJson>(obj).ok()?.metadata.resource_version?.parse().ok(),
+        Format::Protobuf => wire::object_meta_json(obj)?["metadata"]["resourceVersion"].as_str()?.parse().ok(),
+    }
+}
+
+/// Objects of a protobuf list message, and its (RV, continue).
+fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<(u64, String), DecodeError> {
+    const BAD: DecodeError = DecodeError::Protobuf("list");
+    let (mut pos, mut rv, mut cont) = (0, 0, String::new());
+    while pos < raw.len() {
+        let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
+        match field {
+            1 => (rv, cont) = pb_list_meta(&raw[range])?,
+            2 => out.push(pb_object(r, &raw[range])),
+            _ => {}
+        }
+    }
+    Ok((rv, cont))
+}
+
+/// (resourceVersion, continue) of a protobuf ListMeta.
+fn pb_list_meta(m: &[u8]) -> Result<(u64, String), DecodeError> {
+    const BAD: DecodeError = DecodeError::Protobuf("list metadata");
+    let (mut p, mut rv, mut cont) = (0, 0, String::new());
+    while p < m.len() {
+        let (f, _, r) = wire::next_field(m, &mut p).ok_or(BAD)?;
+        let text = || std::str::from_utf8(&m[r.clone()]).map_err(|_| BAD);
+        match f {
+            2 => rv = parse_rv(text()?)?,
+            3 => cont = text()?.to_string(),
+            _ => {}
+        }
+    }
+    Ok((rv, cont))
+}
+
+/// What a metadata list says of an object: enough to tell whether the cache's copy is it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Identity {
+    pub(super) key: Key,
+    pub(super) rv: u64,
+}
+
+/// The identities of a protobuf PartialObjectMetadataList's items (the `k8s\0` envelope),
+/// and its (RV, continue).
+pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Identity>) -> Result<(u64, String), DecodeError> {
+    const BAD: DecodeError = DecodeError::Protobuf("metadata list");
+    let (_, _, raw) = wire::open_envelope(body).ok_or(DecodeError::Protobuf("metadata list envelope"))?;
+    let (mut pos, mut rv, mut cont) = (0, 0, String::new());
+    while pos < raw.len() {
+        let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
+        let m = &raw[range];
+        match field {
+            1 => (rv, cont) = pb_list_meta(m)?,
+            2 => {
+                // PartialObjectMetadata { metadata: ObjectMeta = 1 }
+                let (mut p, mut meta) = (0, None);
+                while p < m.len() {
+                    let (f, _, r) = wire::next_field(m, &mut p).ok_or(BAD)?;
+                    if f == 1 {
+                        meta = Some(&m[r]);
+                    }
+                }
+                out.push(pb_identity(meta.ok_or(BAD)?)?);
+            }
+            _ => {}
+        }
+    }
+    Ok((rv, cont))
+}
+
+/// Key and resourceVersion of a protobuf ObjectMeta.
+fn pb_identity(meta: &[u8]) -> Result<Identity, DecodeError> {
+    const BAD: DecodeError = DecodeError::Protobuf("object metadata");
+    let (mut p, mut name, mut ns, mut rv) = (0, "", "", "");
+    while p < meta.len() {
+        let (f, _, r) = wire::next_field(meta, &mut p).ok_or(BAD)?;
+        let text = || std::str::from_utf8(&meta[r.clone()]).map_err(|_| BAD);
+        match f {
+            1 => name = text()?,
+            3 => ns = text()?,
+            6 => rv = text()?,
+            _ => {}
+        }
+    }
+    Ok(Identity { key: crate::cache::object::key(ns, name), rv: parse_rv(rv)? })
+}
+
+/// Cut the next complete event off the buffer (`None` until one is whole): a JSON line, or a
+/// length-prefixed protobuf frame.
+pub(super) fn cut_event(fmt: Format, buf: &mut BytesMut) -> Result<Option<RawEvent>, DecodeError> {
+    match fmt {
+        Format::Json => {
+            let Some(nl) = buf.iter().position(|b| *b == b'\n') else { return Ok(None) };
+            let line = buf.split_to(nl + 1).freeze();
+            let ev: EventJson<'_> = serde_json::from_slice(&line)?;
+            Ok(Some(RawEvent { kind: ev.kind.to_string(), object: line.slice_ref(ev.object.get().as_bytes()) }))
+        }
+        Format::Protobuf => {
+            if buf.len() < 4 {
+                return Ok(None);
+            }
+            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+            if buf.len() < 4 + len {
+                return Ok(None);
+            }
+            buf.advance(4);
+            let frame = buf.split_to(len).freeze();
+            pb_event(&frame).map(Some).ok_or(DecodeError::Protobuf("watch frame"))
+        }
+    }
+}
+
+/// (type, bare object) of a protobuf WatchEvent.
+fn pb_event(frame: &Bytes) -> Option<RawEvent> {
+    let (mut pos, mut kind, mut object) = (0, String::new(), Bytes::new());
+    while pos < frame.len() {
+        let (field, _, range) = wire::next_field(frame, &mut pos)?;
+        match field {
+            1 => kind = String::from_utf8(frame[range].to_vec()).ok()?,
+            2 => {
+                let ext = &frame[range];
+                let mut p = 0;
+                while p < ext.len() {
+                    let (f, _, r) = wire::next_field(ext, &mut p)?;
+                    if f == 1 {
+                        let (_, _, bare) = wire::open_envelope(&ext[r])?;
+                        object = frame.slice_ref(bare);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(RawEvent { kind, object })
+}
+
+/// The error an ERROR watch event carries: 410 is [`InformerError::Expired`].
+pub(super) fn watch_error(obj: &[u8], fmt: Format) -> InformerError {
+    #[derive(Deserialize)]
+    struct Code {
+        code: Option<u64>,
+    }
+    let code = match fmt {
+        Format::Json => serde_json::from_slice::<Code>(obj).ok().and_then(|s| s.code),
+        Format::Protobuf => status_code_pb(obj),
+    };
+    match code {
+        Some(410) => InformerError::Expired,
+        _ => InformerError::Status { code: code.unwrap_or(0) as u16, body: crate::api::status::describe_body(obj), retry_after: None },
+    }
+}
+
+/// `code` (field 6) of a protobuf Status.
+fn status_code_pb(obj: &[u8]) -> Option<u64> {
+    let mut pos = 0;
+    while pos < obj.len() {
+        let (field, wt, range) = wire::next_field(obj, &mut pos)?;
+        if field == 6 && wt == prost::encoding::WireType::Varint {
+            return wire::get_varint(obj, &mut range.start.clone());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::testdata::capture;
+    use serde_json::Value;
+
+    fn widgets() -> Resource {
+        Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() }
+    }
+
+    /// A Widget whose `spec` holds `{"a":` nested until the object is `levels` deep.
+    pub(crate) fn nested_widget(name: &str, rv: u64, levels: usize) -> Vec<u8> {
+        let head = format!(
+            "{{\"apiVersion\":\"fid.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\",\"resourceVersion\":\"{rv}\"}},\"spec\":"
+        );
+        let mut s = head.into_bytes();
+        s.extend_from_slice("{\"a\":".repeat(levels - 1).as_bytes());
+        s.push(b'1');
+        s.resize(s.len() + levels, b'}');
+        s
+    }
+
+    #[test]
+    fn a_custom_resources_watch_object_is_stored_as_its_list_item() {
+        // The same Widget, as a real apiserver sent it in a LIST and in a watch event.
+        let r = widgets();
+        let listed: Value = serde_json::from_slice(&capture("cr-list-widgets").body).unwrap();
+        let item = crate::api::json::to_vec(&listed["items"][0]);
+        let event = capture("cr-watch-widget-rv0");
+        let ev: EventJson<'_> = serde_json::from_slice(event.body.trim_ascii_end()).unwrap();
+        assert_eq!(strip_type_meta(ev.object.get().as_bytes(), &r), item);
+        assert!(item.starts_with(b"{\"apiVersion\":\"fid.example.com/v1\",\"kind\":\"Widget\","));
+    }
+
+    #[test]
+    fn identities_of_a_protobuf_metadata_list_are_its_items_names_and_rvs() {
+        // The same PartialObjectMetadataList a real apiserver sent in protobuf and JSON.
+        let pb = crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.pb.body");
+        let json: Value = serde_json::from_slice(&crate::testdata::golden("11e-list-pods-as-partialobjectmetadatalist.json.body")).unwrap();
+        let (_, kind, _) = wire::open_envelope(&pb).unwrap();
+        assert_eq!(kind, "PartialObjectMetadataList");
+        let mut got = Vec::new();
+        let (rv, cont) = pb_identities(&pb, &mut got).unwrap();
+        let want: Vec<Identity> = json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let m = &i["metadata"];
+                Identity {
+                    key: crate::cache::object::key(m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap()),
+                    rv: m["resourceVersion"].as_str().unwrap().parse().unwrap(),
+                }
+            })
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want);
+        assert_eq!(rv.to_string(), json["metadata"]["resourceVersion"].as_str().unwrap());
+        assert_eq!(cont, json["metadata"]["continue"].as_str().unwrap_or(""));
+    }
+
+    #[test]
+    fn a_protobuf_status_is_logged_as_text() {
+        // A real apiserver's 406 to a protobuf-only LIST of a custom resource.
+        let c = capture("cr-gadgets-pb-only");
+        assert_eq!(c.code, 406);
+        assert_eq!(
+            crate::api::status::describe_body(&c.body),
+            "NotAcceptable: only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        );
+        assert_eq!(crate::api::status::describe_body(b"{\"kind\":\"Status\"}"), "{\"kind\":\"Status\"}");
+    }
+
+    #[test]
+    fn objects_nested_as_deep_as_the_apiserver_accepts_are_decoded_in_lists_and_events() {
+        // A tokio worker's stack is 2 MiB; decoding 10,000 levels needs far more unless
+        // the stack grows.
+        std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(|| {
+                let r = widgets();
+                for levels in [130, 500, crate::api::json::MAX_DEPTH] {
+                    let obj = nested_widget("deep", 7, levels);
+                    assert_eq!(crate::api::json::depth(&obj), levels);
+                    let list = [&b"{\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..], &obj, b"]}"].concat();
+                    let mut listed = Listed::default();
+                    assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), (9, String::new()));
+                    assert!(listed.skipped.is_empty(), "{levels}: {:?}", listed.skipped);
+                    assert_eq!(listed.objects.len(), 1);
+                    let o = &listed.objects[0];
+                    assert_eq!((&*o.key, o.rv, o.json_item_ref()), ("default/deep", 7, Some(&obj[..])), "{levels} levels");
+                    let line = [&b"{\"type\":\"ADDED\",\"object\":"[..], &obj, b"}\n"].concat();
+                    let ev = cut_event(Format::Json, &mut BytesMut::from(&line[..])).unwrap().unwrap();
+                    assert_eq!(event_object(&r, Format::Json, &ev.object, None).unwrap(), *o, "{levels} levels");
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn an_item_that_cannot_be_decoded_is_left_out_of_its_page_with_its_reason() {
+        let r = widgets();
+        let too_deep = nested_widget("deeper", 8, crate::api::json::MAX_DEPTH + 1);
+        let ok = nested_widget("fine", 9, 3);
+        let list = [
+            &b"{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[{\"metadata\":{\"resourceVersion\":\"5\"}},"[..],
+            &too_deep,
+            b",",
+            &ok,
+            b"]}",
+        ]
+        .concat();
+        let mut listed = Listed::default();
+        assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), (10, String::new()));
+        assert_eq!(listed.objects.iter().map(|o| &*o.key).collect::<Vec<_>>(), ["default/fine"]);
+        assert_eq!(listed.skipped.iter().map(DecodeError::reason).collect::<Vec<_>>(), ["metadata", "too_deep"]);
+        assert_eq!(object_rv(Format::Json, &too_deep), Some(8), "its RV is still read, to resume past it");
+        assert!(std::error::Error::source(&InformerError::from(listed.skipped.remove(0))).is_some(), "the cause is kept");
+    }
+}

@@ -1,0 +1,160 @@
+//! The feed's HTTP: the paths it asks for, and kache's own GETs read whole or frame by frame
+//! with an idle bound, so a stalled answer is an error and never a hang. An unsuccessful
+//! answer becomes an [`InformerError`] (410 is [`InformerError::Expired`]).
+
+use super::InformerError;
+use crate::api::resource::Resource;
+use crate::upstream::{Counted, Upstream};
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use std::time::Duration;
+
+/// Collection path of a resource across all namespaces.
+pub fn collection_path(r: &Resource) -> String {
+    if r.group.is_empty() {
+        format!("/api/{}/{}", r.version, r.plural)
+    } else {
+        format!("/apis/{}/{}/{}", r.group, r.version, r.plural)
+    }
+}
+
+/// A LIST of the one object at `key` (`namespace/name` or `name`) as it was at exactly `rv`:
+/// its collection (namespaced when it is), its name as a field selector,
+/// `resourceVersionMatch=Exact`.
+pub(super) fn object_at_path(r: &Resource, key: &str, rv: u64) -> String {
+    let (ns, name) = match key.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, key),
+    };
+    let base = match (ns, r.group.is_empty()) {
+        (Some(ns), true) => format!("/api/{}/namespaces/{ns}/{}", r.version, r.plural),
+        (Some(ns), false) => format!("/apis/{}/{}/namespaces/{ns}/{}", r.group, r.version, r.plural),
+        (None, _) => collection_path(r),
+    };
+    format!("{base}?fieldSelector={}&resourceVersion={rv}&resourceVersionMatch=Exact", name_selector(name))
+}
+
+/// A page of a collection: `base` with `limit` (none: unpaged) and `continue`.
+pub(super) fn page_path(base: &str, limit: Option<u64>, cont: &str) -> String {
+    let mut path = match limit {
+        Some(n) => format!("{base}?limit={n}"),
+        None => base.to_string(),
+    };
+    if !cont.is_empty() {
+        path.push_str(if limit.is_some() { "&continue=" } else { "?continue=" });
+        path.push_str(cont);
+    }
+    path
+}
+
+/// The field selector `metadata.name=NAME` as a query value: the name escaped as field
+/// selectors read values, then URL-encoded (RBAC object names may hold spaces, `,`, `=` and
+/// any character but `/`).
+fn name_selector(name: &str) -> String {
+    let selector = format!("metadata.name={}", crate::api::selector::escape_value(name));
+    form_urlencoded::byte_serialize(selector.as_bytes()).collect()
+}
+
+/// A GET of one of kache's own calls, read whole: its headers within the `own` deadline
+/// (see [`Upstream::get`]) and its body as long as bytes keep coming (no gap longer than
+/// the same deadline), so a large LIST may take as long as it needs, a stalled one not.
+pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
+    let resp = upstream.get(path, accept).await?;
+    let idle = upstream.timeouts().own;
+    if resp.status().as_u16() != 200 {
+        return Err(error_response(resp, idle).await);
+    }
+    let mut body = resp.into_body();
+    let mut out = BytesMut::new();
+    while let Some(data) = next_data(&mut body, idle).await? {
+        out.extend_from_slice(&data);
+    }
+    Ok(out.freeze())
+}
+
+/// The next data of an upstream body (`None` at its end), or [`InformerError::Stalled`]
+/// when nothing comes within `idle`.
+pub(crate) async fn next_data(body: &mut Counted, idle: Duration) -> Result<Option<Bytes>, InformerError> {
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(InformerError::Stalled(idle)),
+            Ok(None) => return Ok(None),
+            Ok(Some(frame)) => {
+                if let Ok(data) = frame.map_err(|e| InformerError::Transport(e.into()))?.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// The error an unsuccessful upstream answer means: 410 is [`InformerError::Expired`], the
+/// rest a [`InformerError::Status`] with the body as text (a protobuf Status decoded, never
+/// raw bytes in a log line) and its `Retry-After`.
+pub(super) async fn error_response(resp: http::Response<Counted>, idle: Duration) -> InformerError {
+    let code = resp.status().as_u16();
+    if code == 410 {
+        return InformerError::Expired;
+    }
+    let retry_after = resp.headers().get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let mut body = resp.into_body();
+    let mut bytes = BytesMut::new();
+    while let Ok(Some(data)) = next_data(&mut body, idle).await {
+        if bytes.len() < 64 * 1024 {
+            bytes.extend_from_slice(&data);
+        }
+    }
+    InformerError::Status { code, body: crate::api::status::describe_body(&bytes), retry_after }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_objects_name_is_escaped_for_its_field_selector_and_the_url() {
+        let name = "system:a b,c=d\\e\u{e9}";
+        let q = name_selector(name);
+        assert!(q.bytes().all(|b| b.is_ascii_alphanumeric() || b"%+-._*".contains(&b)), "{q}");
+        // As the apiserver reads it: the query value decoded, then the selector parsed.
+        let query = format!("fieldSelector={q}");
+        let (_, decoded) = form_urlencoded::parse(query.as_bytes()).next().unwrap();
+        let selector = crate::api::selector::FieldSelector::parse(&decoded).unwrap();
+        assert_eq!(selector.exact("metadata.name"), Some(name));
+    }
+
+    #[test]
+    fn pages_and_single_objects_have_their_paths() {
+        assert_eq!(page_path("/api/v1/pods", Some(500), ""), "/api/v1/pods?limit=500");
+        assert_eq!(page_path("/api/v1/pods", Some(500), "abc"), "/api/v1/pods?limit=500&continue=abc");
+        assert_eq!(page_path("/api/v1/pods", None, ""), "/api/v1/pods");
+        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        assert_eq!(
+            object_at_path(&pods, "default/web-1", 42),
+            "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dweb-1&resourceVersion=42&resourceVersionMatch=Exact"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stalled_body_is_an_error_after_the_idle_bound_not_a_hang() {
+        // An upstream that sends headers and then nothing: a paused one, a watch lost in a
+        // partition.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let svc = hyper::service::service_fn(|_req| async {
+                let body =
+                    http_body_util::StreamBody::new(futures_util::stream::pending::<Result<http_body::Frame<Bytes>, std::io::Error>>());
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(body))
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(s), svc).await;
+        });
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        let resp = upstream.get("/api/v1/pods?watch=1", "application/json").await.unwrap();
+        let mut body = resp.into_body();
+        let idle = Duration::from_millis(200);
+        let r = next_data(&mut body, idle).await;
+        assert!(matches!(r, Err(InformerError::Stalled(d)) if d == idle), "{r:?}");
+    }
+}

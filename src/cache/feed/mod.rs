@@ -1,0 +1,218 @@
+//! The feed of one resource in one encoding: the reflector that fills its [`KindCache`] from
+//! the upstream (LIST, then WATCH from the list's RV with bookmarks, resuming from the last
+//! RV, relisting on 410, backing off on errors), and what readers ask of it: synced,
+//! healthy, stale, proven fresh. Objects are kept as the upstream's bytes; each is decoded
+//! once, only to extract its key and fields, and one that cannot be is skipped and counted.
+//!
+//! - `state`: the retry loop as a state machine (phases, transitions, backoff).
+//! - `reflector`: the LIST and WATCH steps it drives, relists by metadata.
+//! - `freshness`: the upstream's current RV and the probes that prove the cache reached it.
+//! - `decode`: lists, events and objects from JSON or protobuf bytes.
+//! - `fetch`: paths and kache's own GETs.
+
+mod decode;
+pub(crate) mod fetch;
+mod freshness;
+mod reflector;
+mod state;
+
+pub use decode::DecodeError;
+pub use fetch::collection_path;
+pub(crate) use fetch::fetch;
+
+use crate::api::media::Format;
+use crate::body::BoxError;
+use crate::cache::KindCache;
+use crate::telemetry;
+use crate::upstream::Upstream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Why a feed's step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InformerError {
+    /// The upstream could not be reached or the stream broke.
+    #[error("upstream request failed: {0}")]
+    Transport(#[from] BoxError),
+    /// The upstream answered with an error status.
+    #[error("upstream answered {code}: {body}")]
+    Status {
+        /// HTTP status.
+        code: u16,
+        /// The body as text (a Status's reason and message).
+        body: String,
+        /// Its `Retry-After`, in seconds.
+        retry_after: Option<u64>,
+    },
+    /// A response body stopped coming: no bytes (for a watch, no event and no bookmark)
+    /// within the bound.
+    #[error("the upstream sent nothing for {0:?}")]
+    Stalled(Duration),
+    /// The upstream sent something that does not parse (a list, a watch frame; an object
+    /// that does not is skipped instead).
+    #[error("cannot decode upstream data: {0}")]
+    Decode(#[from] DecodeError),
+    /// The watch's resourceVersion left the upstream's window: relist.
+    #[error("resourceVersion expired")]
+    Expired,
+}
+
+/// A cache fed from the upstream, and whether it has synced.
+pub struct Feed {
+    /// The cache.
+    pub cache: Arc<KindCache>,
+    /// The encoding it holds.
+    pub fmt: Format,
+    synced: watch::Sender<bool>,
+    healthy: AtomicBool,
+    /// Since when the informer has not reached the upstream (its first failure since the
+    /// last LIST or WATCH that did).
+    broken_since: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Relisting after 410: the previous list is served meanwhile, but it gets no events.
+    relisting: AtomicBool,
+    preloaded: AtomicBool,
+    probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
+    upstream: Upstream,
+    /// The newest RV a reader waits to see proven.
+    wanted: AtomicU64,
+    /// Whether the probe loop runs.
+    probing: AtomicBool,
+    /// When the last reader that needed a probe arrived.
+    demand: std::sync::Mutex<Instant>,
+    /// Why the upstream will never fill this cache (it refused the encoding), once known.
+    refused: std::sync::OnceLock<String>,
+    /// The newest RV of a watch event skipped (the feed's watch and a freshness probe may
+    /// both meet it: it is counted once).
+    skipped_rv: AtomicU64,
+}
+
+impl Feed {
+    /// A feed for `cache` (not yet started).
+    pub fn new(cache: Arc<KindCache>, fmt: Format, upstream: Upstream) -> Arc<Feed> {
+        Arc::new(Feed {
+            cache,
+            fmt,
+            synced: watch::Sender::new(false),
+            healthy: AtomicBool::new(false),
+            broken_since: std::sync::Mutex::new(None),
+            relisting: AtomicBool::new(false),
+            preloaded: AtomicBool::new(false),
+            probe: tokio::sync::Mutex::new(None),
+            upstream,
+            wanted: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
+            demand: std::sync::Mutex::new(Instant::now()),
+            refused: std::sync::OnceLock::new(),
+            skipped_rv: AtomicU64::new(0),
+        })
+    }
+
+    /// Run the reflector until the task is dropped (or the upstream refuses the kind in
+    /// this encoding: see [`Feed::refused`]).
+    pub async fn run(self: Arc<Self>) {
+        state::drive(&*self).await;
+    }
+
+    /// Whether the last LIST or WATCH request reached the upstream.
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Why the upstream refused to fill this cache, if it did (the feed has stopped).
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.get().map(String::as_str)
+    }
+
+    /// Whether the informer is relisting after its watch expired (410): the cache still
+    /// answers from the previous list, which no longer gets events.
+    pub fn relisting(&self) -> bool {
+        self.relisting.load(Ordering::Relaxed)
+    }
+
+    /// Record whether the last LIST or WATCH reached the upstream.
+    fn set_healthy(&self, ok: bool) {
+        self.healthy.store(ok, Ordering::Relaxed);
+        let mut since = self.broken_since.lock().unwrap_or_else(|e| e.into_inner());
+        match (ok, *since) {
+            (true, _) => *since = None,
+            (false, None) => *since = Some(tokio::time::Instant::now()),
+            (false, Some(_)) => {}
+        }
+    }
+
+    /// How long this cache may have missed upstream changes: zero while its informer is
+    /// connected to an upstream the health monitor finds up; else since the informer last
+    /// failed or since the upstream was found down, whichever is longer ago (a hung upstream
+    /// stalls an open watch before it fails).
+    pub fn staleness(&self) -> Duration {
+        let broken = self.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
+        let down = match &*self.upstream.health().borrow() {
+            crate::upstream::health::Health::Down { since, .. } => Some(since.elapsed()),
+            _ => None,
+        };
+        broken.into_iter().chain(down).max().unwrap_or_default()
+    }
+
+    /// Count this feed in readiness.
+    pub fn mark_preloaded(&self) {
+        self.preloaded.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this feed counts in readiness.
+    pub fn is_preloaded(&self) -> bool {
+        self.preloaded.load(Ordering::Relaxed)
+    }
+
+    fn labels(&self) -> [(&'static str, String); 3] {
+        telemetry::cache_labels(&self.cache.resource, self.fmt)
+    }
+
+    fn outcome_labels(&self, outcome: &'static str) -> [(&'static str, String); 4] {
+        let [r, g, e] = self.labels();
+        [r, g, e, ("outcome", outcome.to_string())]
+    }
+
+    /// Whether the initial list has been loaded.
+    pub fn synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Wait until synced or `timeout` passes.
+    pub async fn wait_synced(&self, timeout: Duration) -> bool {
+        let mut rx = self.synced.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|s| *s)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Count objects left out of the cache because they cannot be decoded, and say so in
+    /// one line: a list's all together, a watch event's alone (`rv`: its resourceVersion,
+    /// when that much could be read; an event already reported is not again).
+    ///
+    /// The kind stays cached without them rather than not at all: refusing the list, or
+    /// the watch that brought the event, would only meet the same object again on every
+    /// retry.
+    fn skipped(&self, errors: &[DecodeError], rv: Option<u64>) {
+        let Some(first) = errors.first() else { return };
+        if rv.is_some_and(|rv| self.skipped_rv.fetch_max(rv, Ordering::Relaxed) >= rv) {
+            return;
+        }
+        for e in errors {
+            let labels = [("resource", self.cache.resource.plural.clone()), ("reason", e.reason().to_string())];
+            metrics::counter!(telemetry::OBJECTS_SKIPPED, &labels).increment(1);
+        }
+        let r = &self.cache.resource.plural;
+        tracing::warn!(resource = %r, fmt = ?self.fmt, skipped = errors.len(), rv, error = %first, "objects left out of the cache: kache cannot decode them");
+    }
+
+    /// Log a failed LIST or WATCH: a warning, unless the health monitor already reported
+    /// the upstream down (then one line says so for every request, not one per retry).
+    fn log_failure(&self, what: &str, rv: Option<u64>, e: &InformerError) {
+        let r = &self.cache.resource.plural;
+        if self.upstream.is_down() {
+            tracing::debug!(resource = %r, rv, error = %e, "{what}");
+        } else {
+            tracing::warn!(resource = %r, rv, error = %e, "{what}");
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The upstream's connection pools: HTTP/2 connections of one kind (same credentials and
+//! protocol), another opened when every open one carries its limit of concurrent streams
+//! (Go's HTTP/2 transport does the same), up to a bound beyond which requests share the least
+//! busy. A request counts against its connection until its response body is dropped.
+
+use super::{Class, ResponseFuture, Svc, TimedOut, UpstreamError};
+use crate::body::{Body, BoxError};
+use crate::telemetry;
+use http::Request;
+use hyper::body::Incoming;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tower::ServiceExt;
+
+struct Slot {
+    svc: Svc,
+    /// Requests on this connection whose response has not been dropped yet.
+    active: Arc<AtomicUsize>,
+}
+
+/// Upstream connections of one kind (same credentials and protocol), each its own client.
+pub(super) struct Pool {
+    make: Box<dyn Fn() -> Result<Svc, UpstreamError> + Send + Sync>,
+    slots: Mutex<Vec<Slot>>,
+    streams: usize,
+    max_connections: usize,
+    class: Class,
+}
+
+impl Pool {
+    pub(super) fn new(
+        class: Class,
+        streams: usize,
+        max_connections: usize,
+        make: impl Fn() -> Result<Svc, UpstreamError> + Send + Sync + 'static,
+    ) -> Result<Pool, UpstreamError> {
+        let first = Slot { svc: make()?, active: Arc::default() };
+        metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => class.label()).set(1.0);
+        Ok(Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class })
+    }
+
+    /// A connection with room for one more stream (opening one if all are full and the
+    /// bound allows), and the counter the request holds until its response is dropped.
+    fn pick(&self) -> (Svc, Arc<AtomicUsize>) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let free = slots.iter().position(|s| s.active.load(Ordering::Relaxed) < self.streams);
+        let i = match free {
+            Some(i) => i,
+            None if slots.len() < self.max_connections => match (self.make)() {
+                Ok(svc) => {
+                    slots.push(Slot { svc, active: Arc::default() });
+                    metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => self.class.label()).set(slots.len() as f64);
+                    tracing::debug!(class = self.class.label(), connections = slots.len(), "opened another upstream connection");
+                    slots.len() - 1
+                }
+                Err(_) => least_busy(&slots),
+            },
+            None => least_busy(&slots),
+        };
+        let slot = &slots[i];
+        slot.active.fetch_add(1, Ordering::Relaxed);
+        (slot.svc.clone(), slot.active.clone())
+    }
+
+    pub(super) fn send(&self, req: Request<Body>, deadline: Duration) -> ResponseFuture {
+        let (svc, active) = self.pick();
+        let guard = Active(active);
+        let call = tokio::time::timeout(deadline, svc.oneshot(req));
+        Box::pin(futures_util::FutureExt::map(call, move |r| match r {
+            Ok(resp) => resp.map(|resp| resp.map(|b| Counted { inner: b, _active: guard })),
+            Err(_) => Err(Box::new(TimedOut(deadline)) as BoxError),
+        }))
+    }
+
+    pub(super) fn connections(&self) -> usize {
+        self.slots.lock().map_or(0, |s| s.len())
+    }
+}
+
+fn least_busy(slots: &[Slot]) -> usize {
+    (0..slots.len()).min_by_key(|&i| slots[i].active.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
+/// One stream in use on a connection, released when dropped.
+struct Active(Arc<AtomicUsize>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An upstream response body; its stream counts against its connection until dropped.
+pub struct Counted {
+    inner: Incoming,
+    _active: Active,
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

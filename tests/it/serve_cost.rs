@@ -1,0 +1,150 @@
+//! Why kache passes a request through, and the cost rule of consistent reads (issue #22).
+//!
+//! Each pass-through reason (`kache::serve::PassThrough`, `kache_passthrough_total{reason}`)
+//! is made to happen by a request that needs it, against kache in front of the simulator;
+//! the count for that reason moves and no other read's does. The cost rule is run with its
+//! default factor: a consistent read whose answer is small goes to the upstream at once, one
+//! whose answer is large waits for the freshness proof and comes from cache; factor 0 sends
+//! neither through.
+
+use crate::support::ops::Proxy;
+use crate::support::{cluster, kache_in_front, list_rv, start, TestKache, TestSim};
+use kache::serve::PassThrough;
+use serde_json::json;
+
+const SIM: &[&str] = &["--nodes", "5", "--pods", "60", "--namespaces", "3", "--bookmark-interval-seconds", "1"];
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+async fn setup(flags: &[&str]) -> (TestSim, TestKache) {
+    let sim = start(&cluster(SIM)).await;
+    let mut f = vec!["--preload", "pods,namespaces"];
+    f.extend_from_slice(flags);
+    let k = kache_in_front(&sim.addr.to_string(), &f).await;
+    assert!(k.serving.serve.wait_synced(crate::support::QUICK).await, "preloaded caches sync");
+    (sim, k)
+}
+
+/// Every reason's count.
+fn counts(k: &TestKache) -> Vec<u64> {
+    PassThrough::LABELS.iter().map(|l| k.serving.serve.passed_through(l)).collect()
+}
+
+/// Run `request`, then assert it passed through for `reason` (its count moved by one) and
+/// for no other reason; `status` is what the client got (`None`: whatever the upstream says).
+async fn passes_for<F, Fut>(k: &TestKache, reason: &str, status: Option<u16>, request: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = crate::support::Resp>,
+{
+    let before = counts(k);
+    let hits = k.serving.serve.cache_hits();
+    let r = request().await;
+    if let Some(status) = status {
+        assert_eq!(r.status, status, "{reason}: {}", r.text());
+    }
+    let after = counts(k);
+    let moved: Vec<(&str, u64)> =
+        PassThrough::LABELS.iter().zip(before.iter().zip(&after)).filter(|(_, (b, a))| a > b).map(|(l, (b, a))| (*l, a - b)).collect();
+    assert_eq!(moved, vec![(reason, 1)], "the request passed through for {reason} only");
+    assert_eq!(k.serving.serve.cache_hits(), hits, "{reason}: not answered from cache");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_kache_cannot_answer_pass_through_with_their_reason() {
+    let (_sim, k) = setup(&[]).await;
+    let api = &k.api;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}});
+    passes_for(&k, "write", Some(201), || api.post("/api/v1/namespaces/default/configmaps", &cm)).await;
+    passes_for(&k, "non_resource", Some(200), || api.get("/version")).await;
+    let pods = api.get("/api/v1/pods?resourceVersion=0").await.json();
+    let pod = &pods["items"][0]["metadata"];
+    let (ns, name) = (pod["namespace"].as_str().unwrap(), pod["name"].as_str().unwrap());
+    let status = format!("/api/v1/namespaces/{ns}/pods/{name}/status");
+    passes_for(&k, "subresource", Some(200), || api.get(&status)).await;
+    passes_for(&k, "unknown_resource", Some(404), || api.get("/apis/nothing.example.com/v1/things")).await;
+    passes_for(&k, "scope", Some(404), || api.get("/api/v1/namespaces/default/nodes")).await;
+    passes_for(&k, "encoding", None, || api.get_with("/api/v1/pods?resourceVersion=0", &[("accept", "application/yaml")])).await;
+    let named = format!("/api/v1/namespaces/{ns}/pods/{name}?watch=1&timeoutSeconds=1");
+    passes_for(&k, "named_watch", Some(200), || api.get(&named)).await;
+    passes_for(&k, "view", Some(200), || api.get_with("/api/v1/pods?resourceVersion=0&includeObject=Object", &[("accept", TABLE)])).await;
+    passes_for(&k, "unknown_field", Some(400), || api.get("/api/v1/pods?resourceVersion=0&fieldSelector=spec.noSuchField%3Dx")).await;
+    // A kind no request has read yet: its cache starts now and has not synced.
+    passes_for(&k, "not_synced", Some(200), || api.get("/api/v1/secrets?resourceVersion=0")).await;
+    // An exact resourceVersion from before the cache's history: the upstream's own 410.
+    passes_for(&k, "stale", Some(410), || api.get("/api/v1/pods?resourceVersion=1&resourceVersionMatch=Exact")).await;
+    // The answer is what the upstream gives: the same items.
+    let direct = _sim.api.get("/api/v1/pods?resourceVersion=0").await.json();
+    assert_eq!(pods["items"].as_array().unwrap().len(), direct["items"].as_array().unwrap().len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_version_the_upstream_has_not_reached_is_unproven() {
+    // No writes: an RV ahead of the upstream's is never proven; the upstream answers it.
+    let (sim, k) = setup(&["--consistent-wait-ms", "200"]).await;
+    let rv = list_rv(&sim.api.get("/api/v1/namespaces?limit=1").await.json());
+    let path = format!("/api/v1/pods?resourceVersion={}&resourceVersionMatch=NotOlderThan", rv + 1000);
+    passes_for(&k, "unproven", Some(504), || k.api.get(&path)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_read_while_the_upstream_is_down_is_unavailable() {
+    let sim = start(&cluster(SIM)).await;
+    let proxy = Proxy::start(&sim.addr, true).await;
+    let k = kache_in_front(&proxy.addr.to_string(), &["--preload", "pods"]).await;
+    assert!(k.serving.serve.wait_synced(crate::support::QUICK).await);
+    proxy.set_down(true);
+    // The probe for the upstream's RV gets 503: no proof, the upstream's own answer.
+    passes_for(&k, "unavailable", Some(503), || k.api.get("/api/v1/pods")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resources_table_before_its_crd_was_read_has_no_printer() {
+    let sim = start(&cluster(SIM)).await;
+    let proxy = Proxy::start(&sim.addr, true).await;
+    // kache may not read the CRD: the widgets' cache fills, but without printer columns.
+    proxy.refuse("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/");
+    let k = kache_in_front(&proxy.addr.to_string(), &["--preload", "widgets.example.com"]).await;
+    assert!(k.serving.serve.wait_synced(crate::support::QUICK).await);
+    let before = counts(&k);
+    let r = k.api.get_with("/apis/example.com/v1/widgets?resourceVersion=0", &[("accept", TABLE)]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["kind"], "Table");
+    let i = PassThrough::LABELS.iter().position(|l| *l == "no_printer").unwrap();
+    assert_eq!(counts(&k)[i], before[i] + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_consistent_reads_go_upstream_at_once_and_large_ones_wait_for_the_proof() {
+    // Factor 0.01: the upstream is preferred for answers up to about 160 KB (seeded costs).
+    let (sim, k) = setup(&["--consistent-passthrough-factor", "0.01"]).await;
+    // Three namespaces: a few hundred bytes. Cheaper upstream, and the same answer.
+    passes_for(&k, "cheaper_upstream", Some(200), || k.api.get("/api/v1/namespaces")).await;
+    // One pod by name: an etcd read for the apiserver.
+    let pods = sim.api.get("/api/v1/pods").await.json();
+    let m = &pods["items"][0]["metadata"];
+    let path = format!("/api/v1/namespaces/{}/pods/{}", m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap());
+    passes_for(&k, "cheaper_upstream", Some(200), || k.api.get(&path)).await;
+    // Every pod (60 of several KB each): from cache after the proof.
+    let hits = k.serving.serve.cache_hits();
+    let before = counts(&k);
+    let all = k.api.get("/api/v1/pods").await;
+    assert_eq!(all.status, 200);
+    assert_eq!(k.serving.serve.cache_hits(), hits + 1, "from cache");
+    assert_eq!(counts(&k), before, "nothing passed through");
+    let got = all.json();
+    assert_eq!(got["items"].as_array().unwrap().len(), pods["items"].as_array().unwrap().len());
+    assert!(list_rv(&got) >= list_rv(&pods), "a consistent read: at least the upstream's RV when asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn factor_zero_answers_every_consistent_read_from_cache() {
+    let (_sim, k) = setup(&["--consistent-passthrough-factor", "0"]).await;
+    let hits = k.serving.serve.cache_hits();
+    let before = counts(&k);
+    for path in ["/api/v1/namespaces", "/api/v1/namespaces/default"] {
+        let r = k.api.get(path).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+    }
+    assert_eq!(k.serving.serve.cache_hits(), hits + 2);
+    assert_eq!(counts(&k), before);
+}
