@@ -192,86 +192,12 @@ pub fn go_duration(orig: &str) -> Result<i64, String> {
     if s.is_empty() {
         return Err(invalid());
     }
-    const MAX: u64 = 1 << 63;
     let mut d: u64 = 0;
     while !s.is_empty() {
-        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
-            return Err(invalid());
-        }
-        // [0-9]*
-        let mut v: u64 = 0;
-        let mut i = 0;
-        while i < s.len() && s[i].is_ascii_digit() {
-            if v > MAX / 10 {
-                return Err(invalid());
-            }
-            v = v * 10 + u64::from(s[i] - b'0');
-            if v > MAX {
-                return Err(invalid());
-            }
-            i += 1;
-        }
-        let pre = i > 0;
-        s = &s[i..];
-        // (\.[0-9]*)?
-        let (mut f, mut scale, mut post) = (0u64, 1f64, false);
-        if s.first() == Some(&b'.') {
-            s = &s[1..];
-            let mut i = 0;
-            let mut overflow = false;
-            while i < s.len() && s[i].is_ascii_digit() {
-                if !overflow {
-                    if f > (MAX - 1) / 10 {
-                        overflow = true;
-                    } else {
-                        let y = f * 10 + u64::from(s[i] - b'0');
-                        if y > MAX {
-                            overflow = true;
-                        } else {
-                            f = y;
-                            scale *= 10.0;
-                        }
-                    }
-                }
-                i += 1;
-            }
-            post = i > 0;
-            s = &s[i..];
-        }
-        if !pre && !post {
-            return Err(invalid());
-        }
-        let n = s.iter().position(|c| *c == b'.' || c.is_ascii_digit()).unwrap_or(s.len());
-        if n == 0 {
-            return Err(format!("time: missing unit in duration {}", go_time_quote(orig)));
-        }
-        let (u, rest) = s.split_at(n);
+        let (v, rest) = duration_term(s, orig)?;
         s = rest;
-        let unit: u64 = match u {
-            b"ns" => 1,
-            b"us" | [0xc2, 0xb5, b's'] | [0xce, 0xbc, b's'] => 1_000, // us, µs (U+00B5), μs (U+03BC)
-            b"ms" => 1_000_000,
-            b"s" => 1_000_000_000,
-            b"m" => 60_000_000_000,
-            b"h" => 3_600_000_000_000,
-            _ => {
-                let u = String::from_utf8_lossy(u);
-                return Err(format!("time: unknown unit {} in duration {}", go_time_quote(&u), go_time_quote(orig)));
-            }
-        };
-        if v > MAX / unit {
-            return Err(invalid());
-        }
-        v *= unit;
-        if f > 0 {
-            // As Go: float64, nanosecond-accurate for fractions of hours.
-            v += (f as f64 * (unit as f64 / scale)) as u64;
-            if v > MAX {
-                return Err(invalid());
-            }
-        }
         d += v;
-        if d > MAX {
+        if d > GO_MAX {
             return Err(invalid());
         }
     }
@@ -279,6 +205,93 @@ pub fn go_duration(orig: &str) -> Result<i64, String> {
         return Ok((d as i64).wrapping_neg());
     }
     i64::try_from(d).map_err(|_| invalid())
+}
+
+/// Go's bound on a duration's magnitude while parsing: 1<<63 nanoseconds.
+const GO_MAX: u64 = 1 << 63;
+
+/// One `<decimal><unit>` term at the start of `s` of the Go duration `orig`: its
+/// nanoseconds and what follows it, or Go's error text for the whole duration.
+fn duration_term<'a>(s: &'a [u8], orig: &str) -> Result<(u64, &'a [u8]), String> {
+    let invalid = || format!("time: invalid duration {}", go_time_quote(orig));
+    if !(s[0] == b'.' || s[0].is_ascii_digit()) {
+        return Err(invalid());
+    }
+    // [0-9]*
+    let mut v: u64 = 0;
+    let mut i = 0;
+    while i < s.len() && s[i].is_ascii_digit() {
+        if v > GO_MAX / 10 {
+            return Err(invalid());
+        }
+        v = v * 10 + u64::from(s[i] - b'0');
+        if v > GO_MAX {
+            return Err(invalid());
+        }
+        i += 1;
+    }
+    let pre = i > 0;
+    // (\.[0-9]*)?
+    let (f, scale, post, s) = match s[i..].strip_prefix(b".") {
+        Some(tail) => duration_fraction(tail),
+        None => (0, 1.0, false, &s[i..]),
+    };
+    if !pre && !post {
+        return Err(invalid());
+    }
+    let n = s.iter().position(|c| *c == b'.' || c.is_ascii_digit()).unwrap_or(s.len());
+    if n == 0 {
+        return Err(format!("time: missing unit in duration {}", go_time_quote(orig)));
+    }
+    let (u, rest) = s.split_at(n);
+    let unit: u64 = match u {
+        b"ns" => 1,
+        b"us" | [0xc2, 0xb5, b's'] | [0xce, 0xbc, b's'] => 1_000, // us, µs (U+00B5), μs (U+03BC)
+        b"ms" => 1_000_000,
+        b"s" => 1_000_000_000,
+        b"m" => 60_000_000_000,
+        b"h" => 3_600_000_000_000,
+        _ => {
+            let u = String::from_utf8_lossy(u);
+            return Err(format!("time: unknown unit {} in duration {}", go_time_quote(&u), go_time_quote(orig)));
+        }
+    };
+    if v > GO_MAX / unit {
+        return Err(invalid());
+    }
+    v *= unit;
+    if f > 0 {
+        // As Go: float64, nanosecond-accurate for fractions of hours.
+        v += (f as f64 * (unit as f64 / scale)) as u64;
+        if v > GO_MAX {
+            return Err(invalid());
+        }
+    }
+    Ok((v, rest))
+}
+
+/// The digits after a term's `.`: their value, its scale (10 per digit kept), whether there
+/// were any, and what follows. Digits past int64 precision are dropped, as Go drops them.
+fn duration_fraction(s: &[u8]) -> (u64, f64, bool, &[u8]) {
+    let (mut f, mut scale, mut overflow) = (0u64, 1f64, false);
+    let mut i = 0;
+    while i < s.len() && s[i].is_ascii_digit() {
+        if !overflow {
+            if f > (GO_MAX - 1) / 10 {
+                overflow = true;
+            } else {
+                let y = f * 10 + u64::from(s[i] - b'0');
+                if y > GO_MAX {
+                    overflow = true;
+                } else {
+                    f = y;
+                    scale *= 10.0;
+                }
+            }
+        }
+        i += 1;
+    }
+    (f, scale, i > 0, &s[i..])
 }
 
 /// The `time` package's own `quote`: printable ASCII as is (`"` and `\\` escaped), every

@@ -55,6 +55,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
 const BOUNDED_LABELS: &[&str] = &[
     "class", "resource", "group", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "version", "commit", "platform",
+    "limit",
 ];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
@@ -190,8 +191,16 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 "source" => assert!(value == "cache" || value == "upstream", "{}: source {value}", s.name),
                 "code" => assert!(value.len() == 3 && value.chars().all(|c| c.is_ascii_digit()), "{}: code {value}", s.name),
                 "encoding" => assert!(value == "json" || value == "protobuf", "{}: encoding {value}", s.name),
+                "limit" => assert!(kache::telemetry::LIMITS.contains(&value.as_str()), "{}: limit {value}", s.name),
                 "view" => assert!(value == "metadata" || value == "table", "{}: view {value}", s.name),
-                "reason" => assert!(["hung", "unreachable", "unready"].contains(&value.as_str()), "{}: reason {value}", s.name),
+                "reason" => {
+                    let known: &[&str] = match s.name.as_str() {
+                        "kache_passthrough_total" => &kache::serve::PassThrough::LABELS,
+                        "kache_objects_skipped_total" => &["json", "too_deep", "protobuf", "metadata"],
+                        _ => &["hung", "unreachable", "unready"],
+                    };
+                    assert!(known.contains(&value.as_str()), "{}: reason {value}", s.name)
+                }
                 "outcome" => assert!(["initial", "diffed", "replaced", "failed"].contains(&value.as_str()), "{}: outcome {value}", s.name),
                 _ => {}
             }
@@ -203,7 +212,8 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     for h in [t::FRESHNESS_PROBE_SECONDS, t::REQUEST_SECONDS] {
         assert_eq!(s2.types.get(h).map(String::as_str), Some("histogram"), "{h} is a histogram");
     }
-    assert!(!s2.find(&format!("{}_bucket", t::FRESHNESS_PROBE_SECONDS), &[("resource", "pods"), ("group", "")]).is_empty());
+    // The consistent LIST of nodes (quiet while pods churn) waited for a probe.
+    assert!(!s2.find(&format!("{}_bucket", t::FRESHNESS_PROBE_SECONDS), &[("resource", "nodes"), ("group", "")]).is_empty());
     let build = s2.find(t::BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))]);
     assert_eq!(build.iter().map(|b| b.value).collect::<Vec<_>>(), vec![1.0], "kache_build_info");
     for (name, kind) in [

@@ -157,5 +157,16 @@ async fn readme_quick_start_runs_as_written() {
     let metrics = admin_api.get("/metrics").await;
     assert_eq!(metrics.status, 200);
     let scrape = Scrape::parse(&metrics.text());
-    assert!(scrape.sum("kache_requests_total", &[("source", "cache"), ("verb", "list")]) >= 1.0, "the LIST was answered from cache");
+    // The informer's LIST (resourceVersion=0) came from memory, as the README says; kubectl's
+    // consistent LIST of 40 pods went to the simulator, which answers it sooner than a proof.
+    assert!(scrape.sum("kache_requests_total", &[("source", "cache"), ("verb", "list")]) >= 1.0, "the RV=0 LIST was answered from cache");
+    assert!(
+        scrape.sum("kache_passthrough_total", &[("reason", "cheaper_upstream")]) >= 1.0,
+        "kubectl's small consistent LIST was passed through as cheaper upstream"
+    );
+    let (_, shown) = outputs.iter().find(|(c, _)| c.starts_with("curl ")).expect("the metrics command");
+    assert!(
+        shown.contains("kache_passthrough_total{") && shown.contains("source=\"cache\""),
+        "the README's grep shows both families:\n{shown}"
+    );
 }

@@ -1,0 +1,420 @@
+//! WATCH: start from the window (resume), from the current state (synthetic ADDED events,
+//! `sendInitialEvents` with its initial-events-end bookmark), or with a 410 ERROR event; then
+//! follow the cache's broadcast, turning selector transitions into ADDED/DELETED. A watcher
+//! that falls behind the broadcast ring is ended, never waited for.
+
+use super::table::Include;
+use super::{candidates, list::reach, selected};
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
+use crate::api::status::Status;
+use crate::body::{Body, Chunk};
+use crate::cache::object::Object;
+use crate::cache::store::Snapshot;
+use crate::cache::window::{Event, EventType};
+use crate::cache::{KindCache, Message};
+use crate::serve::respond::respond;
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::time::{sleep_until, Instant};
+
+/// Timing and buffers of watches.
+#[derive(Debug, Clone)]
+pub struct WatchSettings {
+    /// Interval between periodic bookmarks.
+    pub bookmark_interval: Duration,
+    /// A bookmark is also sent this long before `timeoutSeconds` ends the watch.
+    pub bookmark_before_end: Duration,
+    /// A client that accepts no data for this long is ended (its watcher stops holding
+    /// events for it); it resumes from its last RV like after any disconnect.
+    pub stall_timeout: Duration,
+    /// Bytes queued for one client that it has not taken yet: past them its watcher waits
+    /// for it (and ends it at the stall timeout). A frame larger than this is queued alone.
+    pub buffer_bytes: usize,
+    /// The bytes all watches together may have queued for their clients.
+    pub buffers: WatchBuffers,
+}
+
+/// Default of [`WatchSettings::buffer_bytes`]: a few chunks of events (a pod is a few KB);
+/// a stalled client holds no more than this, not 128 chunks of the largest object.
+pub const WATCH_BUFFER_BYTES: usize = 4 << 20;
+/// Default bound of the bytes all watches together have queued.
+pub const WATCH_BUFFERS_BYTES: usize = 1 << 30;
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        WatchSettings {
+            bookmark_interval: Duration::from_secs(60),
+            bookmark_before_end: Duration::from_secs(2),
+            stall_timeout: Duration::from_secs(15),
+            buffer_bytes: WATCH_BUFFER_BYTES,
+            buffers: WatchBuffers::new(WATCH_BUFFERS_BYTES),
+        }
+    }
+}
+
+/// The bytes every watch's queue may hold together, shared by the watches of a server.
+#[derive(Debug, Clone)]
+pub struct WatchBuffers {
+    total: Arc<Semaphore>,
+    bytes: usize,
+}
+
+impl WatchBuffers {
+    /// A bound of `bytes` in all.
+    pub fn new(bytes: usize) -> WatchBuffers {
+        let bytes = bytes.clamp(1, Semaphore::MAX_PERMITS);
+        WatchBuffers { total: Arc::new(Semaphore::new(bytes)), bytes }
+    }
+
+    /// Bytes queued now, over all watches.
+    pub fn queued(&self) -> usize {
+        self.bytes - self.total.available_permits()
+    }
+}
+
+/// A chunk on its way to the client, holding its bytes' places in its watch's and in all
+/// watches' budgets until the connection takes it.
+struct Queued {
+    chunk: Bytes,
+    _own: OwnedSemaphorePermit,
+    _all: OwnedSemaphorePermit,
+}
+
+/// The places `n` bytes take in a budget of `cap` (a larger chunk takes all of it).
+fn places(n: usize, cap: usize) -> u32 {
+    u32::try_from(n.min(cap)).unwrap_or(u32::MAX)
+}
+
+/// A body of the chunks queued for a client; each chunk's places are given back as the
+/// connection takes it.
+fn queued_body(rx: mpsc::Receiver<Queued>) -> Body {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|q| (Ok::<_, crate::body::BoxError>(http_body::Frame::data(Chunk::One(q.chunk))), rx))
+    });
+    http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(stream))
+}
+
+/// Chunks in flight to one client before its watcher stops reading the broadcast. Backlog
+/// chunks hold up to [`CHUNK`] bytes of frames and a live event is a chunk of its own, but
+/// a frame larger than a chunk is one chunk too: the bytes queued are at most 128 times
+/// the larger of `CHUNK` and the largest object watched (4 MB for pods), held until the
+/// client reads or the stall timeout ends it. This is also how many live events a client
+/// may have unread before the watcher waits for it (and, past the broadcast ring, is
+/// ended).
+const CLIENT_BUFFER: usize = 128;
+
+/// Watch frames are joined into chunks of up to this many bytes before they are queued for
+/// the client: one channel message and one write per chunk instead of one per event (a
+/// WatchList of 30,000 pods would be 30,000 of each).
+const CHUNK: usize = 32 * 1024;
+
+/// Answer a WATCH. Returns at once with a streaming body.
+pub async fn watch(
+    cache: Arc<KindCache>,
+    namespace: Option<String>,
+    opts: Options,
+    fmt: Format,
+    view: View,
+    settings: WatchSettings,
+) -> Result<Response<Body>, Status> {
+    opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
+    if let Some(n) = opts.rv.filter(|n| *n > 0) {
+        reach(&cache, n).await?;
+    }
+    let include = Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata);
+    // Subscribe before reading the snapshot: every event after it is then received (events
+    // the snapshot already holds are skipped by RV).
+    let rx_events = match cache.resource.index.as_deref().and_then(|f| opts.fields.exact(f)) {
+        Some(value) => cache.subscribe_indexed(value),
+        None => cache.subscribe(),
+    };
+    let (start_rv, snap) = cache.latest();
+    // The Table's columns are those the snapshot's cells were computed with; a change of
+    // them comes with a relist, which ends this watch.
+    let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
+    let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let resp = respond(StatusCode::OK, enc.content_type(), queued_body(rx));
+    // The apiserver (with WatchList on, as it is by default) takes a watch from no
+    // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
+    // `sendInitialEvents=true`: its initial events then end with the initial-events-end
+    // bookmark when bookmarks are allowed.
+    let legacy = opts.rv_match.is_none() && matches!(opts.rv, None | Some(0));
+    let initial_events = opts.send_initial_events.or(legacy.then_some(true));
+    let backlog = match (opts.rv, initial_events) {
+        (_, Some(true)) | (None | Some(0), None) => {
+            Backlog::State { end_bookmark: initial_events == Some(true) && opts.bookmarks, rv: start_rv }
+        }
+        (Some(from), _) => Backlog::Since(from),
+        (None, Some(false)) => Backlog::Nothing,
+    };
+    // `timeoutSeconds=0` means "no timeout given": the apiserver then picks its default too.
+    let timeout = opts.watch_timeout().unwrap_or_else(default_timeout);
+    if timeout.is_zero() {
+        // A negative timeout (Go's wrapped multiplication included): the apiserver's watch
+        // context has expired before it starts, and its stream ends at once.
+        return Ok(resp);
+    }
+    // Go's durations end at about 292 years; an `Instant` that far out may not exist.
+    let now = Instant::now();
+    let end = now.checked_add(timeout).unwrap_or_else(|| now + FAR);
+    let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv) };
+    tokio::spawn(w.run(snap, backlog, rx_events, end));
+    Ok(resp)
+}
+
+/// What a watch sends before following the broadcast.
+enum Backlog {
+    /// The current state as ADDED events, then (WatchList) the initial-events-end bookmark
+    /// at `rv`.
+    State { end_bookmark: bool, rv: u64 },
+    /// The window's events after this RV (or a 410 ERROR event when it is too old).
+    Since(u64),
+    /// Nothing (`sendInitialEvents=false` without a resourceVersion).
+    Nothing,
+}
+
+/// The end of a watch whose deadline lies beyond what the clock can hold: a century.
+const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// The apiserver's default watch length: random between 30 and 60 minutes.
+fn default_timeout() -> Duration {
+    Duration::from_secs(1800 + rand::random::<u64>() % 1800)
+}
+
+/// What a filtered watcher sees of one event: the event to send and the object it carries.
+fn transition<'e>(ev: &'e Event, ns: Option<&str>, opts: &Options) -> Option<(EventType, &'e Object)> {
+    let now = selected(&ev.object, ns, opts);
+    match ev.kind {
+        EventType::Added if now => Some((EventType::Added, &ev.object)),
+        EventType::Deleted if now => Some((EventType::Deleted, &ev.object)),
+        EventType::Modified => {
+            let before = ev.prev.as_ref().is_some_and(|p| selected(p, ns, opts));
+            match (before, now) {
+                (true, true) => Some((EventType::Modified, &ev.object)),
+                (false, true) => Some((EventType::Added, &ev.object)),
+                (true, false) => Some((EventType::Deleted, ev.prev_at_rv.as_ref().or(ev.prev.as_ref()).unwrap_or(&ev.object))),
+                (false, false) => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+struct Watcher {
+    enc: Encoder,
+    opts: Options,
+    namespace: Option<String>,
+    settings: WatchSettings,
+    tx: mpsc::Sender<Queued>,
+    /// This watch's budget of queued bytes ([`WatchSettings::buffer_bytes`]).
+    own: Arc<Semaphore>,
+    /// RV up to which this watcher has delivered everything (basis of bookmarks).
+    last_rv: u64,
+}
+
+impl Watcher {
+    /// Copy `f` into the chunk being built in `out`, first queueing that chunk if `f` does
+    /// not fit in it. False when the client is gone or stalled (see [`Watcher::queue`]).
+    async fn put(&self, out: &mut Chunks, f: Frame<'_>) -> bool {
+        let n = f.len();
+        if out.buf.capacity() - out.buf.len() < n {
+            if !self.flush(out).await {
+                return false;
+            }
+            out.start(n);
+        }
+        out.buf.extend_from_slice(&f.head);
+        out.buf.extend_from_slice(f.body);
+        out.buf.extend_from_slice(f.tail);
+        true
+    }
+
+    /// Queue what `out` holds.
+    async fn flush(&self, out: &mut Chunks) -> bool {
+        out.buf.is_empty() || self.queue(std::mem::take(&mut out.buf).freeze()).await
+    }
+
+    /// Hand a chunk to the client's connection, within this watch's and all watches' budgets
+    /// of queued bytes (waiting for room); false when the client is gone or has taken
+    /// nothing for the stall timeout (then it is ended as a slow watcher).
+    async fn queue(&self, chunk: Bytes) -> bool {
+        let send = async {
+            let n = chunk.len();
+            let own = match self.own.clone().try_acquire_many_owned(places(n, self.settings.buffer_bytes)) {
+                Ok(p) => p,
+                Err(_) => {
+                    crate::telemetry::limit_hit("max-watch-buffer-bytes");
+                    self.own.clone().acquire_many_owned(places(n, self.settings.buffer_bytes)).await.ok()?
+                }
+            };
+            let budget = &self.settings.buffers;
+            let all = match budget.total.clone().try_acquire_many_owned(places(n, budget.bytes)) {
+                Ok(p) => p,
+                Err(_) => {
+                    crate::telemetry::limit_hit("max-watch-buffers-bytes");
+                    budget.total.clone().acquire_many_owned(places(n, budget.bytes)).await.ok()?
+                }
+            };
+            self.tx.send(Queued { chunk, _own: own, _all: all }).await.ok()
+        };
+        match tokio::time::timeout(self.settings.stall_timeout, send).await {
+            Ok(Some(())) => true,
+            Ok(None) => false,
+            Err(_) => {
+                metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
+                tracing::debug!(resource = %self.enc.res.plural, "ending a watcher whose client stopped reading");
+                false
+            }
+        }
+    }
+
+    /// Send the backlog from `snap`, encoding each frame into the chunk that goes to the
+    /// client (the snapshot is held until the backlog is sent). False if the watch ends.
+    async fn backlog(&self, snap: &Snapshot, backlog: Backlog) -> bool {
+        let mut out = Chunks::growing();
+        let ns = self.namespace.as_deref();
+        match backlog {
+            Backlog::State { end_bookmark, rv } => {
+                for o in candidates(snap, ns, &self.opts, self.enc.res.index.as_deref(), None) {
+                    if self.enc.refuses(o) {
+                        return false;
+                    }
+                    let Some(f) = self.enc.event(EventType::Added, o) else { continue };
+                    if !self.put(&mut out, f).await {
+                        return false;
+                    }
+                }
+                if end_bookmark && !self.put(&mut out, self.enc.bookmark(rv, true)).await {
+                    return false;
+                }
+            }
+            Backlog::Since(from) => match snap.window.since(from) {
+                Ok(events) => {
+                    for (kind, o) in events.filter_map(|ev| transition(ev, ns, &self.opts)) {
+                        if self.enc.refuses(o) {
+                            return false;
+                        }
+                        let Some(f) = self.enc.event(kind, o) else { continue };
+                        if !self.put(&mut out, f).await {
+                            return false;
+                        }
+                    }
+                }
+                Err(too_old) => {
+                    let f = self.enc.error(&Status::too_old(from, too_old.oldest));
+                    // The stream ends after the ERROR event.
+                    let _ = self.put(&mut out, f).await && self.flush(&mut out).await;
+                    return false;
+                }
+            },
+            Backlog::Nothing => {}
+        }
+        self.flush(&mut out).await
+    }
+
+    async fn run(mut self, snap: Arc<Snapshot>, backlog: Backlog, mut rx: broadcast::Receiver<Message>, end: Instant) {
+        let snap_rv = snap.rv;
+        if !self.backlog(&snap, backlog).await {
+            return;
+        }
+        drop(snap);
+        let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, &crate::telemetry::resource_labels(&self.enc.res));
+        let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);
+        let mut next_bookmark = (Instant::now() + self.settings.bookmark_interval).min(early);
+        // As in the apiserver's cacher, a watch whose pre-deadline bookmark time has already
+        // passed when it starts (timeoutSeconds of 2 or less) gets no bookmarks at all.
+        let bookmarks = self.opts.bookmarks && early > Instant::now();
+        let mut out = Chunks::exact();
+        loop {
+            let msg = tokio::select! {
+                m = rx.recv() => m,
+                _ = sleep_until(next_bookmark), if bookmarks => {
+                    if !(self.put(&mut out, self.enc.bookmark(self.last_rv, false)).await && self.flush(&mut out).await) {
+                        return;
+                    }
+                    let now = Instant::now();
+                    next_bookmark = now + self.settings.bookmark_interval;
+                    if now < early {
+                        next_bookmark = next_bookmark.min(early);
+                    }
+                    continue;
+                }
+                _ = sleep_until(end) => return,
+                _ = self.tx.closed() => return,
+            };
+            if !self.deliver(&mut out, msg, snap_rv, bookmarks, &sent).await {
+                return;
+            }
+        }
+    }
+
+    /// Send what one message from the cache means for this watcher (an event it selects, a
+    /// bookmark after a relist's differences); whether the stream goes on.
+    async fn deliver(
+        &mut self,
+        out: &mut Chunks,
+        msg: Result<Message, broadcast::error::RecvError>,
+        snap_rv: u64,
+        bookmarks: bool,
+        sent: &metrics::Counter,
+    ) -> bool {
+        let slow = || metrics::counter!(crate::telemetry::WATCHERS_SLOW, &crate::telemetry::resource_labels(&self.enc.res)).increment(1);
+        match msg {
+            Ok(Message::Event(ev)) => {
+                let Some(ev) = ev.upgrade() else {
+                    // The window dropped this change (its count or byte bound) while the
+                    // watcher lagged: end it so its client resumes, never skip.
+                    slow();
+                    return false;
+                };
+                if ev.rv <= snap_rv {
+                    return true;
+                }
+                self.last_rv = ev.rv;
+                let seen = transition(&ev, self.namespace.as_deref(), &self.opts);
+                if seen.is_some_and(|(_, o)| self.enc.refuses(o)) {
+                    return false;
+                }
+                match seen.and_then(|(kind, o)| self.enc.event(kind, o)) {
+                    Some(f) => {
+                        let ok = self.put(out, f).await && self.flush(out).await;
+                        if ok {
+                            sent.increment(1);
+                        }
+                        ok
+                    }
+                    None => true,
+                }
+            }
+            Ok(Message::Progress(p)) => {
+                self.last_rv = self.last_rv.max(p);
+                true
+            }
+            // A relist's differences have all been sent: a bookmark at the list's RV tells
+            // the client it has caught up.
+            Ok(Message::Caught(p)) => {
+                self.last_rv = self.last_rv.max(p);
+                !bookmarks || (self.put(out, self.enc.bookmark(self.last_rv, false)).await && self.flush(out).await)
+            }
+            // Relisted state, a watcher too slow for the ring, or a closed cache: end the
+            // stream so the client resumes from its last RV (or relists on 410).
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                slow();
+                false
+            }
+            Ok(Message::Reset) | Err(_) => false,
+        }
+    }
+}
+
+mod frames;
+use frames::{Chunks, Encoder, Frame};
+
+#[cfg(test)]
+mod tests;

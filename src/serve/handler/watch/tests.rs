@@ -1,0 +1,307 @@
+//! The watch loop's behaviour on paused time: backlogs, bookmarks, timeouts, buffers.
+
+use super::frames::bookmark_pb;
+use super::*;
+use crate::api::resource::Resource;
+use crate::api::wire;
+
+fn configmaps() -> Arc<Resource> {
+    Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"))
+}
+
+/// A ConfigMap whose stored JSON item is about `size` bytes.
+fn cm(i: usize, size: usize) -> Object {
+    let mut o = Object::bare(crate::cache::object::key("ns", &format!("cm-{i:04}")), 10 + i as u64);
+    o.json = Some(Bytes::from(format!(",{{\"metadata\":{{\"name\":\"cm-{i:04}\"}},\"data\":{{\"k\":\"{}\"}}}}", "x".repeat(size))));
+    o
+}
+
+fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
+    Watcher {
+        own: Arc::new(Semaphore::new(WATCH_BUFFER_BYTES)),
+        enc: Encoder::new(configmaps(), Format::Json, View::Object, Include::Metadata, None),
+        opts: Options::default(),
+        namespace: None,
+        settings: WatchSettings::default(),
+        tx,
+        last_rv: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundaries() {
+    // Small and large objects, one larger than a chunk, enough for many chunks.
+    let objects: Vec<Object> = (0..400).map(|i| cm(i, if i == 150 { 3 * CHUNK / 2 } else { 50 + (i * 37) % 900 })).collect();
+    let snap = Snapshot::from_objects(objects, 500, 10, None);
+    let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
+    let w = watcher(tx);
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    for o in snap.range(None, None) {
+        let f = w.enc.event(EventType::Added, o).expect("held in JSON");
+        frames.push([&f.head[..], f.body, f.tail].concat());
+    }
+    let b = w.enc.bookmark(500, true);
+    frames.push(b.head.to_vec());
+    let reader = tokio::spawn(async move {
+        let mut chunks = Vec::new();
+        while let Some(c) = rx.recv().await {
+            chunks.push(c.chunk);
+        }
+        chunks
+    });
+    assert!(w.backlog(&snap, Backlog::State { end_bookmark: true, rv: 500 }).await);
+    drop(w);
+    let chunks = reader.await.unwrap();
+    assert_eq!(chunks.concat(), frames.concat(), "every frame once, in key order, then the bookmark");
+    let mut ends = std::collections::BTreeSet::new();
+    let mut at = 0;
+    for f in &frames {
+        at += f.len();
+        ends.insert(at);
+    }
+    let mut at = 0;
+    for (i, c) in chunks.iter().enumerate() {
+        let start = at;
+        at += c.len();
+        assert!(ends.contains(&at), "chunk {i} ends inside a frame");
+        let one_frame = ends.range(start + 1..at).next().is_none();
+        // Chunks start at 4 KB and double up to CHUNK (a larger frame is a chunk alone).
+        let limit = (4096usize << i.min(8)).min(CHUNK);
+        assert!(c.len() <= limit || one_frame, "chunk {i} of {} bytes holds several frames past {limit}", c.len());
+    }
+    assert!(chunks.len() > 10, "{} chunks", chunks.len());
+}
+
+#[tokio::test]
+async fn a_backlog_stops_when_the_client_is_gone() {
+    let objects: Vec<Object> = (0..50).map(|i| cm(i, 2000)).collect();
+    let snap = Snapshot::from_objects(objects, 100, 10, None);
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    drop(rx);
+    assert!(!watcher(tx).backlog(&snap, Backlog::State { end_bookmark: false, rv: 100 }).await);
+}
+
+#[tokio::test]
+async fn a_resume_from_a_trimmed_window_is_one_410_error_event() {
+    let mut snap = Snapshot::from_objects(Vec::new(), 5, 2, None);
+    for i in 0..5 {
+        let (next, _) = snap.apply(EventType::Added, cm(i, 10), None);
+        snap = next;
+    }
+    let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
+    assert!(!watcher(tx).backlog(&snap, Backlog::Since(5)).await, "the watch ends after the error");
+    let frame = rx.recv().await.expect("one chunk").chunk;
+    assert!(rx.recv().await.is_none(), "nothing after the ERROR event");
+    let v: serde_json::Value = serde_json::from_slice(&frame).unwrap();
+    assert_eq!(v["type"], "ERROR");
+    assert_eq!(v["object"]["code"], 410, "{v}");
+}
+
+/// Run a JSON watch of configmaps with `query` on the paused clock, calling `during`
+/// once the watch is open; returns each event as (type, name or bookmark RV, seconds
+/// since the watch opened) and the seconds at which the stream ended.
+async fn timed(cache: &Arc<KindCache>, query: &str, settings: WatchSettings) -> (Vec<(String, String, u64)>, u64) {
+    use http_body_util::BodyExt as _;
+    let opts = Options::parse(Some(query)).expect("valid query");
+    let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, settings).await.expect("watch opens");
+    let start = Instant::now();
+    let mut body = resp.into_body();
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let mut data = frame.expect("frame").into_data().expect("data");
+        let n = bytes::Buf::remaining(&data);
+        let data = bytes::Buf::copy_to_bytes(&mut data, n);
+        for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let v: serde_json::Value = serde_json::from_slice(line).expect("JSON event");
+            let t = v["type"].as_str().unwrap_or_default().to_string();
+            let m = &v["object"]["metadata"];
+            let what = if t == "BOOKMARK" { m["resourceVersion"].as_str() } else { m["name"].as_str() };
+            out.push((t, what.unwrap_or_default().to_string(), start.elapsed().as_secs()));
+        }
+    }
+    (out, start.elapsed().as_secs())
+}
+
+fn ev(t: &str, what: &str, at: u64) -> (String, String, u64) {
+    (t.to_string(), what.to_string(), at)
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_come_each_interval_and_two_seconds_before_the_deadline_carrying_progress() {
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    let settings = WatchSettings { bookmark_interval: Duration::from_secs(5), ..WatchSettings::default() };
+    let writer = cache.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        writer.apply(EventType::Added, cm(1, 10));
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        // Another kind's commit (or an upstream bookmark): progress with no event.
+        writer.advance(20, true);
+    });
+    let q = "watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=12";
+    let (events, ended) = timed(&cache, q, settings).await;
+    assert_eq!(
+        events,
+        vec![ev("ADDED", "cm-0001", 1), ev("BOOKMARK", "11", 5), ev("BOOKMARK", "20", 10)],
+        "a bookmark each interval, the last one 2 s before the 12 s deadline, at the progress made"
+    );
+    assert_eq!(ended, 12, "timeoutSeconds ends the stream");
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_are_the_apiservers_wrapped_go_durations_and_never_panic() {
+    use http_body_util::BodyExt as _;
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    cache.apply(EventType::Added, cm(1, 10));
+    // Go computes `time.Duration(timeoutSeconds) * time.Second` in int64: 2^63-1 s wraps
+    // to -1 s, 10^10 s to about -267 years (the watch ends at once, nothing sent);
+    // 18446744074 s wraps to +290,448,384 ns.
+    for (q, lasts) in [
+        ("watch=1&timeoutSeconds=9223372036854775807", Duration::ZERO),
+        ("watch=1&timeoutSeconds=10000000000", Duration::ZERO),
+        ("watch=1&timeoutSeconds=-1", Duration::ZERO),
+        ("watch=1&timeoutSeconds=18446744074", Duration::from_nanos(290_448_384)),
+    ] {
+        let opts = Options::parse(Some(q)).unwrap();
+        let started = Instant::now();
+        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.expect("a watch");
+        assert_eq!(resp.status(), StatusCode::OK, "{q}");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        // The paused clock's timers fire on whole milliseconds.
+        let took = started.elapsed();
+        assert!(took >= lasts && took < lasts + Duration::from_millis(1), "{q}: {took:?}");
+        if lasts.is_zero() {
+            assert!(body.is_empty(), "{q}: {body:?}");
+        }
+    }
+    // -2^63 s wraps to exactly zero: the apiserver's default, 30 to 60 minutes.
+    let opts = Options::parse(Some("watch=1&timeoutSeconds=-9223372036854775808")).unwrap();
+    assert_eq!(opts.watch_timeout(), None);
+    let started = Instant::now();
+    let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+    resp.into_body().collect().await.unwrap();
+    assert!((1800..3600).contains(&started.elapsed().as_secs()), "{:?}", started.elapsed());
+    // A timeout of 292 years is kept as given (the apiserver's watch lasts that long).
+    let opts = Options::parse(Some("watch=1&timeoutSeconds=9223372036")).unwrap();
+    assert_eq!(opts.watch_timeout(), Some(Duration::from_secs(9_223_372_036)));
+    let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+    let mut body = resp.into_body();
+    assert!(body.frame().await.is_some(), "the initial ADDED event");
+    let open = tokio::time::timeout(Duration::from_secs(86_400), body.frame()).await;
+    assert!(open.is_err(), "still open a day later");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stalled_watches_hold_at_most_their_buffer_and_all_of_them_the_total() {
+    // The case: 1 MB ConfigMaps, clients that stop reading. Each watch queued up
+    // to 128 chunks of at least the largest object: ~128 MB per stalled watch.
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    for i in 0..40 {
+        cache.apply(EventType::Added, cm(i, 1 << 20));
+    }
+    let settings = WatchSettings { buffer_bytes: 4 << 20, buffers: WatchBuffers::new(6 << 20), ..WatchSettings::default() };
+    let budget = settings.buffers.clone();
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let opts = Options::parse(Some("watch=1&timeoutSeconds=600")).unwrap();
+        open.push(watch(cache.clone(), None, opts, Format::Json, View::Object, settings.clone()).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(budget.queued() <= 6 << 20, "{} bytes queued in all", budget.queued());
+    }
+    assert!(budget.queued() > 4 << 20, "the first two filled their buffers: {}", budget.queued());
+    // Nobody reads: at the stall timeout the watchers end and their bytes come back.
+    tokio::time::sleep(settings.stall_timeout + Duration::from_secs(1)).await;
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(budget.queued(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_whose_client_reads_gets_everything_through_a_small_buffer() {
+    use http_body_util::BodyExt as _;
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    for i in 0..50 {
+        cache.apply(EventType::Added, cm(i, 100_000));
+    }
+    let settings = WatchSettings { buffer_bytes: 64 * 1024, buffers: WatchBuffers::new(128 * 1024), ..WatchSettings::default() };
+    let opts = Options::parse(Some("watch=1&timeoutSeconds=5")).unwrap();
+    let body = watch(cache, None, opts, Format::Json, View::Object, settings).await.unwrap().into_body();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    let added = bytes.split(|b| *b == b'\n').filter(|l| l.starts_with(b"{\"type\":\"ADDED\"")).count();
+    assert_eq!(added, 50, "every object, frames larger than the buffer included");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_allow_watch_bookmarks_there_are_none_and_the_timeout_still_ends_the_watch() {
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    let settings = WatchSettings { bookmark_interval: Duration::from_secs(1), ..WatchSettings::default() };
+    let (events, ended) = timed(&cache, "watch=1&resourceVersion=10&timeoutSeconds=30", settings).await;
+    assert_eq!(events, vec![]);
+    assert_eq!(ended, 30);
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_list_sends_the_state_then_the_end_bookmark_at_once() {
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    cache.apply(EventType::Added, cm(1, 10));
+    cache.apply(EventType::Added, cm(2, 10));
+    cache.advance(15, false);
+    let q = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3";
+    let (events, ended) = timed(&cache, q, WatchSettings::default()).await;
+    // The end bookmark carries the progress (15), not the newest object's RV (12); the
+    // next periodic bookmark comes 2 s before the 3 s deadline.
+    assert_eq!(events, vec![ev("ADDED", "cm-0001", 0), ev("ADDED", "cm-0002", 0), ev("BOOKMARK", "15", 0), ev("BOOKMARK", "15", 1)]);
+    assert_eq!(ended, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_from_no_rv_or_rv_0_ends_its_initial_events_with_the_initial_events_end_bookmark() {
+    // The apiserver defaults these watches to sendInitialEvents=true (a real
+    // kube-apiserver v1.36.2 sent `ADDED a` then a BOOKMARK annotated
+    // `k8s.io/initial-events-end: "true"` for `?watch=true&resourceVersion=&allowWatchBookmarks=true`).
+    use http_body_util::BodyExt as _;
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    cache.apply(EventType::Added, cm(1, 10));
+    cache.advance(15, false);
+    for (query, annotated) in [
+        ("watch=1&allowWatchBookmarks=true&timeoutSeconds=3", Some("15")),
+        ("watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=3", Some("15")),
+        // Not without bookmarks, nor from a given RV, nor with an explicit choice.
+        ("watch=1&timeoutSeconds=3", None),
+        ("watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=3", None),
+        ("watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3", None),
+    ] {
+        let opts = Options::parse(Some(query)).unwrap();
+        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let events: Vec<serde_json::Value> =
+            bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+        let ends: Vec<&str> = events
+            .iter()
+            .filter(|e| e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true")
+            .map(|e| e["object"]["metadata"]["resourceVersion"].as_str().unwrap())
+            .collect();
+        assert_eq!(ends, annotated.into_iter().collect::<Vec<_>>(), "{query}: {events:?}");
+        if annotated.is_some() {
+            assert_eq!(events[0]["type"], "ADDED", "{query}");
+            assert_eq!(events[1]["type"], "BOOKMARK", "{query}: the end bookmark follows the initial events");
+        }
+    }
+}
+
+#[test]
+fn pod_bookmark_frames_match_the_golden_stream() {
+    let body = crate::testdata::golden("06b-watch-pods-sendinitialevents-labelselector.pb.body");
+    let mut pos = 0;
+    let mut bookmarks = Vec::new();
+    while pos < body.len() {
+        let n = u32::from_be_bytes(body[pos..pos + 4].try_into().unwrap()) as usize;
+        if body[pos + 6..pos + 14] == *b"BOOKMARK" {
+            bookmarks.push(body[pos..pos + 4 + n].to_vec());
+        }
+        pos += 4 + n;
+    }
+    assert_eq!(bookmarks.len(), 2);
+    assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61591, true, true)), bookmarks[0]);
+    assert_eq!(wire::watch_frame("BOOKMARK", "v1", "Pod", &bookmark_pb(61592, false, true)), bookmarks[1]);
+}
