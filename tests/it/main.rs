@@ -42,6 +42,7 @@ mod ops_tls;
 
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;
+mod real_authz;
 mod real_differential;
 mod real_kcm;
 mod real_kubectl;
