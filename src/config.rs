@@ -236,13 +236,21 @@ pub struct CacheArgs {
     /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_UPSTREAM_WATCH_IDLE_SECONDS", default_value_t = 90)]
     pub upstream_watch_idle_seconds: u64,
-    /// Requests one client (its user name, or its address when clients are not
-    /// authenticated) may have passed through to the upstream at once, watches included;
-    /// beyond it the client gets 429 with Retry-After. Keeps one client from taking the
+    /// Requests one client (the user who authenticated, not whom it impersonates; an
+    /// anonymous client by its address, as every client when clients are not
+    /// authenticated) may have passed through to the upstream at once, watches included,
+    /// and exec, attach and port-forward sessions for as long as they last; beyond it the
+    /// client gets 429 with Retry-After. Keeps one client from taking the
     /// upstream's streams from everyone (kache's own calls have connections of their
     /// own); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_PASSTHROUGH_PER_CLIENT", default_value_t = 500)]
     pub max_passthrough_per_client: usize,
+    /// Watches one client (as for --max-passthrough-per-client; an anonymous client by its
+    /// address) may have open at once, answered from the cache or passed through; beyond it
+    /// 429 with Retry-After (`kache_limit_hits_total{limit="max-watches-per-client"}`). A
+    /// kube-controller-manager opens about 100; 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_WATCHES_PER_CLIENT", default_value_t = 1000)]
+    pub max_watches_per_client: usize,
     /// Seconds kache keeps serving reads from memory, and judging clients by their last
     /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked
@@ -378,9 +386,18 @@ pub struct SecurityArgs {
     /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_AUTHZ_CACHE_DENY_TTL_SECONDS", default_value_t = 10)]
     pub authz_cache_deny_ttl_seconds: u64,
-    /// Entries each of the token and decision caches holds at most.
+    /// Entries each of the token and decision caches holds at most (accepted and refused
+    /// tokens are cached apart, so made-up tokens never push out a real one's identity).
+    /// When full, expired entries go first, then those of the user holding the most
+    /// (`kache_limit_hits_total{limit="auth-cache-entries"}`).
     #[arg(long, env = "KACHE_AUTH_CACHE_ENTRIES", default_value_t = 10_000)]
     pub auth_cache_entries: usize,
+    /// TokenReviews, and apart SubjectAccessReviews, in flight at once in each of two
+    /// lanes: renewals of decisions kache has known, and first reviews (new clients, made-up
+    /// tokens). Reviews ride connections of their own, apart from informers and health
+    /// probes (`kache_limit_hits_total{limit="max-concurrent-reviews"}` counts waits).
+    #[arg(long, env = "KACHE_MAX_CONCURRENT_REVIEWS", default_value_t = crate::auth::REVIEW_LANE)]
+    pub max_concurrent_reviews: usize,
     /// Cached reads (GET and LIST; watches are not counted) in flight at once over all
     /// clients; beyond it 429 with Retry-After (0 = no cap).
     #[arg(long, env = "KACHE_MAX_INFLIGHT_READS", default_value_t = 4000)]

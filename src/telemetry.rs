@@ -8,8 +8,9 @@ use std::sync::OnceLock;
 /// 1, labelled with the running build: version, git commit (when built with
 /// `KACHE_GIT_COMMIT` set), platform.
 pub const BUILD_INFO: &str = "kache_build_info";
-/// Upstream HTTP/2 connections open, by class (`own`: informers, reviews, probes;
-/// `passthrough`: clients' requests).
+/// Upstream HTTP/2 connections open, by class (`own`: informers, discovery, freshness
+/// probes; `review`: token and access reviews; `probe`: health probes; `passthrough`:
+/// clients' requests).
 pub const UPSTREAM_CONNECTIONS: &str = "kache_upstream_connections";
 /// Whether the upstream answered kache's last health probe (`/readyz`) with 200: 1 or 0.
 pub const UPSTREAM_UP: &str = "kache_upstream_up";
@@ -77,10 +78,14 @@ pub const LIMIT_HITS: &str = "kache_limit_hits_total";
 
 /// The `limit` label values of [`LIMIT_HITS`]: the flags whose bounds are counted.
 pub const LIMITS: &[&str] = &[
+    "auth-cache-entries",
     "max-concurrent-encodes",
+    "max-concurrent-reviews",
+    "max-passthrough-per-client",
     "max-table-cell-bytes-per-object",
     "max-watch-buffer-bytes",
     "max-watch-buffers-bytes",
+    "max-watches-per-client",
     "write-timeout-seconds",
 ];
 

@@ -13,6 +13,10 @@ pub struct Continue {
     pub rv: i64,
     /// The last key returned, relative to the collection (no leading `/`).
     pub after: String,
+    /// Whether the page starts at `after` itself rather than after it: the apiserver reads a
+    /// token's start key as the first key of the page, and writes the last key returned with
+    /// a NUL appended; a start key without it (made by hand) names a key to start at.
+    pub inclusive: bool,
 }
 
 /// The token's JSON; a missing member is its zero value, as in Go.
@@ -34,13 +38,21 @@ pub struct BadToken(pub String);
 impl Continue {
     /// Encode: `start` is `/` + the last key + NUL, as the apiserver writes it.
     pub fn encode(&self) -> String {
-        self.encode_start(format!("/{}\u{0}", self.after))
+        self.encode_start(format!("/{}{}", self.after, self.nul()))
+    }
+
+    fn nul(&self) -> &'static str {
+        if self.inclusive {
+            ""
+        } else {
+            "\u{0}"
+        }
     }
 
     /// Encode with `start` written without the leading `/` (the form the apiserver puts in the
     /// token of an expired-continue 410).
     pub fn encode_bare(&self) -> String {
-        self.encode_start(format!("{}\u{0}", self.after))
+        self.encode_start(format!("{}{}", self.after, self.nul()))
     }
 
     fn encode_start(&self, start: String) -> String {
@@ -66,12 +78,18 @@ impl Continue {
         if w.start.is_empty() {
             return Err(BadToken("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)".into()));
         }
+        // The apiserver roots the start key (`/` + it, unless it has one) and refuses it
+        // unless Go's `path.Clean` leaves it as it is: no empty, `.` or `..` segment, no
+        // trailing `/` (`/` alone is the collection's start).
         let start = w.start.strip_prefix('/').unwrap_or(&w.start);
-        let after = start.strip_suffix('\u{0}').unwrap_or(start);
-        if after.is_empty() || after.split('/').any(|seg| seg == ".." || seg == ".") {
+        if !start.is_empty() && start.split('/').any(|seg| seg.is_empty() || seg == ".." || seg == ".") {
             return Err(BadToken(format!("continue key is not valid: {}", w.start)));
         }
-        Ok(Continue { rv: w.rv, after: after.to_string() })
+        let (after, inclusive) = match start.strip_suffix('\u{0}') {
+            Some(after) => (after, false),
+            None => (start, true),
+        };
+        Ok(Continue { rv: w.rv, after: after.to_string(), inclusive })
     }
 }
 
@@ -127,10 +145,10 @@ mod tests {
     fn golden_tokens_decode_and_reencode_identically() {
         let page1 = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NjE1MDksInN0YXJ0IjoiL3dlYi0xXHUwMDAwIn0";
         let c = Continue::decode(page1).unwrap();
-        assert_eq!(c, Continue { rv: 61509, after: "web-1".into() });
+        assert_eq!(c, Continue { rv: 61509, after: "web-1".into(), inclusive: false });
         assert_eq!(c.encode(), page1);
         let expired = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0Ijoid2ViLTFcdTAwMDAifQ";
-        assert_eq!(Continue { rv: -1, after: "web-1".into() }.encode_bare(), expired);
+        assert_eq!(Continue { rv: -1, after: "web-1".into(), inclusive: false }.encode_bare(), expired);
     }
 
     #[test]
@@ -148,5 +166,33 @@ mod tests {
         assert_eq!(e("a!b"), "invalid continue token: continue key is not valid: illegal base64 data at input byte 1");
         assert_eq!(e("e30"), "invalid continue token: continue key is not valid: server does not recognize this encoded version ");
         assert!(Continue::decode("").is_err());
+    }
+
+    #[test]
+    fn start_keys_path_clean_would_change_are_refused_as_the_apiserver_does() {
+        let token =
+            |start: &str| URL_SAFE_NO_PAD.encode(format!(r#"{{"v":"meta.k8s.io/v1","rv":7,"start":{}}}"#, serde_json::json!(start)));
+        // Found by the authorization differential (tests/it/real_authz.rs): `/authz-b/` was
+        // taken as `authz-b` where the apiserver answers 400.
+        for bad in ["/authz-b/", "authz-b/", "a//b\u{0}", "../b", "/a/./b", "/a/../b\u{0}", "//"] {
+            let e = Continue::decode(&token(bad)).unwrap_err().to_string();
+            assert_eq!(e, format!("invalid continue token: continue key is not valid: {bad}"), "{bad:?}");
+        }
+        let cases = [
+            ("/web-1\u{0}", "web-1", false),
+            ("ns/web-1\u{0}", "ns/web-1", false),
+            ("\u{0}", "", false),
+            ("a/..\u{0}", "a/..", false),
+            ("/", "", true),
+            ("a/b\u{0}/c", "a/b\u{0}/c", true),
+            ("cm-1", "cm-1", true),
+        ];
+        for (good, after, inclusive) in cases {
+            let c = Continue::decode(&token(good)).unwrap_or_else(|e| panic!("{good:?}: {e}"));
+            assert_eq!((c.after.as_str(), c.inclusive), (after, inclusive), "{good:?}");
+        }
+        // A start key to start at is written back as it came.
+        let at = Continue { rv: 7, after: "cm-1".into(), inclusive: true };
+        assert_eq!(Continue::decode(&at.encode()), Ok(at));
     }
 }

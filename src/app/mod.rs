@@ -122,6 +122,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         security: None,
         inflight: InflightLimits { global: 4000, per_user: 400 },
         passthrough_per_client: c.max_passthrough_per_client,
+        watches_per_client: c.max_watches_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
@@ -172,12 +173,14 @@ fn security_settings(s: &SecurityArgs, stale: Duration) -> SecuritySettings {
             negative_ttl: Duration::from_secs(s.token_cache_negative_ttl_seconds),
             cache_entries: s.auth_cache_entries,
             stale,
+            concurrent: s.max_concurrent_reviews,
         },
         authz: AuthzSettings {
             allow_ttl: Duration::from_secs(s.authz_cache_allow_ttl_seconds),
             deny_ttl: Duration::from_secs(s.authz_cache_deny_ttl_seconds),
             cache_entries: s.auth_cache_entries,
             stale,
+            concurrent: s.max_concurrent_reviews,
         },
         passthrough: s.passthrough_auth,
     }

@@ -30,13 +30,19 @@ pub struct AuthnSettings {
     /// How long past their TTL decisions are used when the upstream cannot be asked
     /// (`--serve-stale-seconds`).
     pub stale: Duration,
+    /// TokenReviews in flight at once in each lane (see [`review::Lanes`]).
+    pub concurrent: usize,
 }
 
 /// Judges clients' credentials.
 pub struct Authenticator {
     upstream: Upstream,
     settings: AuthnSettings,
+    /// Tokens the upstream accepted, by owner: no refused token can push one out.
     cache: Arc<TtlCache<[u8; 32], Option<Identity>>>,
+    /// Tokens the upstream refused (made-up ones among them), apart.
+    refused: Arc<TtlCache<[u8; 32], Option<Identity>>>,
+    lanes: review::Lanes,
     reviews: AtomicU64,
 }
 
@@ -52,7 +58,9 @@ impl Authenticator {
     /// An authenticator asking `upstream`.
     pub fn new(upstream: Upstream, settings: AuthnSettings) -> Authenticator {
         let cache = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
-        Authenticator { upstream, settings, cache, reviews: AtomicU64::new(0) }
+        let refused = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
+        let lanes = review::Lanes::new(settings.concurrent);
+        Authenticator { upstream, settings, cache, refused, lanes, reviews: AtomicU64::new(0) }
     }
 
     /// TokenReviews sent to the upstream so far.
@@ -78,14 +86,26 @@ impl Authenticator {
         let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
         let mut key = [0u8; 32];
         key.copy_from_slice(digest.as_ref());
-        if let Some(known) = self.cache.get(&key) {
+        if let Some(known) = self.cache.get(&key).or_else(|| self.refused.get(&key)) {
             return Ok(known);
         }
-        let last = self.cache.get_stale(&key);
+        let last = self.cache.get_stale(&key).or_else(|| self.refused.get_stale(&key));
         self.reviews.fetch_add(1, Ordering::Relaxed);
-        let (cache, positive, negative) = (self.cache.clone(), self.settings.token_ttl, self.settings.negative_ttl);
-        let keep = move |answer: &Option<Identity>| cache.insert(key, answer.clone(), if answer.is_some() { positive } else { negative });
-        match review::patiently(Self::review(self.upstream.clone(), token.to_string()), last.is_some(), keep).await {
+        let (cache, refused, positive, negative) =
+            (self.cache.clone(), self.refused.clone(), self.settings.token_ttl, self.settings.negative_ttl);
+        // The newest answer is the one kept (and the last known one for an outage).
+        let keep = move |answer: &Option<Identity>| match answer {
+            Some(id) => {
+                refused.remove(&key);
+                cache.insert_for(super::ttl::owner(&id.username), key, answer.clone(), positive)
+            }
+            None => {
+                cache.remove(&key);
+                refused.insert(key, None, negative)
+            }
+        };
+        let review = Self::review(self.upstream.clone(), token.to_string());
+        match review::judged(&self.lanes, last.is_some(), review, keep).await {
             Ok(answer) => Ok(answer),
             // The upstream cannot be asked (or is slow to answer): its last answer, within
             // the staleness bound.
@@ -144,34 +164,93 @@ mod tests {
         assert_eq!(bearer(&h), None);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_slow_review_gives_way_to_the_last_known_decision_after_the_patience() {
-        // An upstream that takes connections and answers nothing (just hung: the health
-        // monitor has not found it yet), and long deadlines.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
-        let settings = AuthnSettings {
+    fn settings() -> AuthnSettings {
+        AuthnSettings {
             allow_anonymous: false,
             token_ttl: Duration::from_secs(10),
             negative_ttl: Duration::from_secs(10),
             cache_entries: 10,
             stale: Duration::from_secs(300),
-        };
-        let authn = Authenticator::new(upstream, settings);
+            concurrent: 4,
+        }
+    }
+
+    /// An authenticator that knew `alice-token` as alice (the decision just expired).
+    fn knowing_alice(upstream: Upstream) -> Authenticator {
+        let authn = Authenticator::new(upstream, settings());
         let alice: Identity = serde_json::from_value(json!({"username": "alice", "groups": ["devs"]})).unwrap();
         let digest = ring::digest::digest(&ring::digest::SHA256, b"alice-token");
         let key: [u8; 32] = digest.as_ref().try_into().unwrap();
-        authn.cache.insert(key, Some(alice.clone()), Duration::from_nanos(1));
+        authn.cache.insert(key, Some(alice), Duration::from_nanos(1));
+        authn
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_review_gives_way_to_the_last_known_decision_once_the_upstream_is_found_hung() {
+        // An upstream that takes connections and answers nothing (just hung), found so by
+        // the health monitor 3 s in.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        upstream.set_health(crate::upstream::health::Health::Up);
+        let authn = knowing_alice(upstream.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let since = tokio::time::Instant::now();
+            upstream.set_health(crate::upstream::health::Health::Down { since, why: "no answer".into(), reason: "hung" });
+        });
         let started = tokio::time::Instant::now();
         let got = authn.token("alice-token").await.unwrap();
         assert_eq!(got.map(|i| i.username), Some("alice".to_string()), "the last known identity");
-        assert_eq!(started.elapsed(), review::PATIENCE, "after the patience, not the review's own deadline");
+        assert_eq!(started.elapsed(), Duration::from_secs(3), "when the upstream is found hung, not the review's own deadline");
         assert_eq!(authn.reviews(), 1, "the upstream was asked first");
-        // A token never judged has nothing to fall back on: it waits for the review (which
-        // fails at its deadline here) and gets a 503.
+        // A token never judged has nothing to fall back on: a 503.
         let never = authn.token("bob-token").await.unwrap_err();
         assert_eq!(never.code, 503);
+        drop(listener);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_review_from_an_upstream_that_is_up_is_its_answer_not_the_last_known_one() {
+        // An upstream that answers TokenReviews in 2 s, now refusing alice's token.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else { return };
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req| async {
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        let body = json!({"kind": "TokenReview", "status": {"authenticated": false}}).to_string();
+                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
+                });
+            }
+        });
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        upstream.set_health(crate::upstream::health::Health::Up);
+        let authn = knowing_alice(upstream);
+        let started = tokio::time::Instant::now();
+        let got = authn.token("alice-token").await.unwrap();
+        assert_eq!(got, None, "the upstream's answer: refused (was: alice again, after 1 s)");
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refused_tokens_never_push_out_accepted_ones() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let upstream = crate::app::plain_upstream(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let authn = Authenticator::new(upstream, settings());
+        let alice: Identity = serde_json::from_value(json!({"username": "alice"})).unwrap();
+        let key = |t: &str| -> [u8; 32] { ring::digest::digest(&ring::digest::SHA256, t.as_bytes()).as_ref().try_into().unwrap() };
+        authn.cache.insert_for(crate::auth::ttl::owner("alice"), key("alice-token"), Some(alice), Duration::from_secs(10));
+        for i in 0..1000 {
+            authn.refused.insert(key(&format!("junk-{i}")), None, Duration::from_secs(10));
+        }
+        assert_eq!(authn.token("alice-token").await.unwrap().map(|i| i.username), Some("alice".into()));
+        assert_eq!(authn.reviews(), 0, "still known: no review");
+        assert_eq!(authn.token("junk-999").await.unwrap(), None, "junk is remembered too, apart");
         drop(listener);
     }
 }

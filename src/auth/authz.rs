@@ -26,6 +26,8 @@ pub struct AuthzSettings {
     /// How long past their TTL decisions are used when the upstream cannot be asked
     /// (`--serve-stale-seconds`).
     pub stale: Duration,
+    /// SubjectAccessReviews in flight at once in each lane (see [`review::Lanes`]).
+    pub concurrent: usize,
 }
 
 /// The upstream's answer to one access review.
@@ -41,7 +43,10 @@ pub struct Decision {
 pub struct Authorizer {
     upstream: Upstream,
     settings: AuthzSettings,
+    /// Decisions by the user they are for: a user flooding it with decisions nobody asks
+    /// for again evicts its own (see [`TtlCache`]).
     cache: Arc<TtlCache<Vec<u8>, Decision>>,
+    lanes: review::Lanes,
     reviews: AtomicU64,
 }
 
@@ -122,7 +127,8 @@ impl Authorizer {
     /// An authorizer asking `upstream`.
     pub fn new(upstream: Upstream, settings: AuthzSettings) -> Authorizer {
         let cache = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
-        Authorizer { upstream, settings, cache, reviews: AtomicU64::new(0) }
+        let lanes = review::Lanes::new(settings.concurrent);
+        Authorizer { upstream, settings, cache, lanes, reviews: AtomicU64::new(0) }
     }
 
     /// SubjectAccessReviews sent to the upstream so far.
@@ -138,9 +144,11 @@ impl Authorizer {
         }
         let last = self.cache.get_stale(&key);
         self.reviews.fetch_add(1, Ordering::Relaxed);
-        let (cache, allow, deny) = (self.cache.clone(), self.settings.allow_ttl, self.settings.deny_ttl);
-        let keep = move |d: &Decision| cache.insert(key, d.clone(), if d.allowed { allow } else { deny });
-        match super::review::patiently(Self::review(self.upstream.clone(), review_spec(id, a)), last.is_some(), keep).await {
+        let (cache, allow, deny, owner) =
+            (self.cache.clone(), self.settings.allow_ttl, self.settings.deny_ttl, super::ttl::owner(&id.username));
+        let keep = move |d: &Decision| cache.insert_for(owner, key, d.clone(), if d.allowed { allow } else { deny });
+        let review = Self::review(self.upstream.clone(), review_spec(id, a));
+        match review::judged(&self.lanes, last.is_some(), review, keep).await {
             Ok(d) => Ok(d),
             // The upstream cannot be asked (or is slow to answer): its last answer, within
             // the staleness bound.

@@ -14,6 +14,7 @@ pub(crate) mod security;
 pub(crate) mod tls;
 pub(crate) mod ttl;
 
+pub use review::LANE as REVIEW_LANE;
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 
 use crate::api::route::{classify, ResourcePath, Target};

@@ -47,24 +47,52 @@ impl ReviewError {
     }
 }
 
-/// How long a request waits for a review when a last known decision exists (one expired
-/// less than `--serve-stale-seconds` ago): past this it takes that decision. An upstream
-/// that has just hung is found by the health monitor only after its probe deadline (a few
-/// seconds); until then a review would wait for its own deadline, and every cached read
-/// whose decision just expired with it. A healthy apiserver answers reviews in
-/// milliseconds.
-pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+/// Default of the reviews in flight at once in each lane ([`Lanes`]).
+pub const LANE: usize = 64;
 
-/// `review`, whose answer is given to `keep` (to cache it), or, when a last known decision
-/// exists and the review takes longer than [`PATIENCE`], a [`ReviewError::Transport`] saying
-/// so (the caller then uses that decision). The review goes on meanwhile, within its own
-/// deadlines, and its answer is still kept: an upstream that is slow but answering keeps
-/// deciding, instead of the last decision standing until the staleness bound.
-pub(crate) async fn patiently<T: Send + 'static>(
-    review: impl std::future::Future<Output = Result<T, ReviewError>> + Send + 'static,
+/// Reviews in flight at once, in two lanes: renewals of a decision kache has known (a
+/// client it has judged before, whose decision expired) and first reviews (new clients, and
+/// every made-up token or request). A flood of first reviews waits in its own lane; clients
+/// kache knows are judged meanwhile.
+#[derive(Debug)]
+pub struct Lanes {
+    renew: tokio::sync::Semaphore,
+    first: tokio::sync::Semaphore,
+}
+
+impl Lanes {
+    /// Two lanes of `n` reviews each (0: no bound).
+    pub fn new(n: usize) -> Lanes {
+        let n = if n == 0 { tokio::sync::Semaphore::MAX_PERMITS } else { n };
+        Lanes { renew: tokio::sync::Semaphore::new(n), first: tokio::sync::Semaphore::new(n) }
+    }
+
+    /// A place in the lane of a review with (`known`) or without a last known decision.
+    async fn enter(&self, known: bool) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let lane = if known { &self.renew } else { &self.first };
+        match lane.try_acquire() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                crate::telemetry::limit_hit("max-concurrent-reviews");
+                lane.acquire().await.ok()
+            }
+        }
+    }
+}
+
+/// `review`, in its lane, whose answer is given to `keep` (to cache it). The caller waits
+/// for the answer: a review slower than usual from an upstream that is up is still the
+/// upstream's answer, and the last known decision is only for an upstream found (or
+/// suspected) hung or unreachable, which ends the review with [`ReviewError::Transport`]
+/// (see [`post`]). The review runs on its own task: a client that goes away meanwhile does
+/// not waste it, its answer is still kept.
+pub(crate) async fn judged<T: Send + 'static>(
+    lanes: &Lanes,
     known: bool,
+    review: impl std::future::Future<Output = Result<T, ReviewError>> + Send + 'static,
     keep: impl FnOnce(&T) + Send + 'static,
 ) -> Result<T, ReviewError> {
+    let _place = lanes.enter(known).await;
     let review = async move {
         let answer = review.await;
         if let Ok(a) = &answer {
@@ -72,13 +100,9 @@ pub(crate) async fn patiently<T: Send + 'static>(
         }
         answer
     };
-    if !known {
-        return review.await;
-    }
-    match tokio::time::timeout(PATIENCE, tokio::spawn(review)).await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => Err(ReviewError::Transport(e.to_string())),
-        Err(_) => Err(ReviewError::Transport(format!("no answer within {PATIENCE:?}; the last known decision holds"))),
+    match tokio::spawn(review).await {
+        Ok(answer) => answer,
+        Err(e) => Err(ReviewError::Transport(e.to_string())),
     }
 }
 
@@ -96,7 +120,7 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     req.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
     // Headers within the `own` deadline (see `Upstream::send`), the body within as long again.
     let sent = tokio::select! {
-        sent = upstream.send(req, crate::upstream::Class::Own) => sent,
+        sent = upstream.send(req, crate::upstream::Class::Review) => sent,
         why = upstream.until_unavailable() => return Err(ReviewError::Transport(why)),
     };
     let resp = sent.map_err(|e| ReviewError::Transport(e.to_string()))?;
@@ -124,7 +148,7 @@ mod tests {
     use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
-    async fn a_review_slower_than_the_patience_still_keeps_its_answer() {
+    async fn a_review_is_waited_for_and_its_answer_kept() {
         let kept = Arc::new(Mutex::new(Vec::new()));
         let slow = async {
             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -135,19 +159,34 @@ mod tests {
             move |a: &&str| kept.lock().unwrap().push(a.to_string())
         };
         let started = tokio::time::Instant::now();
-        // A last known decision exists: the caller takes it after the patience...
-        let got = patiently(slow, true, keep).await;
-        assert!(matches!(got, Err(ReviewError::Transport(_))), "{got:?}");
-        assert_eq!(started.elapsed(), PATIENCE);
-        assert!(kept.lock().unwrap().is_empty());
-        // ...and the review's answer, when it comes, is kept for the next request.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // A last known decision exists, the upstream is up: its answer, however slow.
+        let got = judged(&Lanes::new(4), true, slow, keep).await;
+        assert_eq!(got.unwrap(), "allowed");
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
         assert_eq!(*kept.lock().unwrap(), ["allowed"]);
-        // With nothing known the caller waits for the answer, which is kept too.
-        let kept2 = kept.clone();
-        let got =
-            patiently(async { Ok::<_, ReviewError>("denied") }, false, move |a: &&str| kept2.lock().unwrap().push(a.to_string())).await;
-        assert_eq!(got.unwrap(), "denied");
-        assert_eq!(*kept.lock().unwrap(), ["allowed", "denied"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn first_reviews_wait_in_their_own_lane_renewals_pass() {
+        let lanes = Arc::new(Lanes::new(2));
+        // Two first reviews (made-up tokens) that take their time fill the first lane.
+        for _ in 0..2 {
+            let lanes = lanes.clone();
+            tokio::spawn(async move {
+                let slow = async {
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    Ok::<_, ReviewError>(())
+                };
+                let _ = judged(&lanes, false, slow, |_| {}).await;
+            });
+        }
+        tokio::task::yield_now().await;
+        let started = tokio::time::Instant::now();
+        let renewal = judged(&lanes, true, async { Ok::<_, ReviewError>("known") }, |_| {}).await;
+        assert_eq!(renewal.unwrap(), "known");
+        assert_eq!(started.elapsed(), Duration::ZERO, "a renewal does not wait behind them");
+        let first = judged(&lanes, false, async { Ok::<_, ReviewError>("new") }, |_| {}).await;
+        assert_eq!(first.unwrap(), "new");
+        assert_eq!(started.elapsed(), Duration::from_secs(10), "another first review waits its turn");
     }
 }

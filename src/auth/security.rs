@@ -48,6 +48,23 @@ pub struct Caller {
     pub identity: Identity,
     /// The client's bearer token, when that is how it authenticated.
     pub token: Option<String>,
+    /// Who the per-client bounds count this request against: the user who authenticated
+    /// (not whom it impersonates, so impersonation spreads no load); an anonymous client
+    /// is told apart by its address (`system:anonymous@10.0.0.7`), see [`Caller::at`].
+    pub client: String,
+}
+
+impl Caller {
+    /// This caller as coming from `ip`: an anonymous client is counted by its address, not
+    /// in one bucket with every other anonymous client.
+    pub fn at(mut self, ip: Option<std::net::IpAddr>) -> Caller {
+        if self.client == super::ANONYMOUS {
+            if let Some(ip) = ip {
+                self.client = format!("{}@{ip}", super::ANONYMOUS);
+            }
+        }
+        self
+    }
 }
 
 impl std::fmt::Debug for Security {
@@ -71,13 +88,14 @@ impl Security {
     pub async fn caller(&self, cert: Option<&CertIdentity>, headers: &HeaderMap) -> Result<Caller, Status> {
         let identity = self.authn.authenticate(cert, headers).await?;
         let token = if cert.is_none() { bearer(headers).map(str::to_string) } else { None };
+        let client = identity.username.clone();
         let Some(wanted) = impersonate::requested(headers)? else {
-            return Ok(Caller { identity, token });
+            return Ok(Caller { identity, token, client });
         };
         for check in wanted.checks() {
             self.authz.authorize(&identity, &check).await?;
         }
-        Ok(Caller { identity: wanted.identity(), token })
+        Ok(Caller { identity: wanted.identity(), token, client })
     }
 
     /// 403 unless the caller may do `a`.
@@ -95,5 +113,26 @@ impl Security {
         headers.remove(http::header::AUTHORIZATION);
         impersonate::write(headers, &caller.identity)?;
         Ok(Credentials::Kache)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(user: &str, client: &str) -> Caller {
+        Caller { identity: Identity { username: user.into(), ..Identity::default() }, token: None, client: client.into() }
+    }
+
+    #[test]
+    fn anonymous_clients_are_told_apart_by_address_others_by_who_authenticated() {
+        let ip = |s: &str| Some(s.parse::<std::net::IpAddr>().unwrap());
+        let a = caller(super::super::ANONYMOUS, super::super::ANONYMOUS).at(ip("10.0.0.7"));
+        let b = caller(super::super::ANONYMOUS, super::super::ANONYMOUS).at(ip("10.0.0.8"));
+        assert_eq!(a.client, "system:anonymous@10.0.0.7");
+        assert_ne!(a.client, b.client, "not one bucket for every anonymous client");
+        // An impersonating user is counted as itself, wherever it comes from.
+        let carol = caller("alice", "carol").at(ip("10.0.0.7"));
+        assert_eq!((carol.identity.username.as_str(), carol.client.as_str()), ("alice", "carol"));
     }
 }

@@ -48,11 +48,13 @@ pub struct CertIdentity {
 }
 
 impl CertIdentity {
-    /// The subject of a DER certificate; `None` if it does not parse or has no CN.
+    /// The subject of a DER certificate; `None` if it does not parse or has no CN. A subject
+    /// with several CNs names its last, as Go's `pkix.Name` (what the apiserver reads) keeps
+    /// the last of each single-valued attribute.
     pub fn from_der(der: &[u8]) -> Option<CertIdentity> {
         let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
         let subject = cert.subject();
-        let common_name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+        let common_name = subject.iter_common_name().last()?.as_str().ok()?.to_string();
         let organizations = subject.iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
         (!common_name.is_empty()).then_some(CertIdentity { common_name, organizations })
     }
@@ -425,6 +427,15 @@ mod tests {
         let der = p.self_signed(&k).unwrap();
         let id = CertIdentity::from_der(der.der()).unwrap();
         assert_eq!((id.common_name.as_str(), id.organizations), ("alice", vec!["readers".to_string()]));
+        // Two CNs: the apiserver (Go's pkix.Name) takes the last.
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, "system:anonymous-looking");
+        p.distinguished_name.push(DnType::OrganizationName, "g1");
+        p.distinguished_name.push(DnType::CustomDnType(vec![2, 5, 4, 3]), "mallory");
+        p.distinguished_name.push(DnType::CustomDnType(vec![2, 5, 4, 10]), "g2");
+        let der = p.self_signed(&k).unwrap();
+        let id = CertIdentity::from_der(der.der()).unwrap();
+        assert_eq!((id.common_name.as_str(), id.organizations), ("mallory", vec!["g1".to_string(), "g2".to_string()]));
     }
 
     /// A leaf `issuer` signs for 127.0.0.1: (certificate PEM, key PEM).

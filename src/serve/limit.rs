@@ -1,7 +1,9 @@
 //! In-flight limits on reads kache answers from cache: a global cap and a per-user cap, each
 //! request holding its slot until its response body has been sent (or dropped). Beyond a
 //! cap the client gets 429 with `Retry-After`, as from the apiserver's max-in-flight filter.
-//! Watches are long-running and, as in the apiserver, not counted.
+//! Watches are long-running and, as in the apiserver, not counted among reads in flight;
+//! they have a per-client bound of their own, as do requests passed through (an upgraded
+//! session holding its place until it closes).
 
 use crate::api::status::Status;
 use crate::body::{Body, BoxError, Chunk};
@@ -89,16 +91,42 @@ fn too_many() -> Status {
     Status::too_many_requests("Too many requests, please try again later.", 1)
 }
 
-/// A body that holds a [`Permit`] until it has been sent or dropped.
+/// Places held together for the life of one answer (its body, or an upgraded session).
+#[derive(Debug, Default)]
+pub struct Held {
+    _places: Vec<Permit>,
+}
+
+impl Held {
+    /// The places given.
+    pub fn new(places: impl IntoIterator<Item = Option<Permit>>) -> Held {
+        Held { _places: places.into_iter().flatten().collect() }
+    }
+}
+
+/// `resp`, holding `place` (if any) until its body has been sent or dropped.
+pub fn hold(resp: http::Response<Body>, place: Option<Permit>) -> http::Response<Body> {
+    match place {
+        Some(p) => resp.map(|b| Guarded::wrap(b, p)),
+        None => resp,
+    }
+}
+
+/// A body that holds places until it has been sent or dropped.
 pub struct Guarded {
     inner: Body,
-    _permit: Permit,
+    _held: Held,
 }
 
 impl Guarded {
     /// `inner`, holding `permit` until it ends.
     pub fn wrap(inner: Body, permit: Permit) -> Body {
-        Guarded { inner, _permit: permit }.boxed_unsync()
+        Self::holding(inner, Held::new([Some(permit)]))
+    }
+
+    /// `inner`, holding `held` until it ends.
+    pub fn holding(inner: Body, held: Held) -> Body {
+        Guarded { inner, _held: held }.boxed_unsync()
     }
 }
 

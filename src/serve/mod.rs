@@ -70,6 +70,8 @@ pub struct ServeSettings {
     pub max_uri_bytes: usize,
     /// Requests one client may have passed through at once (0: no bound).
     pub passthrough_per_client: usize,
+    /// Watches one client may have open at once, cached or passed through (0: no bound).
+    pub watches_per_client: usize,
     /// How long reads are served from a cache whose informer cannot reach the upstream.
     pub serve_stale: Duration,
     /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
@@ -164,6 +166,8 @@ pub struct Serve {
     pub(crate) inflight: Inflight,
     /// Pass-through requests in flight, per client.
     passthrough: Inflight,
+    /// Watches open (cached or passed through), per client.
+    watches: Inflight,
     /// The cost rule's measurements (consistent reads: proof or pass-through).
     pub(crate) costs: Arc<cost::Costs>,
     /// Requests passed through, per [`PassThrough`] reason.
@@ -181,6 +185,7 @@ impl Serve {
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let settings_factor = settings.passthrough_factor;
         let settings_max_encodes = settings.max_encodes;
+        let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -195,6 +200,7 @@ impl Serve {
             costs: Arc::new(cost::Costs::new(settings_factor)),
             passed: Default::default(),
             encodes: compress::Encodes::new(settings_max_encodes),
+            watches,
         });
         for name in serve.settings.preload.clone() {
             let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
@@ -433,8 +439,10 @@ impl Serve {
         }
         query::check_request_timeout(req.method(), req.uri().path(), req.uri().query())?;
         let Some(security) = &self.settings.security else { return Ok(None) };
-        let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
-        security.caller(cert.as_deref(), req.headers()).await.map(Some)
+        let peer = req.extensions().get::<Peer>();
+        let cert = peer.and_then(|p| p.cert.clone());
+        let caller = security.caller(cert.as_deref(), req.headers()).await?;
+        Ok(Some(caller.at(peer.map(|p| p.addr.ip()))))
     }
 
     /// The upstream's last answer to a discovery request, while the upstream is hung or
@@ -450,15 +458,22 @@ impl Serve {
         (down_for < self.settings.serve_stale && authenticated).then(|| self.kept.answer(doc)).flatten()
     }
 
-    /// A pass-through slot for the client (its user name, else its address) and the
-    /// credentials to send with, or the Status to answer instead.
+    /// A pass-through slot for the client and the credentials to send with, or the Status
+    /// to answer instead.
     fn pass<B: RequestBody>(&self, req: &mut Request<B>, caller: Option<&Caller>) -> Result<(Credentials, limit::Permit), Status> {
-        let client = match caller {
-            Some(c) => c.identity.username.clone(),
-            None => req.extensions().get::<Peer>().map(|p| p.addr.ip().to_string()).unwrap_or_default(),
-        };
-        let permit = self.passthrough.acquire(Some(&client))?;
+        let permit =
+            self.passthrough.acquire(Some(&client(req, caller))).inspect_err(|_| telemetry::limit_hit("max-passthrough-per-client"))?;
         Ok((self.outbound(req, caller)?, permit))
+    }
+
+    /// A place among the client's watches (cached or passed through), for a request that
+    /// asks for one; `None` for other requests.
+    fn watch_place<B>(&self, req: &Request<B>, caller: Option<&Caller>, watch: bool) -> Result<Option<limit::Permit>, Status> {
+        let resource = matches!(classify(req.uri().path()), Some(Target::Resource(_)));
+        if !(watch && resource && req.method() == http::Method::GET) {
+            return Ok(None);
+        }
+        self.watches.acquire(Some(&client(req, caller))).map(Some).inspect_err(|_| telemetry::limit_hit("max-watches-per-client"))
     }
 
     /// Make a pass-through request carry the caller's identity; which credentials to send.
@@ -474,14 +489,28 @@ impl Serve {
     }
 }
 
+/// Who the per-client bounds count a request against: the authenticated user (an anonymous
+/// one by its address, see [`Caller::at`]), or the address when clients are not
+/// authenticated.
+fn client<B>(req: &Request<B>, caller: Option<&Caller>) -> String {
+    match caller {
+        Some(c) => c.client.clone(),
+        None => req.extensions().get::<Peer>().map(|p| p.addr.ip().to_string()).unwrap_or_default(),
+    }
+}
+
 impl Serve {
     /// A request the cache declined for `reason`: a discovery document kept through an
     /// outage, or the upstream's answer (timed for the cost rule when that decided it).
+    /// The client's pass-through place and its watch place (`place`, for a watch) are held
+    /// for the answer's life: until its body ends, or an upgraded session (exec, attach,
+    /// port-forward) closes.
     async fn passed<B: RequestBody>(
         &self,
         mut req: Request<B>,
         reason: PassThrough,
         caller: Option<&Caller>,
+        place: Option<limit::Permit>,
         started: std::time::Instant,
         protobuf: bool,
     ) -> (Response<Body>, Source) {
@@ -494,7 +523,8 @@ impl Serve {
             Err(status) => return (status.into_response(protobuf), Source::Kache),
         };
         self.count_passthrough(reason);
-        let resp = proxy::forward(&self.upstream, req, creds).await;
+        let held = limit::Held::new([Some(permit), place]);
+        let resp = proxy::forward(&self.upstream, req, creds, held).await;
         let resp = match doc {
             Some(d) => self.kept.keep(d, resp),
             None => resp,
@@ -506,7 +536,7 @@ impl Serve {
             }
             _ => resp,
         };
-        (resp.map(|b| limit::Guarded::wrap(b, permit)), Source::Upstream)
+        (resp, Source::Upstream)
     }
 }
 
@@ -526,22 +556,25 @@ impl Handler for Serve {
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
         let gzip = accepts_gzip(req.headers());
-        let admitted = self.admit(&req).await;
+        let admitted = self.admit(&req).await.and_then(|caller| {
+            let place = self.watch_place(&req, caller.as_ref(), watch)?;
+            Ok((caller, place))
+        });
         let user = match (&admitted, self.settings.access_log) {
-            (Ok(Some(caller)), true) => Some(caller.identity.username.clone()),
+            (Ok((Some(caller), _)), true) => Some(caller.identity.username.clone()),
             _ => None,
         };
         let mut reason = None;
         let (resp, source) = match admitted {
             Err(status) => (status.into_response(protobuf), Source::Kache),
-            Ok(caller) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
+            Ok((caller, mut place)) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Ok(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    (resp, Source::Cache)
+                    (limit::hold(resp, place.take()), Source::Cache)
                 }
                 Err(why) => {
                     reason = Some(why);
-                    self.passed(req, why, caller.as_ref(), started, protobuf).await
+                    self.passed(req, why, caller.as_ref(), place.take(), started, protobuf).await
                 }
             },
         };

@@ -8,6 +8,7 @@ use crate::api::status::Status;
 use crate::body::BoxError;
 use crate::body::RequestBody;
 use crate::body::{self, Body};
+use crate::serve::limit::{Guarded, Held};
 use crate::serve::respond::StatusResponse;
 use crate::upstream::{is_timeout, Class, Credentials, Upstream};
 use http::{header, HeaderMap, Request, Response};
@@ -104,17 +105,47 @@ fn clean(headers: &mut HeaderMap, upgrade: bool) {
     }
 }
 
+/// Remove the front-proxy identity headers (`X-Remote-User`, `X-Remote-Group`,
+/// `X-Remote-Extra-*`, the apiserver's default request-header names) a client sent: an
+/// upstream that trusts kache's credentials as a front proxy would take them for the
+/// client's identity.
+fn strip_remote_identity(headers: &mut HeaderMap) {
+    let names: Vec<header::HeaderName> = headers.keys().filter(|n| n.as_str().starts_with("x-remote-")).cloned().collect();
+    for n in names {
+        headers.remove(n);
+    }
+}
+
 /// Whether a request asks for a protocol upgrade (SPDY or WebSocket).
 fn is_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE)
 }
 
-/// Forward `req` to the upstream and stream the answer back.
-pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, creds: Credentials) -> Response<Body> {
+/// Forward `req` to the upstream and stream the answer back, holding `held` (the client's
+/// places) until the answer's body ends or, for an upgraded session, until it closes.
+pub async fn forward<B: RequestBody>(upstream: &Upstream, req: Request<B>, creds: Credentials, held: Held) -> Response<Body> {
+    let upgrade = is_upgrade(req.headers());
+    let mut held = Some(held);
+    let resp = send(upstream, req, creds, upgrade.then_some(&mut held)).await;
+    match held {
+        Some(held) => resp.map(|b| Guarded::holding(b, held)),
+        None => resp,
+    }
+}
+
+/// [`forward`]'s work; an upgrade that succeeds takes `session` (the places) into the task
+/// that joins the two streams.
+async fn send<B: RequestBody>(
+    upstream: &Upstream,
+    mut req: Request<B>,
+    creds: Credentials,
+    session: Option<&mut Option<Held>>,
+) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, incoming) = req.into_parts();
     clean(&mut parts.headers, upgrade);
+    strip_remote_identity(&mut parts.headers);
     if creds == Credentials::Kache {
         parts.headers.remove(header::AUTHORIZATION);
     }
@@ -133,8 +164,8 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, mut req: Request<B>, c
     }
     let broke = Arc::new(OnceLock::new());
     let out = Request::from_parts(parts, body::streamed(Watched { inner: incoming, broke: broke.clone() }));
-    if upgrade {
-        return forward_upgrade(upstream, out, creds, client_upgrade).await;
+    if let Some(session) = session {
+        return forward_upgrade(upstream, out, creds, client_upgrade, session).await;
     }
     let safe = matches!(*out.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
     let sent = match creds {
@@ -164,6 +195,7 @@ async fn forward_upgrade(
     out: Request<Body>,
     creds: Credentials,
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    session: &mut Option<Held>,
 ) -> Response<Body> {
     let sent = upstream.send_upgrade(out, creds == Credentials::Client).await;
     let mut resp = match sent {
@@ -172,7 +204,10 @@ async fn forward_upgrade(
     };
     if let (Some(client), true) = (client_upgrade, resp.status() == http::StatusCode::SWITCHING_PROTOCOLS) {
         let server = hyper::upgrade::on(&mut resp);
+        let held = session.take();
         tokio::spawn(async move {
+            // The client's places stay taken while the session lasts.
+            let _held = held;
             match (client.await, server.await) {
                 (Ok(c), Ok(s)) => {
                     let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));

@@ -319,7 +319,7 @@ impl Serve {
         if opts.watch {
             return Ok(None);
         }
-        self.inflight.acquire(caller.map(|c| c.identity.username.as_str())).map(Some)
+        self.inflight.acquire(caller.map(|c| c.client.as_str())).map(Some)
     }
 
     /// The answer from cache.

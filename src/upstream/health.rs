@@ -170,7 +170,7 @@ pub async fn probe(upstream: &Upstream) -> Health {
 async fn ask(upstream: &Upstream, since: tokio::time::Instant) -> Health {
     let down = |reason, why: String| Health::Down { since, why, reason };
     let answer = tokio::time::timeout(PROBE_TIMEOUT, async {
-        let resp = upstream.get("/readyz", "text/plain").await?;
+        let resp = upstream.get_in("/readyz", "text/plain", super::Class::Probe).await?;
         let code = resp.status();
         let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         Ok::<_, BoxError>((code, body))

@@ -40,10 +40,20 @@ pub const MAX_DOCS: usize = 1024;
 pub const BUDGET: usize = 64 << 20;
 const _: () = assert!(MAX_DOC <= BUDGET);
 
-/// Which answer a request would get.
+/// Which answer a request would get: its path, what in its query changes the answer (an
+/// OpenAPI v3 document's `hash`), whether the upstream indents it (`pretty`, or a curl or
+/// browser user agent), its `Accept` and whether it accepts gzip.
+///
+/// A query is part of the key only as far as it changes the answer: `timeout=` (client-go
+/// sends `?timeout=32s` with its discovery) is left out, and a request with any other
+/// parameter is neither kept nor answered from what is kept, so made-up query strings are
+/// one key (or none) and cannot push the documents real clients ask for out of the budget.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DocKey {
     path: String,
+    /// `hash=` of an OpenAPI v3 document.
+    hash: Option<String>,
+    pretty: bool,
     accept: String,
     gzip: bool,
 }
@@ -60,9 +70,20 @@ impl DocKey {
         if !doc {
             return None;
         }
+        let query = req.uri().query();
+        let mut hash = None;
+        for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            match &*k {
+                "timeout" | "pretty" => {}
+                "hash" if path.starts_with("/openapi/v3/") && hash.is_none() => hash = Some(v.into_owned()),
+                _ => return None,
+            }
+        }
         let header = |h| req.headers().get(h).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         Some(DocKey {
-            path: req.uri().path_and_query().map_or(path, |p| p.as_str()).to_string(),
+            path: path.to_string(),
+            hash,
+            pretty: crate::api::media::wants_pretty(query, req.headers()),
             accept: header(header::ACCEPT),
             gzip: accepts_gzip(req.headers()),
         })
@@ -79,7 +100,7 @@ impl Doc {
     /// Bytes `key` and this document take from the [`BUDGET`].
     fn cost(&self, key: &DocKey) -> usize {
         let headers: usize = self.headers.iter().map(|(n, v)| n.as_str().len() + v.len()).sum();
-        key.path.len() + key.accept.len() + headers + self.body.len()
+        key.path.len() + key.hash.as_ref().map_or(0, String::len) + key.accept.len() + headers + self.body.len()
     }
 }
 
@@ -138,7 +159,14 @@ impl LastDiscovery {
     }
 
     /// The kept answer to `key`, if any: the upstream's headers and bytes as it sent them.
+    /// A request the upstream would indent (`pretty`, a curl user agent) that finds no
+    /// indented copy gets the compact one, as sent: the same document, never re-encoded
+    /// (a kept answer may be gzip-encoded).
     pub fn answer(&self, key: &DocKey) -> Option<Response<Body>> {
+        self.answer_exact(key).or_else(|| key.pretty.then(|| self.answer_exact(&DocKey { pretty: false, ..key.clone() })).flatten())
+    }
+
+    fn answer_exact(&self, key: &DocKey) -> Option<Response<Body>> {
         let doc = {
             let mut store = self.store();
             let (doc, at) = store.docs.get(key).map(|(doc, at)| (doc.clone(), *at))?;
@@ -326,6 +354,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn made_up_query_strings_cannot_push_out_the_documents_clients_use() {
+        // client-go's `?timeout=32s` is the same document as none.
+        assert_eq!(DocKey::of(&get("/apis?timeout=32s", "application/json")), DocKey::of(&get("/apis", "application/json")));
+        // Any other parameter: not kept, nor answered from what is kept.
+        for junk in ["/apis?x=1", "/api/v1?limit=5", "/openapi/v2?hash=1", "/version?timeout=1s&a=b"] {
+            assert_eq!(DocKey::of(&get(junk, "application/json")), None, "{junk}");
+        }
+        // What changes the answer stays in the key: an OpenAPI v3 hash, indentation.
+        assert_ne!(key("/openapi/v3/apis/apps/v1?hash=A"), key("/openapi/v3/apis/apps/v1?hash=B"));
+        assert_ne!(key("/apis?pretty=true"), key("/apis"));
+        let mut curl = get("/apis", "application/json");
+        curl.headers_mut().insert(header::USER_AGENT, HeaderValue::from_static("curl/8.5.0"));
+        assert_eq!(DocKey::of(&curl), Some(key("/apis?pretty=1")), "the upstream indents for curl too");
+
+        // The attack: a client asks for /apis with thousands of made-up queries.
+        let kept = Arc::new(LastDiscovery::default());
+        pass(&kept, &key("/apis"), Bytes::from(vec![b'a'; MAX_DOC / 2])).await;
+        for i in 0..(2 * MAX_DOCS) {
+            let junk = format!("/apis?junk={i}&timeout=32s");
+            if let Some(k) = DocKey::of(&get(&junk, "application/json")) {
+                pass(&kept, &k, Bytes::from(vec![b'x'; MAX_DOC / 2])).await;
+            }
+        }
+        assert!(kept.answer(&key("/apis?timeout=32s")).is_some(), "the real document is still kept");
+    }
+
+    #[tokio::test]
     async fn a_document_is_kept_once_it_has_streamed_through_whole() {
         let kept = Arc::new(LastDiscovery::default());
         let key = DocKey::of(&get("/apis", "application/json")).unwrap();
@@ -372,9 +427,9 @@ mod tests {
         let kept = Arc::new(LastDiscovery::default());
         let n = BUDGET / MAX_DOC + 2;
         for i in 0..n {
-            pass(&kept, &key(&format!("/openapi/v2?x={i}")), Bytes::from(vec![b'x'; MAX_DOC])).await;
+            pass(&kept, &key(&format!("/openapi/v3/apis/g{i}/v1")), Bytes::from(vec![b'x'; MAX_DOC])).await;
         }
-        let held: Vec<usize> = (0..n).filter(|i| kept.answer(&key(&format!("/openapi/v2?x={i}"))).is_some()).collect();
+        let held: Vec<usize> = (0..n).filter(|i| kept.answer(&key(&format!("/openapi/v3/apis/g{i}/v1"))).is_some()).collect();
         assert!(held.len() * MAX_DOC <= BUDGET, "{} documents of {MAX_DOC} bytes held", held.len());
         assert!(held.contains(&(n - 1)), "the last one is kept: {held:?}");
         assert!(!held.contains(&0), "the first one made room: {held:?}");

@@ -7,9 +7,9 @@
 //! hyper client, HTTP/2 when the server offers it and HTTP/1.1 otherwise. HTTP/2 connections
 //! come from a pool that opens another connection when every open one carries its limit of
 //! concurrent streams (the apiserver allows 100 per connection by default; a stream beyond it
-//! would wait), as Go's HTTP/2 transport does. kache's own calls (informers, reviews,
-//! discovery, probes) have a pool of their own, so client pass-through traffic can never
-//! queue them. Each stream may hold at most [`STREAM_WINDOW_BYTES`] unread, and a connection
+//! would wait), as Go's HTTP/2 transport does. kache's own calls (informers, discovery)
+//! have a pool of their own, reviews another and health probes a third, so client
+//! pass-through traffic can never queue them, nor a flood of reviews a probe or an informer. Each stream may hold at most [`STREAM_WINDOW_BYTES`] unread, and a connection
 //! grants that to every stream it carries at once, so a stream whose reader stopped (a client
 //! that no longer reads a passed-through watch) stalls alone instead of taking the
 //! connection's window from the requests beside it.
@@ -129,13 +129,20 @@ pub fn is_timeout(e: &BoxError) -> bool {
     e.downcast_ref::<TimedOut>().is_some()
 }
 
-/// Which pool a request rides: kache's own calls never wait behind clients'.
+/// Which pool a request rides: kache's own calls never wait behind clients', and reviews
+/// and health probes never behind informers or each other (a flood of reviews for made-up
+/// tokens does not delay the probe that tells whether the upstream is up, nor an
+/// informer's LIST).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    /// Informers, access and token reviews, discovery, freshness probes.
+    /// Informers, discovery, freshness probes.
     Own,
     /// A client's request passed through.
     Passthrough,
+    /// Token and access reviews.
+    Review,
+    /// The health monitor's `/readyz` probes.
+    Probe,
 }
 
 impl Class {
@@ -143,6 +150,8 @@ impl Class {
         match self {
             Class::Own => "own",
             Class::Passthrough => "passthrough",
+            Class::Review => "review",
+            Class::Probe => "probe",
         }
     }
 }
@@ -164,6 +173,10 @@ pub struct Upstream {
     svc: Arc<Pool>,
     /// kache's credentials, for its own calls.
     own: Arc<Pool>,
+    /// kache's credentials, for token and access reviews.
+    reviews: Arc<Pool>,
+    /// kache's credentials, for health probes.
+    probes: Arc<Pool>,
     /// HTTP/1.1 only: connection upgrades (exec, attach, port-forward) cannot ride HTTP/2.
     svc_h1: Svc,
     /// Without kache's credentials (no token, no client certificate): for requests that carry
@@ -231,6 +244,8 @@ impl Upstream {
         Ok(Upstream {
             svc: pool(Class::Passthrough, config)?,
             own: pool(Class::Own, config)?,
+            reviews: pool(Class::Review, config)?,
+            probes: pool(Class::Probe, config)?,
             svc_h1: Self::service(config, None)?,
             bare: pool(Class::Passthrough, &bare)?,
             bare_h1: Self::service(&bare, None)?,
@@ -319,6 +334,8 @@ impl Upstream {
     pub fn send(&self, req: Request<Body>, class: Class) -> ResponseFuture {
         match class {
             Class::Own => self.own.send(req, self.timeouts.own),
+            Class::Review => self.reviews.send(req, self.timeouts.own),
+            Class::Probe => self.probes.send(req, self.timeouts.own),
             Class::Passthrough => self.svc.send(req, self.timeouts.passthrough),
         }
     }
@@ -349,9 +366,14 @@ impl Upstream {
 
     /// A GET of `path_and_query` with the given `Accept`, one of kache's own calls.
     pub async fn get(&self, path_and_query: &str, accept: &str) -> Result<Response<Counted>, BoxError> {
+        self.get_in(path_and_query, accept, Class::Own).await
+    }
+
+    /// [`Upstream::get`] in `class`'s pool.
+    pub async fn get_in(&self, path_and_query: &str, accept: &str, class: Class) -> Result<Response<Counted>, BoxError> {
         let mut req = Request::new(body::empty());
         *req.uri_mut() = path_and_query.parse::<Uri>()?;
         req.headers_mut().insert(header::ACCEPT, HeaderValue::from_str(accept)?);
-        self.send(req, Class::Own).await
+        self.send(req, class).await
     }
 }

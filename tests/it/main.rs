@@ -27,6 +27,9 @@ mod auth_input;
 mod auth_reads;
 mod auth_sim;
 
+// One tenant's cost bounded: per-client watches and sessions, slow readers.
+mod tenant;
+
 // Running kache: flags, docs, kubeconfigs, metrics, RBAC of its own, shutdown.
 mod ops_config;
 mod ops_docs;
@@ -39,6 +42,7 @@ mod ops_tls;
 
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;
+mod real_authz;
 mod real_differential;
 mod real_kcm;
 mod real_kubectl;

@@ -210,7 +210,7 @@ fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
 }
 
 /// (field, wire type, bytes of a length-delimited field or the varint's encoding).
-fn fields(b: &[u8]) -> Option<Vec<(u64, u64, Vec<u8>)>> {
+pub(crate) fn fields(b: &[u8]) -> Option<Vec<(u64, u64, Vec<u8>)>> {
     let (mut pos, mut out) = (0, Vec::new());
     while pos < b.len() {
         let key = varint(b, &mut pos)?;

@@ -103,7 +103,7 @@ async fn pick(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>),
             };
             cache.at(rv).map(|s| (rv, s)).map_err(|_| {
                 let mut s = Status::expired(EXPIRED_CONTINUE);
-                s.continue_token = Some(Continue { rv: -1, after: c.after.clone() }.encode_bare());
+                s.continue_token = Some(Continue { rv: -1, ..c.clone() }.encode_bare());
                 s
             })
         }
@@ -121,14 +121,17 @@ fn collect<'s>(snap: &'s Snapshot, rv: u64, namespace: Option<&str>, opts: &Opti
         _ if opts.limit == 0 => usize::MAX,
         _ => usize::try_from(opts.limit).unwrap_or(usize::MAX),
     };
-    let mut matching = candidates(snap, namespace, opts, index, after);
+    // A start key to start at (a hand-made token's): its object, if selected, then the rest.
+    let at =
+        opts.cont.as_ref().filter(|c| c.inclusive).and(after).and_then(|k| snap.get(k)).filter(|o| super::selected(o, namespace, opts));
+    let mut matching = at.into_iter().chain(candidates(snap, namespace, opts, index, after));
     // Room for a node's pods without regrowing; larger lists grow from there.
     let mut items = Vec::with_capacity(limit.min(64));
     items.extend(matching.by_ref().take(limit));
     let mut page = Selected { rv, items, cont: None, remaining: None };
     if items_cut(&mut matching) {
         let last = page.items.last().map(|o| relative(&o.key, namespace)).unwrap_or_default();
-        page.cont = Some(Continue { rv: i64::try_from(rv).unwrap_or(i64::MAX), after: last }.encode());
+        page.cont = Some(Continue { rv: i64::try_from(rv).unwrap_or(i64::MAX), after: last, inclusive: false }.encode());
         // The apiserver counts what is left only for unfiltered lists.
         if !opts.filtered() {
             page.remaining = Some(1 + matching.count() as u64);

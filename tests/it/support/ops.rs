@@ -341,6 +341,8 @@ pub struct Call {
     pub token: Option<String>,
     /// Its `Impersonate-*` headers (lower-case names), in order.
     pub impersonate: Vec<(String, String)>,
+    /// Its front-proxy identity headers (`X-Remote-*`, lower-case names).
+    pub remote: Vec<(String, String)>,
     /// The upstream's status code (0 if none came back).
     pub status: u16,
 }
@@ -428,15 +430,17 @@ async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<U
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_string);
-    let impersonate = req
-        .headers()
-        .iter()
-        .filter(|(n, _)| n.as_str().starts_with("impersonate-"))
-        .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-        .collect();
+    let named = |prefix: &str| -> Vec<(String, String)> {
+        req.headers()
+            .iter()
+            .filter(|(n, _)| n.as_str().starts_with(prefix))
+            .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect()
+    };
+    let (impersonate, remote) = (named("impersonate-"), named("x-remote-"));
     let index = {
         let mut seen = state.seen.lock().unwrap();
-        seen.push(Call { method: req.method().to_string(), path: pq.clone(), token, impersonate, status: 0 });
+        seen.push(Call { method: req.method().to_string(), path: pq.clone(), token, impersonate, remote, status: 0 });
         seen.len() - 1
     };
     if !is_discovery(req.uri().path()) {

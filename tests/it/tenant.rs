@@ -1,0 +1,135 @@
+//! One tenant cannot take the cache down: the per-client bounds hold through real
+//! connections (watches, upgraded sessions, slow readers), and a hostile tenant's requests
+//! cost what the bounds say.
+
+use crate::support::{cluster, eventually, kache_in_front, start};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const SIM: &[&str] = &["--nodes", "3", "--pods", "30", "--namespaces", "3"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_count_against_their_clients_bound() {
+    let sim = start(&cluster(SIM)).await;
+    let kache = kache_in_front(&sim.addr.to_string(), &["--preload", "pods,configmaps", "--max-watches-per-client", "2"]).await;
+    let w1 = kache.api.watch("/api/v1/pods?watch=1", "application/json").await;
+    let w2 = kache.api.watch("/api/v1/configmaps?watch=1", "application/json").await;
+    assert_eq!((w1.status, w2.status), (200, 200));
+    let third = kache.api.watch("/api/v1/namespaces/ns-001/pods?watch=1", "application/json").await;
+    assert_eq!(third.status, 429, "a third watch of the same client");
+    assert_eq!(third.headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    // Reads are not watches.
+    assert_eq!(kache.api.get("/api/v1/pods?resourceVersion=0&limit=1").await.status, 200);
+    drop(w1);
+    // The place comes back when kache sees the watch's client go.
+    let api = &kache.api;
+    eventually(30, 50, || async move {
+        let w = api.watch("/api/v1/pods?watch=1", "application/json").await;
+        if w.status == 200 {
+            Ok(())
+        } else {
+            Err(format!("HTTP {}", w.status))
+        }
+    })
+    .await;
+    drop(w2);
+}
+
+/// A relay in front of the simulator that answers an `exec` request on a fresh connection
+/// with `101 Switching Protocols` and keeps the session open (the simulator has no exec),
+/// and splices every other connection to the simulator.
+async fn exec_relay(sim: std::net::SocketAddr) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let mut head = vec![0u8; 4096];
+                let mut n = 0;
+                // The first bytes; of an HTTP/1.1 GET, its whole request line.
+                loop {
+                    match client.read(&mut head[n..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => n += k,
+                    }
+                    let got = &head[..n];
+                    if !got.starts_with(b"GET ") || got.contains(&b'\n') || n == head.len() {
+                        break;
+                    }
+                }
+                let line = String::from_utf8_lossy(&head[..n]).lines().next().unwrap_or("").to_string();
+                if line.starts_with("GET ") && line.contains("/exec") {
+                    let _ = client.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n").await;
+                    // The session: whatever comes, until the client closes.
+                    let mut buf = [0u8; 1024];
+                    while matches!(client.read(&mut buf).await, Ok(k) if k > 0) {}
+                    return;
+                }
+                let Ok(mut upstream) = TcpStream::connect(sim).await else { return };
+                if upstream.write_all(&head[..n]).await.is_err() {
+                    return;
+                }
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Open an exec session through kache: the 101 and the upgraded stream.
+async fn exec(kache: std::net::SocketAddr) -> (u16, TcpStream) {
+    let mut s = TcpStream::connect(kache).await.unwrap();
+    let req = "GET /api/v1/namespaces/ns-001/pods/p/exec?command=sh&stdin=true HTTP/1.1\r\nHost: kache\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n";
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let k = tokio::time::timeout(crate::support::QUICK, s.read(&mut b)).await.expect("an answer in time").unwrap();
+        assert!(k > 0, "closed before the answer: {}", String::from_utf8_lossy(&head));
+        head.push(b[0]);
+    }
+    let code = String::from_utf8_lossy(&head).split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_holds_its_pass_through_place_while_it_lasts() {
+    let sim = start(&cluster(SIM)).await;
+    let relay = exec_relay(sim.addr).await;
+    let kache = kache_in_front(&relay.to_string(), &["--preload", "pods", "--max-passthrough-per-client", "1"]).await;
+    let (code, session) = exec(kache.serving.addr).await;
+    assert_eq!(code, 101);
+    // The session is open: the client's one pass-through place is taken (it was given
+    // back when the 101 went out, so sessions were unbounded).
+    let (code, _) = exec(kache.serving.addr).await;
+    assert_eq!(code, 429, "a second session while the first lasts");
+    let write = kache.api.post("/api/v1/namespaces/ns-001/configmaps", &serde_json::json!({"metadata": {"name": "x"}})).await;
+    assert_eq!(write.status, 429, "{}", write.text());
+    drop(session);
+    let addr = kache.serving.addr;
+    eventually(30, 50, || async move {
+        match exec(addr).await {
+            (101, _) => Ok(()),
+            (code, _) => Err(format!("HTTP {code}")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_proxy_identity_headers_never_reach_the_upstream() {
+    let sim = start(&cluster(SIM)).await;
+    let proxy = crate::support::ops::Proxy::start(&sim.addr, true).await;
+    let kache = kache_in_front(&proxy.addr.to_string(), &["--preload", "pods"]).await;
+    let r = kache
+        .api
+        .get_with(
+            "/api/v1/namespaces/ns-001/configmaps?labelSelector=x%3Dy",
+            &[("x-remote-user", "system:admin"), ("x-remote-group", "system:masters"), ("x-remote-extra-scopes", "all")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let call = proxy.seen().into_iter().find(|c| c.path.contains("labelSelector=x%3Dy")).expect("passed through");
+    assert_eq!(call.remote, vec![], "an upstream trusting kache as a front proxy would take them for the client");
+}
