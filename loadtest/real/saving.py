@@ -64,6 +64,7 @@ def server_of_kubeconfig():
 class Counts:
     def __init__(self):
         self.requests, self.bytes, self.errors, self.events = 0, 0, 0, 0
+        self.statuses = {}
 
 
 async def get(session, base, path, accept, c):
@@ -79,7 +80,10 @@ async def get(session, base, path, accept, c):
 async def agent(session, base, node, end, c):
     import aiohttp
     path = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}&resourceVersion=0"
-    _, body = await get(session, base, path, "application/json", c)
+    status, body = await get(session, base, path, "application/json", c)
+    if status != 200:
+        c.statuses[status] = c.statuses.get(status, 0) + 1
+        return
     rv = json.loads(body)["metadata"]["resourceVersion"]
     w = f"{path}&watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={int(end - time.time()) + 5}"
     try:
