@@ -179,16 +179,19 @@ impl Costs {
 
 impl Costs {
     /// A read of the whole collection of a kind whose cache is still listing, expected to
-    /// have synced in `eta` holding `bytes` (index bytes): how long to wait for it, or
-    /// `None` to pass the read through now. It waits when the cache would answer sooner
-    /// than the upstream (`eta`, plus a proof's expected wait for a `consistent` read,
-    /// against the upstream's time for `bytes`, weighed by the factor), and no longer than
-    /// the upstream would take. With the factor 0 it never waits (as before the rule).
-    pub(crate) fn wait_for_sync(&self, kind: &str, eta: Duration, bytes: u64, consistent: bool) -> Option<Duration> {
+    /// have synced in `eta` holding `bytes` (index bytes), the whole list taking `list` at
+    /// the rate of its pages so far: how long to wait for it, or `None` to pass the read
+    /// through now. It waits when the cache would answer sooner than the upstream (`eta`,
+    /// plus a proof's expected wait for a `consistent` read, against the upstream's time for
+    /// the answer, weighed by the factor), and no longer than the upstream would take. The
+    /// upstream's time is the longer of what the list itself measures (the same answer from
+    /// the same upstream, which kache's own lists are loading meanwhile) and the rule's
+    /// estimate for `bytes`. With the factor 0 it never waits (as before the rule).
+    pub(crate) fn wait_for_sync(&self, kind: &str, (eta, list): (Duration, Duration), bytes: u64, consistent: bool) -> Option<Duration> {
         if self.factor <= 0.0 {
             return None;
         }
-        let upstream = self.upstream_secs(bytes);
+        let upstream = self.upstream_secs(bytes).max(list.as_secs_f64());
         let kache = eta.as_secs_f64() + if consistent { self.proof_wait(kind) } else { 0.0 } + bytes as f64 / SERVE_RATE;
         (upstream > self.factor * kache).then(|| Duration::try_from_secs_f64(upstream).unwrap_or(Duration::MAX))
     }
@@ -268,15 +271,19 @@ mod tests {
         let c = Costs::new(1.0);
         // Every pod (150 MB, the upstream's ~4.7 s) with the list 2 s from its end: wait,
         // as long as the upstream would take; a consistent read adds the proof's 1 s.
-        let w = c.wait_for_sync("pods", Duration::from_secs(2), 150_000_000, true).expect("waits");
+        let secs = Duration::from_secs;
+        let w = c.wait_for_sync("pods", (secs(2), secs(3)), 150_000_000, true).expect("waits");
         assert!((4.6..4.8).contains(&w.as_secs_f64()), "{w:?}");
         // The list 4 s from its end: with the proof kache would be later than the upstream.
-        assert_eq!(c.wait_for_sync("pods", Duration::from_secs(4), 150_000_000, true), None);
-        assert!(c.wait_for_sync("pods", Duration::from_secs(4), 150_000_000, false).is_some(), "RV=0 needs no proof");
+        assert_eq!(c.wait_for_sync("pods", (secs(4), secs(4)), 150_000_000, true), None);
+        assert!(c.wait_for_sync("pods", (secs(4), secs(4)), 150_000_000, false).is_some(), "RV=0 needs no proof");
+        // The list itself shows the upstream slower than the estimate (it is busy): 20 s for
+        // the whole, 12 s left, so waiting wins, for as long as the list says.
+        assert_eq!(c.wait_for_sync("pods", (secs(12), secs(20)), 150_000_000, true), Some(secs(20)));
         // A small kind the upstream lists in milliseconds: through at once.
-        assert_eq!(c.wait_for_sync("namespaces", Duration::from_millis(100), 30_000, false), None);
+        assert_eq!(c.wait_for_sync("namespaces", (Duration::from_millis(100), Duration::from_millis(100)), 30_000, false), None);
         // The factor 0 keeps the cache's old rule: not synced passes through.
-        assert_eq!(Costs::new(0.0).wait_for_sync("pods", Duration::from_millis(1), 150_000_000, false), None);
+        assert_eq!(Costs::new(0.0).wait_for_sync("pods", (Duration::from_millis(1), secs(5)), 150_000_000, false), None);
     }
 
     #[test]

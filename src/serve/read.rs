@@ -135,11 +135,6 @@ fn ends_initial_events(opts: &Options) -> bool {
     opts.bookmarks && (opts.send_initial_events == Some(true) || opts.send_initial_events.is_none() && opts.rv_match.is_none())
 }
 
-/// How long a read of a kind kache has just started listing waits for the list's first
-/// page, which tells how long the rest will take (a page of 500 pods took 40-90 ms from a
-/// kube-apiserver).
-const FIRST_PAGE_WAIT: Duration = Duration::from_millis(500);
-
 /// The cost rule's name for a kind: `plural.group`.
 fn kind_key(r: &ResourceRef) -> String {
     format!("{}.{}", r.plural, r.group)
@@ -228,15 +223,16 @@ impl Serve {
         let watch_wait = |eta: Duration| (opts.watch && eta <= bound).then_some(bound);
         let mut estimate = feed.sync_estimate();
         if estimate == SyncEstimate::Unknown && (opts.watch || whole && state) {
-            // The list's first page tells how long the rest will take.
-            feed.next_page(FIRST_PAGE_WAIT.min(bound)).await;
+            // The list's first page (40-90 ms for 500 pods from a kube-apiserver) tells how
+            // long the rest will take.
+            feed.next_page(bound).await;
             estimate = feed.sync_estimate();
         }
         let wait = match estimate {
             SyncEstimate::Synced => return true,
-            SyncEstimate::Within { eta, bytes } if whole && state => {
+            SyncEstimate::Within { eta, whole: list, bytes } if whole && state => {
                 let kind = kind_key(&feed.cache.resource);
-                self.costs.wait_for_sync(&kind, eta, bytes, opts.rv.is_none()).or(watch_wait(eta))
+                self.costs.wait_for_sync(&kind, (eta, list), bytes, opts.rv.is_none()).or(watch_wait(eta))
             }
             SyncEstimate::Within { eta, .. } => watch_wait(eta),
             SyncEstimate::Unknown => opts.watch.then_some(bound),

@@ -111,6 +111,9 @@ pub enum SyncEstimate {
     Within {
         /// The time left, at the rate the pages have come so far.
         eta: Duration,
+        /// The whole list's time at that rate: what the same list would take the upstream
+        /// now, as it is measured on this very list.
+        whole: Duration,
         /// The bytes of the whole list, from the pages' mean item size.
         bytes: u64,
     },
@@ -221,7 +224,8 @@ impl Feed {
             Some(Listing { started, items, bytes, remaining: Some(left) }) if items > 0 => {
                 let per_item = started.elapsed().as_secs_f64() / items as f64;
                 let eta = Duration::try_from_secs_f64(per_item * left as f64).unwrap_or(Duration::MAX);
-                SyncEstimate::Within { eta, bytes: bytes.saturating_add(bytes / items * left) }
+                let whole = Duration::try_from_secs_f64(per_item * (items + left) as f64).unwrap_or(Duration::MAX);
+                SyncEstimate::Within { eta, whole, bytes: bytes.saturating_add(bytes / items * left) }
             }
             _ => SyncEstimate::Unknown,
         }
