@@ -56,29 +56,7 @@ pub fn table(report: &Value) -> String {
     ]
     .map(String::from)
     .to_vec()];
-    for c in report["caches"].as_array().into_iter().flatten() {
-        let group = c["group"].as_str().unwrap_or("");
-        let resource = if group.is_empty() {
-            c["resource"].as_str().unwrap_or("").to_string()
-        } else {
-            format!("{}.{group}", c["resource"].as_str().unwrap_or(""))
-        };
-        let w = &c["window"];
-        rows.push(vec![
-            resource,
-            c["encoding"].as_str().unwrap_or("").to_string(),
-            if c["refused"].is_string() { "refused".into() } else { c["synced"].as_bool().unwrap_or(false).to_string() },
-            c["objects"].to_string(),
-            mb(&c["bytes"]),
-            c["resourceVersion"].as_str().unwrap_or("").to_string(),
-            secs(&c["lastEventAgeSeconds"]),
-            secs(&c["staleSeconds"]),
-            w["events"].to_string(),
-            mb(&w["bytes"]),
-            secs(&w["spanSeconds"]),
-            c["watches"].to_string(),
-        ]);
-    }
+    rows.extend(report["caches"].as_array().into_iter().flatten().map(cache_row));
     let widths: Vec<usize> = (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let up = &report["upstream"];
     let mut out = format!(
@@ -106,6 +84,31 @@ pub fn table(report: &Value) -> String {
         ));
     }
     out
+}
+
+/// One cache's row of [`table`].
+fn cache_row(c: &Value) -> Vec<String> {
+    let group = c["group"].as_str().unwrap_or("");
+    let resource = if group.is_empty() {
+        c["resource"].as_str().unwrap_or("").to_string()
+    } else {
+        format!("{}.{group}", c["resource"].as_str().unwrap_or(""))
+    };
+    let w = &c["window"];
+    vec![
+        resource,
+        c["encoding"].as_str().unwrap_or("").to_string(),
+        if c["refused"].is_string() { "refused".into() } else { c["synced"].as_bool().unwrap_or(false).to_string() },
+        c["objects"].to_string(),
+        mb(&c["bytes"]),
+        c["resourceVersion"].as_str().unwrap_or("").to_string(),
+        secs(&c["lastEventAgeSeconds"]),
+        secs(&c["staleSeconds"]),
+        w["events"].to_string(),
+        mb(&w["bytes"]),
+        secs(&w["spanSeconds"]),
+        c["watches"].to_string(),
+    ]
 }
 
 /// `kache status`.
