@@ -159,7 +159,8 @@ pub async fn kache_over(up: kache::upstream::Upstream, flags: &[&str]) -> TestKa
     )
     .await
     .expect("kache starts");
-    assert!(serving.serve.wait_synced(Duration::from_secs(60)).await, "preloaded caches sync");
+    // A debug build lists the real apiserver's 30,000 pods in both encodings in 1-2 minutes.
+    assert!(serving.serve.wait_synced(Duration::from_secs(300)).await, "preloaded caches sync");
     let api = Api::new(&serving.addr.to_string());
     TestKache { serving, api, _stop: stop }
 }
