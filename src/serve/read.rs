@@ -398,8 +398,7 @@ impl Serve {
         if feed.cache.progress() >= rv {
             return Ok(None);
         }
-        let f = feed.clone();
-        tokio::spawn(async move { f.prove(rv, wait).await });
+        feed.want(rv);
         Ok(Some(EndAfter { rv, wait }))
     }
 

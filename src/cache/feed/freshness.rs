@@ -75,12 +75,19 @@ impl Feed {
         if self.cache.progress() >= rv {
             return true;
         }
+        self.want(rv);
+        self.cache.wait_for(rv, wait).await
+    }
+
+    /// Ask for the cache to be proven up to `rv` without waiting for it: probes roll until
+    /// it is (a consistent WatchList's end bookmark waits for it on the watcher's own
+    /// stream).
+    pub fn want(self: &Arc<Self>, rv: u64) {
         self.wanted.fetch_max(rv, Ordering::Relaxed);
         *self.demand.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         if !self.probing.swap(true, Ordering::AcqRel) {
             tokio::spawn(self.clone().roll());
         }
-        self.cache.wait_for(rv, wait).await
     }
 
     /// Whether probes should keep rolling: a reader still waits, or one came recently.
