@@ -157,9 +157,14 @@ async fn send<B: RequestBody>(
     // The client's HTTP version says nothing about the upstream's: let the upstream client
     // negotiate its own (HTTP/2 over TLS when offered, HTTP/1.1 otherwise).
     parts.version = http::Version::default();
-    // The upstream is known (or suspected) hung or unreachable: answer now, not after a
-    // deadline, and without sending what it might carry out later.
-    if let Some(why) = upstream.suspected() {
+    // The upstream is known hung or unreachable: answer now, not after a deadline. A write
+    // is not sent even into one merely suspected (its probe long unanswered, nothing else
+    // heard): it might be carried out later. A read is, and waits for the monitor's
+    // finding: a busy upstream is slow to answer `/readyz` too, and the client going direct
+    // would have its answer (found with a thousand watches opened at once).
+    let safe = matches!(parts.method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
+    let refused = if safe && session.is_none() { upstream.unavailable() } else { upstream.suspected() };
+    if let Some(why) = refused {
         return Status::unavailable_retry(why, 1).into_response(false);
     }
     let broke = Arc::new(OnceLock::new());
@@ -167,15 +172,19 @@ async fn send<B: RequestBody>(
     if let Some(session) = session {
         return forward_upgrade(upstream, out, creds, client_upgrade, session).await;
     }
-    let safe = matches!(*out.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
     let sent = match creds {
         Credentials::Client => upstream.send_as_client(out),
         Credentials::Kache => upstream.send(out, Class::Passthrough),
     };
     // Found hung or unreachable while this request waits: answer now, not at the deadline.
+    let given_up = if safe {
+        futures_util::future::Either::Left(upstream.until_down())
+    } else {
+        futures_util::future::Either::Right(upstream.until_unavailable())
+    };
     let sent = tokio::select! {
         sent = sent => sent,
-        why = upstream.until_unavailable() => return abandoned(Status::unavailable_retry(why, 1), safe).into_response(false),
+        why = given_up => return abandoned(Status::unavailable_retry(why, 1), safe).into_response(false),
     };
     let resp = match sent {
         Ok(r) => r,

@@ -75,6 +75,78 @@ pub type UpgradeFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Resu
 
 type Svc = BoxCloneSyncService<Request<Body>, Response<Incoming>, BoxError>;
 
+/// What every connection of one kind shares, prepared once from the config: its TLS settings
+/// (parsing certificates costs milliseconds, tens of them in a debug build) and its
+/// credentials. A pool opens another connection while requests wait on its lock, so opening
+/// one must cost nothing but the connection itself (found with a thousand watches opened at
+/// once: building the TLS settings anew for each of ten connections held both of a
+/// two-core machine's runtime threads for most of a second, and the upstream looked hung).
+struct Connector {
+    tls: rustls::ClientConfig,
+    auth: Option<kube::client::middleware::AuthLayer>,
+    base: kube::client::middleware::BaseUriLayer,
+    /// Streams per HTTP/2 connection, or HTTP/1.1 only (`None`).
+    http2: Option<usize>,
+}
+
+impl Connector {
+    fn new(config: &kube::Config, http2: Option<usize>) -> Result<Connector, UpstreamError> {
+        Ok(Connector {
+            tls: config.rustls_client_config().map_err(UpstreamError::Client)?,
+            auth: config.auth_layer().map_err(UpstreamError::Client)?,
+            base: config.base_uri_layer(),
+            http2,
+        })
+    }
+
+    /// A new client (its own connection) with these settings.
+    fn service(&self) -> Svc {
+        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(self.tls.clone()).https_or_http();
+        let https = if self.http2.is_some() {
+            builder.enable_all_versions().wrap_connector(http)
+        } else {
+            builder.enable_http1().wrap_connector(http)
+        };
+        // The TLS handshake too: a paused upstream completes TCP handshakes (the kernel
+        // does) but never the TLS one.
+        let connector = tower::service_fn(move |uri: Uri| {
+            let connect = https.clone().oneshot(uri);
+            Box::pin(async move {
+                match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+                    Ok(conn) => conn,
+                    Err(_) => Err(BoxError::from(format!("connecting to the upstream took longer than {CONNECT_TIMEOUT:?}"))),
+                }
+            })
+        });
+        // Not hyper's adaptive window: it gives the connection and each stream one window, so
+        // one stream left unread takes all of it and every other response on the connection
+        // waits for that reader (found with a passed-through watch whose client stopped
+        // reading: everything else passed through hung). As Go's transport does, a stream
+        // gets its own window and the connection one for all of its streams at once.
+        let streams = u32::try_from(self.http2.unwrap_or(1)).unwrap_or(u32::MAX);
+        let connection_window = STREAM_WINDOW_BYTES.saturating_mul(streams).min(MAX_WINDOW);
+        let client: Client<_, Body> = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .http2_initial_stream_window_size(STREAM_WINDOW_BYTES)
+            .http2_initial_connection_window_size(connection_window)
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .http2_keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
+            .build(connector);
+        let svc = ServiceBuilder::new()
+            .layer(self.base.clone())
+            .option_layer(self.auth.as_ref())
+            .service(client.map_err(BoxError::from))
+            .map_err(BoxError::from);
+        BoxCloneSyncService::new(svc)
+    }
+}
+
 /// Streams kache opens on one upstream HTTP/2 connection before it opens another: the
 /// kube-apiserver's default `--http2-max-streams-per-connection`.
 pub const STREAMS_PER_CONNECTION: usize = 100;
@@ -195,6 +267,9 @@ pub struct Upstream {
     /// Asks the monitor for a probe now: a call has waited [`health::KICK_AFTER`] with none
     /// in flight.
     kick: Arc<tokio::sync::Notify>,
+    /// When response headers last came from the upstream on any connection: an upstream
+    /// that answers is not hung, however slow its `/readyz` (see [`Upstream::suspected`]).
+    heard: Arc<health::Heard>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -237,9 +312,9 @@ impl Upstream {
         let mut bare = config.clone();
         bare.auth_info = kube::config::AuthInfo::default();
         let pool = |class, c: &kube::Config| {
-            let c = c.clone();
             let streams = streams.max(1);
-            Pool::new(class, streams, MAX_CONNECTIONS, move || Self::service(&c, Some(streams))).map(Arc::new)
+            let connector = Connector::new(c, Some(streams))?;
+            Pool::new(class, streams, MAX_CONNECTIONS, move || Ok(connector.service())).map(Arc::new)
         };
         Ok(Upstream {
             svc: pool(Class::Passthrough, config)?,
@@ -254,6 +329,7 @@ impl Upstream {
             health: Arc::new(tokio::sync::watch::Sender::new(Health::Unknown)),
             probing: Arc::new(tokio::sync::watch::Sender::new(None)),
             kick: Arc::new(tokio::sync::Notify::new()),
+            heard: Arc::new(health::Heard::new()),
         })
     }
 
@@ -277,47 +353,7 @@ impl Upstream {
     /// A client of the upstream: HTTP/2 (when the upstream offers it) carrying up to `http2`
     /// streams per connection, or HTTP/1.1 only (`None`).
     fn service(config: &kube::Config, http2: Option<usize>) -> Result<Svc, UpstreamError> {
-        let tls = config.rustls_client_config().map_err(UpstreamError::Client)?;
-        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
-        let https =
-            if http2.is_some() { builder.enable_all_versions().wrap_connector(http) } else { builder.enable_http1().wrap_connector(http) };
-        // The TLS handshake too: a paused upstream completes TCP handshakes (the kernel
-        // does) but never the TLS one.
-        let connector = tower::service_fn(move |uri: Uri| {
-            let connect = https.clone().oneshot(uri);
-            Box::pin(async move {
-                match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
-                    Ok(conn) => conn,
-                    Err(_) => Err(BoxError::from(format!("connecting to the upstream took longer than {CONNECT_TIMEOUT:?}"))),
-                }
-            })
-        });
-        // Not hyper's adaptive window: it gives the connection and each stream one window, so
-        // one stream left unread takes all of it and every other response on the connection
-        // waits for that reader (found with a passed-through watch whose client stopped
-        // reading: everything else passed through hung). As Go's transport does, a stream
-        // gets its own window and the connection one for all of its streams at once.
-        let connection_window = STREAM_WINDOW_BYTES.saturating_mul(u32::try_from(http2.unwrap_or(1)).unwrap_or(u32::MAX)).min(MAX_WINDOW);
-        let client: Client<_, Body> = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .http2_initial_stream_window_size(STREAM_WINDOW_BYTES)
-            .http2_initial_connection_window_size(connection_window)
-            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-            .http2_keep_alive_timeout(KEEPALIVE_TIMEOUT)
-            .http2_keep_alive_while_idle(true)
-            .build(connector);
-        let auth = config.auth_layer().map_err(UpstreamError::Client)?;
-        let svc = ServiceBuilder::new()
-            .layer(config.base_uri_layer())
-            .option_layer(auth)
-            .service(client.map_err(BoxError::from))
-            .map_err(BoxError::from);
-        Ok(BoxCloneSyncService::new(svc))
+        Ok(Connector::new(config, http2)?.service())
     }
 
     /// Send a connection-upgrade request over HTTP/1.1, with kache's credentials or
@@ -332,18 +368,29 @@ impl Upstream {
     /// Send a request whose URI is a path and query (the base URL is added), in `class`'s
     /// pool, with kache's credentials.
     pub fn send(&self, req: Request<Body>, class: Class) -> ResponseFuture {
-        match class {
+        let sent = match class {
             Class::Own => self.own.send(req, self.timeouts.own),
             Class::Review => self.reviews.send(req, self.timeouts.own),
             Class::Probe => self.probes.send(req, self.timeouts.own),
             Class::Passthrough => self.svc.send(req, self.timeouts.passthrough),
-        }
+        };
+        self.noting_answers(sent)
     }
 
     /// Send a client's request with its own credentials (its `Authorization` header), none
     /// of kache's.
     pub fn send_as_client(&self, req: Request<Body>) -> ResponseFuture {
-        self.bare.send(req, self.timeouts.passthrough)
+        self.noting_answers(self.bare.send(req, self.timeouts.passthrough))
+    }
+
+    /// `sent`, noting in [`Upstream::heard`] when its response headers arrive.
+    fn noting_answers(&self, sent: ResponseFuture) -> ResponseFuture {
+        let heard = self.heard.clone();
+        Box::pin(futures_util::FutureExt::inspect(sent, move |r| {
+            if r.is_ok() {
+                heard.now();
+            }
+        }))
     }
 
     /// A request with kache's credentials and the given headers and body, one of kache's
