@@ -384,3 +384,6 @@ pub fn markdown(stem: &str, rep: &RunReport) -> String {
     let _ = writeln!(md, "\nRaw figures: `{stem}.json`; plot: `{stem}.svg`.\n\n![plot]({stem}.svg)");
     md
 }
+
+#[cfg(test)]
+mod tests;
