@@ -42,11 +42,11 @@ fn empty() -> RunReport {
 
 #[test]
 fn the_markdown_report_is_unchanged() {
-    pinned("run.md", &markdown("run", &fixture()));
-    pinned("empty.md", &markdown("empty", &empty()));
+    pinned("run.md", &markdown::render("run", &fixture()));
+    pinned("empty.md", &markdown::render("empty", &empty()));
     let mut met = empty();
     met.checks = fixture().checks.into_iter().filter(|c| c.met).collect();
-    pinned("met.md", &markdown("met", &met));
+    pinned("met.md", &markdown::render("met", &met));
 }
 
 #[test]
