@@ -183,8 +183,7 @@ async fn closed_loop(shared: &Arc<Shared>, workers: Vec<Http>) {
         let shared = shared.clone();
         tasks.push(tokio::spawn(async move {
             let mut http = http;
-            loop {
-                let Some(n) = shared.ticket().filter(|_| Instant::now() < shared.deadline) else { break };
+            while let Some(n) = shared.ticket().filter(|_| Instant::now() < shared.deadline) {
                 http = one(shared.clone(), http, n).await;
             }
         }));
