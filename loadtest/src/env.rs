@@ -61,53 +61,12 @@ pub async fn start(
     if !kache_bin.exists() {
         bail!("{} not found: build it with `cargo build --release` or pass --kache-bin", kache_bin.display());
     }
+    let launcher = Launcher { kache_bin, dir, log, server_cpu };
     let mut started = Started { children: Vec::new() };
-    let logf = || -> anyhow::Result<Stdio> { Ok(std::fs::OpenOptions::new().create(true).append(true).open(log)?.into()) };
-    let sim_addr = dir.join("sim.addr");
-    let _ = std::fs::remove_file(&sim_addr);
-    let mut cmd = on_cpu(kache_bin, server_cpu);
-    cmd.args(["sim", "--listen", "127.0.0.1:0", "--log-level", "warn"])
-        .arg("--addr-file")
-        .arg(&sim_addr)
-        .args(["--nodes", &cluster.nodes.to_string(), "--pods", &cluster.pods.to_string()])
-        .args(["--namespaces", &cluster.namespaces.to_string(), "--seed", &cluster.seed.to_string()])
-        .args(["--churn-per-sec", &cluster.churn_per_sec.to_string()])
-        .args(["--window-events", &cluster.window_events.to_string()])
-        .args(["--bookmark-interval-seconds", &cluster.bookmark_interval_seconds.to_string()]);
-    if let Some(b) = cluster.pod_bytes {
-        cmd.args(["--pod-bytes", &b.to_string()]);
-    }
-    eprintln!("starting: {cmd:?}");
-    let child = cmd.stdout(logf()?).stderr(logf()?).spawn().context("starting kache sim")?;
-    started.children.push(("sim".into(), child));
-    let sim = wait_file(&sim_addr, &mut started.children[0].1, "kache sim", Duration::from_secs(600))?;
+    let sim = launcher.sim(&mut started, cluster)?;
     let upstream_kc = dir.join("upstream.kubeconfig");
     std::fs::write(&upstream_kc, kubeconfig(&format!("http://{sim}"), "sim"))?;
-
-    let (addr, admin) = (dir.join("kache.addr"), dir.join("kache-admin.addr"));
-    let _ = std::fs::remove_file(&addr);
-    let _ = std::fs::remove_file(&admin);
-    let mut cmd = on_cpu(kache_bin, server_cpu);
-    if kache.anonymous && supports(kache_bin, "--allow-anonymous") {
-        // The harness's clients carry no credentials, as against the open simulator.
-        cmd.arg("serve").arg("--allow-anonymous");
-    } else {
-        cmd.arg("serve");
-    }
-    cmd.args(["--insecure-http", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-level", "warn"])
-        .arg("--upstream-kubeconfig")
-        .arg(&upstream_kc)
-        .arg("--addr-file")
-        .arg(&addr)
-        .arg("--admin-addr-file")
-        .arg(&admin)
-        .args(["--preload", &kache.preload, "--preload-encodings", &kache.preload_encodings])
-        .args(&kache.extra_args);
-    eprintln!("starting: {cmd:?}");
-    let child = cmd.stdout(logf()?).stderr(logf()?).spawn().context("starting kache serve")?;
-    started.children.push(("kache".into(), child));
-    let kache_addr = wait_file(&addr, &mut started.children[1].1, "kache serve", Duration::from_secs(600))?;
-    let admin_addr = wait_file(&admin, &mut started.children[1].1, "kache admin", Duration::from_secs(60))?;
+    let (kache_addr, admin_addr) = launcher.kache(&mut started, kache, &upstream_kc)?;
     wait_ready(&admin_addr, Duration::from_secs(600)).await?;
     std::fs::write(dir.join("kache.kubeconfig"), kubeconfig(&format!("http://{kache_addr}"), "kache"))?;
     let observed = Observed {
@@ -117,6 +76,78 @@ pub async fn start(
     };
     let targets = vec![Target::plain("direct", &sim), Target::plain("kache", &kache_addr)];
     Ok((targets, observed, started))
+}
+
+/// Starts the servers: the kache binary, on `server_cpu` if given, writing its addresses
+/// into `dir` and its output to `log`.
+struct Launcher<'a> {
+    kache_bin: &'a Path,
+    dir: &'a Path,
+    log: &'a Path,
+    server_cpu: Option<&'a str>,
+}
+
+impl Launcher<'_> {
+    /// `kache sim` serving `cluster`; its address.
+    fn sim(&self, started: &mut Started, cluster: &Cluster) -> anyhow::Result<String> {
+        let sim_addr = self.dir.join("sim.addr");
+        let _ = std::fs::remove_file(&sim_addr);
+        let mut cmd = on_cpu(self.kache_bin, self.server_cpu);
+        cmd.args(["sim", "--listen", "127.0.0.1:0", "--log-level", "warn"])
+            .arg("--addr-file")
+            .arg(&sim_addr)
+            .args(["--nodes", &cluster.nodes.to_string(), "--pods", &cluster.pods.to_string()])
+            .args(["--namespaces", &cluster.namespaces.to_string(), "--seed", &cluster.seed.to_string()])
+            .args(["--churn-per-sec", &cluster.churn_per_sec.to_string()])
+            .args(["--window-events", &cluster.window_events.to_string()])
+            .args(["--bookmark-interval-seconds", &cluster.bookmark_interval_seconds.to_string()]);
+        if let Some(b) = cluster.pod_bytes {
+            cmd.args(["--pod-bytes", &b.to_string()]);
+        }
+        let child = self.spawn(started, "sim", cmd, "kache sim")?;
+        wait_file(&sim_addr, child, "kache sim", Duration::from_secs(600))
+    }
+
+    /// `kache serve` in front of the upstream `upstream_kc` names; its address and its
+    /// admin address.
+    fn kache(&self, started: &mut Started, kache: &KacheSettings, upstream_kc: &Path) -> anyhow::Result<(String, String)> {
+        let (addr, admin) = (self.dir.join("kache.addr"), self.dir.join("kache-admin.addr"));
+        let _ = std::fs::remove_file(&addr);
+        let _ = std::fs::remove_file(&admin);
+        let mut cmd = on_cpu(self.kache_bin, self.server_cpu);
+        if kache.anonymous && supports(self.kache_bin, "--allow-anonymous") {
+            // The harness's clients carry no credentials, as against the open simulator.
+            cmd.arg("serve").arg("--allow-anonymous");
+        } else {
+            cmd.arg("serve");
+        }
+        cmd.args(["--insecure-http", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-level", "warn"])
+            .arg("--upstream-kubeconfig")
+            .arg(upstream_kc)
+            .arg("--addr-file")
+            .arg(&addr)
+            .arg("--admin-addr-file")
+            .arg(&admin)
+            .args(["--preload", &kache.preload, "--preload-encodings", &kache.preload_encodings])
+            .args(&kache.extra_args);
+        let child = self.spawn(started, "kache", cmd, "kache serve")?;
+        let kache_addr = wait_file(&addr, child, "kache serve", Duration::from_secs(600))?;
+        let admin_addr = wait_file(&admin, child, "kache admin", Duration::from_secs(60))?;
+        Ok((kache_addr, admin_addr))
+    }
+
+    /// Spawn `cmd` (`what`, for messages) as `role`, its output appended to the log; the
+    /// child, kept in `started`.
+    fn spawn<'s>(&self, started: &'s mut Started, role: &str, mut cmd: Command, what: &str) -> anyhow::Result<&'s mut Child> {
+        eprintln!("starting: {cmd:?}");
+        let child = cmd.stdout(self.log_file()?).stderr(self.log_file()?).spawn().with_context(|| format!("starting {what}"))?;
+        started.children.push((role.into(), child));
+        Ok(&mut started.children.last_mut().expect("just pushed").1)
+    }
+
+    fn log_file(&self) -> anyhow::Result<Stdio> {
+        Ok(std::fs::OpenOptions::new().create(true).append(true).open(self.log)?.into())
+    }
 }
 
 /// A command running `program`, on `cpu` only (through `taskset`, which keeps the PID) when

@@ -208,78 +208,78 @@ fn main() -> anyhow::Result<()> {
     endpoint::install_crypto_provider();
     match cli.command {
         Cmd::TrivialServer { body_bytes, addr_file } => phases::reference::serve_trivial(body_bytes, &addr_file),
-        Cmd::Render { json } => {
-            for f in json {
-                let rep: report::RunReport =
-                    serde_json::from_slice(&std::fs::read(&f)?).with_context(|| format!("reading {}", f.display()))?;
-                let dir = f.parent().unwrap_or(Path::new("."));
-                let stem = f.file_stem().and_then(|s| s.to_str()).context("file name")?;
-                report::write(dir, stem, &rep)?;
-                eprintln!("rendered {}/{stem}.{{md,svg}}", dir.display());
-            }
-            Ok(())
-        }
-        Cmd::List { scenarios_dir } => {
-            let mut files: Vec<_> = std::fs::read_dir(&scenarios_dir)?
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-                .collect();
-            files.sort();
-            for f in files {
-                let s = scenario::load(&f)?;
-                println!("{:<14} v{}  {}", s.name, s.version, s.description.lines().next().unwrap_or(""));
-            }
-            Ok(())
-        }
-        Cmd::Run(args) => {
-            // Placement is fixed before the runtime starts: every scenario of a run shares it.
-            let scenarios =
-                args.scenarios.iter().map(|s| scenario::load(&resolve(&args.scenarios_dir, s))).collect::<anyhow::Result<Vec<_>>>()?;
-            let split: Vec<bool> = scenarios.iter().map(|s| s.placement.split_cores).collect();
-            if !args.split_cores && split.contains(&true) && split.contains(&false) {
-                bail!("scenarios with [placement] split_cores and without it cannot run in one invocation");
-            }
-            let split = args.split_cores || split.contains(&true);
-            if args.external() && !args.allow_writes {
-                if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(scenario::Phase::writes)) {
-                    bail!("scenario {}: its phases PATCH pods, and the targets come from kubeconfigs: pass --allow-writes to write to that cluster", s.name);
-                }
-            }
-            if split {
-                if args.external() {
-                    bail!("--split-cores places the servers this run starts; it cannot place external endpoints");
-                }
-                if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. })))
-                {
-                    bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
-                }
-                split_cores()?;
-            }
-            let server_cpu = split.then_some(phases::SERVER_CPU);
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let checks = rt.block_on(async move {
-                // On SIGINT or SIGTERM, return so the servers started are stopped (on drop).
-                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-                tokio::select! {
-                    r = run_all(&args, scenarios, server_cpu) => r,
-                    _ = tokio::signal::ctrl_c() => bail!("interrupted"),
-                    _ = term.recv() => bail!("terminated"),
-                }
-            })?;
-            let failed: Vec<&thresholds::Check> = checks.iter().filter(|c| !c.met).collect();
-            if !checks.is_empty() {
-                eprintln!("thresholds: {} checked, {} failed", checks.len(), failed.len());
-            }
-            for c in &failed {
-                eprintln!("  threshold failed: {c}");
-            }
-            if !failed.is_empty() {
-                rt.shutdown_background();
-                std::process::exit(thresholds::EXIT_FAILED);
-            }
-            Ok(())
-        }
+        Cmd::Render { json } => render(&json),
+        Cmd::List { scenarios_dir } => list(&scenarios_dir),
+        Cmd::Run(args) => run(args),
+    }
+}
+
+/// `render`: the Markdown report and the plot again, next to each JSON report.
+fn render(json: &[PathBuf]) -> anyhow::Result<()> {
+    for f in json {
+        let rep: report::RunReport = serde_json::from_slice(&std::fs::read(f)?).with_context(|| format!("reading {}", f.display()))?;
+        let dir = f.parent().unwrap_or(Path::new("."));
+        let stem = f.file_stem().and_then(|s| s.to_str()).context("file name")?;
+        report::write(dir, stem, &rep)?;
+        eprintln!("rendered {}/{stem}.{{md,svg}}", dir.display());
+    }
+    Ok(())
+}
+
+/// `list`: each scenario's name, version and first line of description.
+fn list(scenarios_dir: &Path) -> anyhow::Result<()> {
+    let mut files: Vec<_> = std::fs::read_dir(scenarios_dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let s = scenario::load(&f)?;
+        println!("{:<14} v{}  {}", s.name, s.version, s.description.lines().next().unwrap_or(""));
+    }
+    Ok(())
+}
+
+/// `run`: the scenarios, then the thresholds' verdict (exit status 3 when one failed).
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Placement is fixed before the runtime starts: every scenario of a run shares it.
+    let scenarios = args.scenarios.iter().map(|s| scenario::load(&resolve(&args.scenarios_dir, s))).collect::<anyhow::Result<Vec<_>>>()?;
+    let split = args.splits_cores(&scenarios)?;
+    args.writes_allowed(&scenarios)?;
+    if split {
+        args.split_possible(&scenarios)?;
+        split_cores()?;
+    }
+    let server_cpu = split.then_some(phases::SERVER_CPU);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let checks = rt.block_on(run_until_stopped(&args, scenarios, server_cpu))?;
+    let failed: Vec<&thresholds::Check> = checks.iter().filter(|c| !c.met).collect();
+    if !checks.is_empty() {
+        eprintln!("thresholds: {} checked, {} failed", checks.len(), failed.len());
+    }
+    for c in &failed {
+        eprintln!("  threshold failed: {c}");
+    }
+    if !failed.is_empty() {
+        rt.shutdown_background();
+        std::process::exit(thresholds::EXIT_FAILED);
+    }
+    Ok(())
+}
+
+/// [`run_all`], or an error on SIGINT or SIGTERM (returning, so the servers started are
+/// stopped on drop).
+async fn run_until_stopped(
+    args: &RunArgs,
+    scenarios: Vec<scenario::Scenario>,
+    server_cpu: Option<&'static str>,
+) -> anyhow::Result<Vec<thresholds::Check>> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = run_all(args, scenarios, server_cpu) => r,
+        _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+        _ = term.recv() => bail!("terminated"),
     }
 }
 
@@ -287,6 +287,38 @@ impl RunArgs {
     /// Whether the targets come from kubeconfigs rather than processes this run starts.
     fn external(&self) -> bool {
         self.direct_kubeconfig.is_some() || self.kache_kubeconfig.is_some()
+    }
+
+    /// Whether the run splits the cores: `--split-cores`, or its scenarios' placement (all
+    /// of them or none).
+    fn splits_cores(&self, scenarios: &[scenario::Scenario]) -> anyhow::Result<bool> {
+        let split: Vec<bool> = scenarios.iter().map(|s| s.placement.split_cores).collect();
+        if !self.split_cores && split.contains(&true) && split.contains(&false) {
+            bail!("scenarios with [placement] split_cores and without it cannot run in one invocation");
+        }
+        Ok(self.split_cores || split.contains(&true))
+    }
+
+    /// Refuses phases that PATCH pods of a cluster named by a kubeconfig without --allow-writes.
+    fn writes_allowed(&self, scenarios: &[scenario::Scenario]) -> anyhow::Result<()> {
+        if self.external() && !self.allow_writes {
+            if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(scenario::Phase::writes)) {
+                bail!("scenario {}: its phases PATCH pods, and the targets come from kubeconfigs: pass --allow-writes to write to that cluster", s.name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses to split the cores where the run does not start the servers, or where a
+    /// phase runs inside this process.
+    fn split_possible(&self, scenarios: &[scenario::Scenario]) -> anyhow::Result<()> {
+        if self.external() {
+            bail!("--split-cores places the servers this run starts; it cannot place external endpoints");
+        }
+        if let Some(s) = scenarios.iter().find(|s| s.phases.iter().any(|p| matches!(p, scenario::Phase::LoopbackReference { .. }))) {
+            bail!("scenario {}: the loopback reference runs inside this process and cannot be split across cores; run it without --split-cores", s.name);
+        }
+        Ok(())
     }
 
     /// The targets named by kubeconfigs: the upstream first.
@@ -315,61 +347,20 @@ async fn run_all(
     Ok(checks)
 }
 
+/// One scenario: its targets (from kubeconfigs, or servers started until it ends), its
+/// phases, its report.
 async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'static str>) -> anyhow::Result<Vec<thresholds::Check>> {
     let machine = report::Machine::detect();
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     eprintln!("== scenario {} v{}", s.name, s.version);
     let work_dir = args.work_dir.join(&s.name);
     std::fs::create_dir_all(&work_dir)?;
-    let log = work_dir.join("servers.log");
-    let (targets, observed, _started) = match args.external() {
-        true => {
-            let t = args.kubeconfig_targets().await?;
-            (t, env::Observed { kache_pid: args.kache_pid, upstream_pid: args.upstream_pid, kache_admin: args.kache_admin.clone() }, None)
-        }
-        false => {
-            let (t, o, started) = env::start(&args.kache_bin, &s.cluster, &s.kache, &work_dir, &log, server_cpu).await?;
-            (t, o, Some(started))
-        }
-    };
+    let (targets, observed, _started) = start_targets(args, &s, &work_dir, server_cpu).await?;
     let upstream = targets[0].clone();
     let names = phases::names(&upstream).await.context("reading node and pod names from the upstream")?;
     eprintln!("cluster: {} nodes, {} apps, {} pods sampled", names.nodes.len(), names.apps.len(), names.pods.len());
     let ctx = phases::Ctx { upstream, observed, names, self_exe: std::env::current_exe()?, work_dir, server_cpu };
-    let mut results = Vec::new();
-    for phase in &s.phases {
-        let runs: Vec<&env::Target> = if phase.is_reference() {
-            targets.last().into_iter().collect()
-        } else {
-            targets.iter().filter(|t| args.only.as_ref().is_none_or(|o| *o == t.name)).collect()
-        };
-        for t in runs {
-            for r in phases::run(&ctx, phase, t).await? {
-                let lat = r
-                    .latency
-                    .as_ref()
-                    .map(|p| format!("p50 {:.2} ms p99 {:.2} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3))
-                    .unwrap_or_default();
-                let lag = r
-                    .lag
-                    .as_ref()
-                    .map(|p| format!(" lag p50 {:.1} ms p99 {:.1} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3))
-                    .unwrap_or_default();
-                eprintln!(
-                    "  {} c={} [{}]: {:.1} req/s {:.1} MB/s err {} {lat}{lag}",
-                    r.workload,
-                    r.concurrency,
-                    r.target,
-                    r.requests_per_sec,
-                    r.bytes_per_sec / 1e6,
-                    r.errors
-                );
-                results.push(r);
-            }
-            // Let sockets in TIME_WAIT and the servers' buffers drain between runs.
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
+    let results = run_phases(args, &ctx, &s, &targets).await?;
     let rep = report::RunReport {
         targets: report::targets(&results),
         scenario: s.clone(),
@@ -378,14 +369,7 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'sta
         kache_binary: binary_identity(&args.kache_bin),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine,
-        placement: match server_cpu {
-            Some(cpu) => {
-                let siblings =
-                    std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")).unwrap_or_default();
-                format!("split cores: the servers (simulator, kache, trivial reference server) on CPU {cpu}; the load generator on CPU {} (CPU {cpu}'s hardware thread siblings: {})", phases::LOADGEN_CPU, siblings.trim())
-            }
-            None => "shared: every process may run on every CPU".into(),
-        },
+        placement: placement(server_cpu),
         self_contained: !args.external(),
         checks: args.thresholds.check(&results),
         thresholds: args.thresholds.any().then(|| args.thresholds.clone()),
@@ -401,6 +385,80 @@ async fn run_one(args: &RunArgs, s: scenario::Scenario, server_cpu: Option<&'sta
         eprintln!("  threshold: {c}");
     }
     Ok(rep.checks)
+}
+
+/// The targets named by kubeconfigs, or `kache sim` and `kache serve` started (stopped when
+/// the [`env::Started`] returned is dropped).
+async fn start_targets(
+    args: &RunArgs,
+    s: &scenario::Scenario,
+    work_dir: &Path,
+    server_cpu: Option<&'static str>,
+) -> anyhow::Result<(Vec<env::Target>, env::Observed, Option<env::Started>)> {
+    if args.external() {
+        let t = args.kubeconfig_targets().await?;
+        let observed = env::Observed { kache_pid: args.kache_pid, upstream_pid: args.upstream_pid, kache_admin: args.kache_admin.clone() };
+        return Ok((t, observed, None));
+    }
+    let log = work_dir.join("servers.log");
+    let (t, o, started) = env::start(&args.kache_bin, &s.cluster, &s.kache, work_dir, &log, server_cpu).await?;
+    Ok((t, o, Some(started)))
+}
+
+/// Each phase of `s` against each target it runs on (a reference phase once, on the last
+/// target; the others on every target `--only` leaves), a line printed per result.
+async fn run_phases(
+    args: &RunArgs,
+    ctx: &phases::Ctx,
+    s: &scenario::Scenario,
+    targets: &[env::Target],
+) -> anyhow::Result<Vec<stats::PhaseResult>> {
+    let mut results = Vec::new();
+    for phase in &s.phases {
+        let runs: Vec<&env::Target> = if phase.is_reference() {
+            targets.last().into_iter().collect()
+        } else {
+            targets.iter().filter(|t| args.only.as_ref().is_none_or(|o| *o == t.name)).collect()
+        };
+        for t in runs {
+            for r in phases::run(ctx, phase, t).await? {
+                print_result(&r);
+                results.push(r);
+            }
+            // Let sockets in TIME_WAIT and the servers' buffers drain between runs.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    Ok(results)
+}
+
+/// One result's rates, errors, latency and lag, on stderr.
+fn print_result(r: &stats::PhaseResult) {
+    let lat =
+        r.latency.as_ref().map(|p| format!("p50 {:.2} ms p99 {:.2} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
+    let lag =
+        r.lag.as_ref().map(|p| format!(" lag p50 {:.1} ms p99 {:.1} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
+    eprintln!(
+        "  {} c={} [{}]: {:.1} req/s {:.1} MB/s err {} {lat}{lag}",
+        r.workload,
+        r.concurrency,
+        r.target,
+        r.requests_per_sec,
+        r.bytes_per_sec / 1e6,
+        r.errors
+    );
+}
+
+/// Where the processes ran, in words, for the report.
+fn placement(server_cpu: Option<&str>) -> String {
+    match server_cpu {
+        Some(cpu) => {
+            let siblings =
+                std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")).unwrap_or_default();
+            format!("split cores: the servers (simulator, kache, trivial reference server) on CPU {cpu}; the load generator on CPU {} (CPU {cpu}'s hardware thread siblings: {})", phases::LOADGEN_CPU, siblings.trim())
+        }
+        None => "shared: every process may run on every CPU".into(),
+    }
 }
 
 #[cfg(test)]

@@ -123,52 +123,23 @@ pub async fn closed_loop(
     max_requests: u64,
     protocol: Protocol,
 ) -> anyhow::Result<PhaseResult> {
-    let paths = Arc::new(paths.to_vec());
+    let paths = paths.to_vec();
     let counters = Arc::new(Counters::default());
-    let hist = Arc::new(Hist::default());
-    let errors = Arc::new(ErrorSamples::default());
-    let tickets = Arc::new(AtomicU64::new(0));
-    // Warm up: every worker opens its connection and makes one request.
-    let mut conns = Vec::new();
-    for i in 0..concurrency {
-        let mut conn = Conn::new(protocol, target, accept).await?;
-        let _ = tokio::time::timeout(Duration::from_secs(60), conn.get(&paths[i % paths.len()], accept)).await;
-        conns.push(conn);
-    }
+    let conns = connect(protocol, target, &paths, accept, concurrency).await?;
     let bar = Bar::start(label, seconds, counters.clone());
     let sampler = crate::procs::Sampler::start(procs);
     let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds);
-    let mut tasks = Vec::new();
-    for mut conn in conns {
-        let (paths, counters, hist, errors, tickets) = (paths.clone(), counters.clone(), hist.clone(), errors.clone(), tickets.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let n = tickets.fetch_add(1, Relaxed);
-                if n >= max_requests || Instant::now() >= deadline {
-                    break;
-                }
-                let t0 = Instant::now();
-                let left = deadline.saturating_duration_since(t0) + Duration::from_secs(30);
-                let res = tokio::time::timeout(left, conn.get(&paths[n as usize % paths.len()], accept)).await;
-                match res {
-                    Ok(Ok(bytes)) => {
-                        hist.record(t0.elapsed());
-                        counters.requests.fetch_add(1, Relaxed);
-                        counters.bytes.fetch_add(bytes, Relaxed);
-                    }
-                    Ok(Err(e)) => {
-                        counters.errors.fetch_add(1, Relaxed);
-                        errors.add(format!("{e:#}"));
-                    }
-                    Err(_) => {
-                        counters.errors.fetch_add(1, Relaxed);
-                        errors.add("timed out");
-                    }
-                }
-            }
-        }));
-    }
+    let shared = Arc::new(Shared {
+        paths,
+        accept,
+        counters,
+        hist: Hist::default(),
+        errors: ErrorSamples::default(),
+        tickets: AtomicU64::new(0),
+        max_requests,
+        deadline: start + Duration::from_secs_f64(seconds),
+    });
+    let tasks: Vec<_> = conns.into_iter().map(|conn| tokio::spawn(worker(shared.clone(), conn))).collect();
     for t in tasks {
         let _ = t.await;
     }
@@ -176,11 +147,69 @@ pub async fn closed_loop(
     drop(bar);
     let mut r = PhaseResult::new(label, target.name.clone(), concurrency);
     r.procs = sampler.finish().await;
-    r.counted(&counters, elapsed);
-    r.latency = hist.percentiles();
-    r.error_samples = errors.take();
+    r.counted(&shared.counters, elapsed);
+    r.latency = shared.hist.percentiles();
+    r.error_samples = shared.errors.take();
     if r.requests > 0 {
         r.extra.insert("response_bytes".into(), r.bytes as f64 / r.requests as f64);
     }
     Ok(r)
+}
+
+/// Warm up: `concurrency` connections, each opened and used for one request (unmeasured).
+async fn connect(
+    protocol: Protocol,
+    target: &Target,
+    paths: &[String],
+    accept: &'static str,
+    concurrency: usize,
+) -> anyhow::Result<Vec<Conn>> {
+    let mut conns = Vec::new();
+    for i in 0..concurrency {
+        let mut conn = Conn::new(protocol, target, accept).await?;
+        let _ = tokio::time::timeout(Duration::from_secs(60), conn.get(&paths[i % paths.len()], accept)).await;
+        conns.push(conn);
+    }
+    Ok(conns)
+}
+
+/// Shared by the workers of one closed loop.
+struct Shared {
+    paths: Vec<String>,
+    accept: &'static str,
+    counters: Arc<Counters>,
+    hist: Hist,
+    errors: ErrorSamples,
+    /// Requests are numbered in turn; request `n` GETs path `n` (round the list).
+    tickets: AtomicU64,
+    max_requests: u64,
+    deadline: Instant,
+}
+
+/// One worker: a request after another on its connection, until the deadline or the last
+/// ticket; each bounded by the time left plus 30 s.
+async fn worker(s: Arc<Shared>, mut conn: Conn) {
+    loop {
+        let n = s.tickets.fetch_add(1, Relaxed);
+        if n >= s.max_requests || Instant::now() >= s.deadline {
+            break;
+        }
+        let t0 = Instant::now();
+        let left = s.deadline.saturating_duration_since(t0) + Duration::from_secs(30);
+        match tokio::time::timeout(left, conn.get(&s.paths[n as usize % s.paths.len()], s.accept)).await {
+            Ok(Ok(bytes)) => {
+                s.hist.record(t0.elapsed());
+                s.counters.requests.fetch_add(1, Relaxed);
+                s.counters.bytes.fetch_add(bytes, Relaxed);
+            }
+            Ok(Err(e)) => {
+                s.counters.errors.fetch_add(1, Relaxed);
+                s.errors.add(format!("{e:#}"));
+            }
+            Err(_) => {
+                s.counters.errors.fetch_add(1, Relaxed);
+                s.errors.add("timed out");
+            }
+        }
+    }
 }

@@ -49,13 +49,27 @@ async fn patch_one(http: &Http, pod: &(String, String)) -> anyhow::Result<u64> {
     Ok(body.len() as u64)
 }
 
+/// Shared by the requests of one load.
 struct Shared {
-    pods: Arc<Vec<(String, String)>>,
+    pods: Vec<(String, String)>,
     counters: Arc<Counters>,
-    hist: Arc<Hist>,
-    errors: Arc<ErrorSamples>,
+    hist: Hist,
+    errors: ErrorSamples,
+    /// Requests are numbered in turn; request `n` patches pod `n` (round the list).
+    tickets: AtomicU64,
+    max_requests: u64,
+    deadline: Instant,
 }
 
+impl Shared {
+    /// The next request's number, unless `max_requests` are made.
+    fn ticket(&self) -> Option<u64> {
+        let n = self.tickets.fetch_add(1, Relaxed);
+        (n < self.max_requests).then_some(n)
+    }
+}
+
+/// Request `n` on `http`, counted; the connection back.
 async fn one(s: Arc<Shared>, http: Http, n: u64) -> Http {
     let t0 = Instant::now();
     match tokio::time::timeout(Duration::from_secs(30), patch_one(&http, &s.pods[n as usize % s.pods.len()])).await {
@@ -90,9 +104,6 @@ pub async fn patch_load(
     counters: Option<Arc<Counters>>,
 ) -> PhaseResult {
     let counters = counters.unwrap_or_default();
-    let hist = Arc::new(Hist::default());
-    let errors = Arc::new(ErrorSamples::default());
-    let pods = Arc::new(pods.to_vec());
     let mut r = PhaseResult::new("patch", target.name.clone(), concurrency);
     if pods.is_empty() {
         r.error_samples.push("no pods to patch".into());
@@ -100,9 +111,30 @@ pub async fn patch_load(
     }
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
-    let tickets = Arc::new(AtomicU64::new(0));
     let workers: Vec<Http> = (0..concurrency.max(1)).map(|_| Http::new(target, Protocol::Http1)).collect();
-    // Warm the connections so connection setup is not counted as write latency.
+    warm(&workers, pods).await;
+    let shared = Arc::new(Shared {
+        pods: pods.to_vec(),
+        counters: counters.clone(),
+        hist: Hist::default(),
+        errors: ErrorSamples::default(),
+        tickets: AtomicU64::new(0),
+        max_requests,
+        deadline,
+    });
+    if rate > 0.0 {
+        paced(&shared, workers, rate).await;
+    } else {
+        closed_loop(&shared, workers).await;
+    }
+    r.counted(&counters, start.elapsed());
+    r.latency = shared.hist.percentiles();
+    r.error_samples = shared.errors.take();
+    r
+}
+
+/// GET a pod on each connection, so connection setup is not counted as write latency.
+async fn warm(workers: &[Http], pods: &[(String, String)]) {
     for (i, w) in workers.iter().enumerate() {
         let _ = tokio::time::timeout(
             Duration::from_secs(10),
@@ -110,59 +142,53 @@ pub async fn patch_load(
         )
         .await;
     }
-    let shared = Arc::new(Shared { pods, counters: counters.clone(), hist: hist.clone(), errors: errors.clone() });
-    if rate > 0.0 {
-        // Paced: a free connection per request; a request waits when all are busy.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Http>(workers.len());
-        for w in workers {
-            let _ = tx.send(w).await;
-        }
-        let tick = Duration::from_millis(10);
-        let mut interval = tokio::time::interval(tick);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut owed = 0.0;
-        'outer: while Instant::now() < deadline {
-            interval.tick().await;
-            owed += rate * tick.as_secs_f64();
-            while owed >= 1.0 {
-                owed -= 1.0;
-                let n = tickets.fetch_add(1, Relaxed);
-                if n >= max_requests {
-                    break 'outer;
-                }
-                let Some(http) = rx.recv().await else { break 'outer };
-                let tx = tx.clone();
-                let fut = one(shared.clone(), http, n);
-                tokio::spawn(async move {
-                    let _ = tx.send(fut.await).await;
-                });
-            }
-        }
-        // Wait for requests in flight (bounded by their own 30 s timeout).
-        for _ in 0..concurrency.max(1) {
-            let _ = tokio::time::timeout(Duration::from_secs(31), rx.recv()).await;
-        }
-    } else {
-        let mut tasks = Vec::new();
-        for http in workers {
-            let (tickets, shared) = (tickets.clone(), shared.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut http = http;
-                loop {
-                    let n = tickets.fetch_add(1, Relaxed);
-                    if n >= max_requests || Instant::now() >= deadline {
-                        break;
-                    }
-                    http = one(shared.clone(), http, n).await;
-                }
-            }));
-        }
-        for t in tasks {
-            let _ = t.await;
+}
+
+/// Paced: `rate` requests a second, each on a free connection (waiting while all are busy);
+/// then the requests in flight.
+async fn paced(shared: &Arc<Shared>, workers: Vec<Http>, rate: f64) {
+    let connections = workers.len();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Http>(connections);
+    for w in workers {
+        let _ = tx.send(w).await;
+    }
+    let tick = Duration::from_millis(10);
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut owed = 0.0;
+    'outer: while Instant::now() < shared.deadline {
+        interval.tick().await;
+        owed += rate * tick.as_secs_f64();
+        while owed >= 1.0 {
+            owed -= 1.0;
+            let Some(n) = shared.ticket() else { break 'outer };
+            let Some(http) = rx.recv().await else { break 'outer };
+            let tx = tx.clone();
+            let fut = one(shared.clone(), http, n);
+            tokio::spawn(async move {
+                let _ = tx.send(fut.await).await;
+            });
         }
     }
-    r.counted(&counters, start.elapsed());
-    r.latency = hist.percentiles();
-    r.error_samples = errors.take();
-    r
+    // Wait for requests in flight (bounded by their own 30 s timeout).
+    for _ in 0..connections {
+        let _ = tokio::time::timeout(Duration::from_secs(31), rx.recv()).await;
+    }
+}
+
+/// Closed loop: each connection's worker PATCHes, one request after another.
+async fn closed_loop(shared: &Arc<Shared>, workers: Vec<Http>) {
+    let mut tasks = Vec::new();
+    for http in workers {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut http = http;
+            while let Some(n) = shared.ticket().filter(|_| Instant::now() < shared.deadline) {
+                http = one(shared.clone(), http, n).await;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
 }
