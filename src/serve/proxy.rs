@@ -133,6 +133,30 @@ pub async fn forward<B: RequestBody>(upstream: &Upstream, req: Request<B>, creds
     }
 }
 
+/// Why a request should not be sent at all. The upstream is known hung or unreachable:
+/// answer now, not after a deadline. A write (or a session) is not sent even into one merely
+/// suspected (its probe long unanswered, nothing else heard): it might be carried out later.
+/// A `read` is, and waits for the monitor's finding: a busy upstream is slow to answer
+/// `/readyz` too, and the client going direct would have its answer (found with a thousand
+/// watches opened at once).
+fn refused(upstream: &Upstream, read: bool) -> Option<String> {
+    if read {
+        upstream.unavailable()
+    } else {
+        upstream.suspected()
+    }
+}
+
+/// Resolves with why once a request sent upstream should stop waiting for its answer: a
+/// read on the monitor's finding, anything else on suspicion too (see [`refused`]).
+async fn given_up(upstream: &Upstream, read: bool) -> String {
+    if read {
+        upstream.until_down().await
+    } else {
+        upstream.until_unavailable().await
+    }
+}
+
 /// [`forward`]'s work; an upgrade that succeeds takes `session` (the places) into the task
 /// that joins the two streams.
 async fn send<B: RequestBody>(
@@ -157,14 +181,8 @@ async fn send<B: RequestBody>(
     // The client's HTTP version says nothing about the upstream's: let the upstream client
     // negotiate its own (HTTP/2 over TLS when offered, HTTP/1.1 otherwise).
     parts.version = http::Version::default();
-    // The upstream is known hung or unreachable: answer now, not after a deadline. A write
-    // is not sent even into one merely suspected (its probe long unanswered, nothing else
-    // heard): it might be carried out later. A read is, and waits for the monitor's
-    // finding: a busy upstream is slow to answer `/readyz` too, and the client going direct
-    // would have its answer (found with a thousand watches opened at once).
     let safe = matches!(parts.method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
-    let refused = if safe && session.is_none() { upstream.unavailable() } else { upstream.suspected() };
-    if let Some(why) = refused {
+    if let Some(why) = refused(upstream, safe && session.is_none()) {
         return Status::unavailable_retry(why, 1).into_response(false);
     }
     let broke = Arc::new(OnceLock::new());
@@ -177,14 +195,9 @@ async fn send<B: RequestBody>(
         Credentials::Kache => upstream.send(out, Class::Passthrough),
     };
     // Found hung or unreachable while this request waits: answer now, not at the deadline.
-    let given_up = if safe {
-        futures_util::future::Either::Left(upstream.until_down())
-    } else {
-        futures_util::future::Either::Right(upstream.until_unavailable())
-    };
     let sent = tokio::select! {
         sent = sent => sent,
-        why = given_up => return abandoned(Status::unavailable_retry(why, 1), safe).into_response(false),
+        why = given_up(upstream, safe) => return abandoned(Status::unavailable_retry(why, 1), safe).into_response(false),
     };
     let resp = match sent {
         Ok(r) => r,
