@@ -412,6 +412,8 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_MAX_URI_BYTES", default_value_t = 64 * 1024)]
     pub max_uri_bytes: usize,
     /// Seconds a client has to send a request's headers (HTTP/1.1) or finish the TLS handshake.
+    /// The clock starts when an HTTP/1.1 connection goes idle, so an idle keep-alive
+    /// connection is closed after it (over TLS with a close_notify; clients open a new one).
     /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 32)]
     pub header_read_timeout_seconds: u64,
@@ -420,8 +422,8 @@ pub struct SecurityArgs {
     pub http2_max_streams_per_connection: u32,
     /// Seconds a write to a client may make no progress (the client takes no byte) before
     /// its connection is closed, with every answer and watch on it
-    /// (`kache_limit_hits_total{limit="write-timeout-seconds"}`). A slow reader that takes
-    /// bytes is never cut.
+    /// (`kache_limit_hits_total{limit="write-timeout-seconds"}`, and a warning in the log with
+    /// the client's address). A slow reader that takes bytes is never cut.
     #[arg(long, env = "KACHE_WRITE_TIMEOUT_SECONDS", default_value_t = crate::serve::server::WRITE_TIMEOUT.as_secs())]
     pub write_timeout_seconds: u64,
     /// Answers being indented (`pretty`, or a curl, Wget or browser user agent) or

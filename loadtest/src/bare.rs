@@ -129,6 +129,11 @@ impl Bare {
         }
         self.req.extend_from_slice(b"\r\n");
         stream.write_all(&self.req).await.context("sending the request")?;
+        // Over TLS a write can return with the request still in rustls's buffer (the socket
+        // took part of it, or tokio's budget ran out after reading a large answer): only a
+        // flush sends it all. Without one the request waits forever, and the server ends the
+        // idle connection at its header read timeout.
+        stream.flush().await.context("sending the request")?;
         let head = loop {
             let head = read_head(&mut stream, &mut self.buf).await?;
             self.buf.drain(..head.len);
@@ -472,5 +477,91 @@ mod tests {
         // The connection stayed in step: the next answer is read whole.
         assert_eq!(c.get("/").await.unwrap(), ok(200, 1));
         assert!(c.buf.is_empty());
+    }
+
+    /// A transport that writes at most 16 bytes at a time and is not ready for every other
+    /// write (it wakes its task at once, as tokio does when a task's budget runs out).
+    struct Stingy<IO> {
+        io: IO,
+        ready: bool,
+    }
+
+    impl<IO: AsyncRead + Unpin> AsyncRead for Stingy<IO> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+        }
+    }
+
+    impl<IO: AsyncWrite + Unpin> AsyncWrite for Stingy<IO> {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.ready = !self.ready;
+            if !self.ready {
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            let n = buf.len().min(16);
+            std::pin::Pin::new(&mut self.io).poll_write(cx, &buf[..n])
+        }
+
+        fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.io).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_over_tls_is_sent_whole_when_the_transport_takes_part_of_it() {
+        // A transport that takes a TLS record a piece at a time: tokio-rustls's write returns
+        // once the record is queued, the rest waits for a flush.
+        let (client, server_end) = tokio::io::duplex(64 * 1024);
+        let client = Stingy { io: client, ready: false };
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        tokio::spawn(async move {
+            let mut s = acceptor.accept(server_end).await.unwrap();
+            let mut req = Vec::new();
+            while !req.ends_with(b"\r\n\r\n") {
+                let mut b = [0u8; 256];
+                let n = s.read(&mut b).await.unwrap();
+                assert_ne!(n, 0, "the client closed");
+                req.extend_from_slice(&b[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await.unwrap();
+            s.flush().await.unwrap();
+            let _ = s.read(&mut [0u8; 16]).await;
+        });
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.cert.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, client).await.unwrap();
+        let mut c = bare("127.0.0.1:9", "*/*", Some("a-token-long-enough-to-need-several-pieces")).await;
+        c.stream = Some(Box::new(tls));
+        // Paused time: a request that never arrives is seen at once, not after a minute.
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(60), c.get("/api/v1/pods")).await;
+        assert_eq!(answer.expect("the request reached the server").unwrap(), ok(200, 2));
     }
 }
