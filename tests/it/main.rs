@@ -33,6 +33,7 @@ mod tenant;
 // Running kache: flags, docs, kubeconfigs, metrics, RBAC of its own, shutdown.
 mod ops_config;
 mod ops_docs;
+mod ops_incluster;
 mod ops_kubeconfig;
 mod ops_metrics;
 mod ops_quickstart;

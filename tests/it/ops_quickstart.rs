@@ -18,9 +18,15 @@ const RBAC: &str = "rules: []\n";
 /// The shell commands of the README's quick start: continuation lines joined, comments and
 /// blank lines dropped.
 fn quickstart_commands() -> Vec<String> {
+    readme_commands("quickstart")
+}
+
+/// The shell commands in the code blocks of README.md between `<!-- {marker}:begin -->` and
+/// `<!-- {marker}:end -->`: continuation lines joined, comments and blank lines dropped.
+pub(crate) fn readme_commands(marker: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README.md");
-    let (_, rest) = readme.split_once("<!-- quickstart:begin -->").expect("README has a quickstart:begin marker");
-    let (block, _) = rest.split_once("<!-- quickstart:end -->").expect("README has a quickstart:end marker");
+    let (_, rest) = readme.split_once(&format!("<!-- {marker}:begin -->")).expect("README has the begin marker");
+    let (block, _) = rest.split_once(&format!("<!-- {marker}:end -->")).expect("README has the end marker");
     let mut commands = Vec::new();
     let mut current = String::new();
     let mut in_code = false;
@@ -44,11 +50,11 @@ fn quickstart_commands() -> Vec<String> {
             }
         }
     }
-    assert!(current.is_empty(), "the quick start ends inside a continued line");
+    assert!(current.is_empty(), "the {marker} commands end inside a continued line");
     commands
 }
 
-fn sh(command: &str, home: &Path, cwd: &Path) -> Command {
+pub(crate) fn sh(command: &str, home: &Path, cwd: &Path) -> Command {
     let bin = Path::new(env!("CARGO_BIN_EXE_kache")).parent().expect("binary directory");
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let mut c = Command::new("sh");
