@@ -65,11 +65,21 @@ class Counts:
     def __init__(self):
         self.requests, self.bytes, self.errors, self.events = 0, 0, 0, 0
         self.statuses = {}
+        self.seconds = []
+
+    def latency(self):
+        """Median and p99 of the answers' times (headers to last byte), for the paced clients."""
+        if not self.seconds:
+            return {}
+        xs = sorted(self.seconds)
+        return {"p50_s": round(xs[len(xs) // 2], 3), "p99_s": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))], 3)}
 
 
 async def get(session, base, path, accept, c):
+    t = time.time()
     async with session.get(base + path, headers={"Authorization": "Bearer " + TOKEN, "Accept": accept}, ssl=CTX) as r:
         body = await r.read()
+        c.seconds.append(time.time() - t)
         c.requests += 1
         c.bytes += len(body)
         if r.status != 200:
@@ -140,7 +150,7 @@ async def mix(base, direct):
         for i in range(a.node_listers):
             tasks.append(asyncio.create_task(every(1, end, lambda: get(s, base, "/api/v1/nodes?limit=500", "application/json", c["nodes"]))))
         await asyncio.gather(*tasks)
-    return {k: vars(v) for k, v in c.items()}
+    return {k: {**{f: getattr(v, f) for f in ("requests", "bytes", "errors", "events", "statuses")}, **v.latency()} for k, v in c.items()}
 
 
 def metrics(admin):
