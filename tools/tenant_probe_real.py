@@ -125,7 +125,9 @@ def main():
             created[levels] = st
         time.sleep(30)
         st, body = H.once(base, "GET", p + "?resourceVersion=0", admin)
-        names = [i["metadata"]["name"] for i in json.loads(body)["items"]] if st == 200 else []
+        # (Python's json cannot parse an object 9,990 levels deep: the names by pattern)
+        names = sorted(set(re.findall(rb'"name":"(deep-[0-9]+)"', body))) if st == 200 else []
+        names = [n.decode() for n in names]
         m = H.scrape(adm)
         try:
             cache = [c for c in H.debug_cache(adm)["caches"] if c["resource"] == "deeps"]

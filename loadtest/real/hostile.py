@@ -899,7 +899,7 @@ def main():
                   for c in cache_hostile["caches"] if c["group"] == GROUP}
         def cpu_use(x, y, secs):
             d = {n: round((y[0][n] - x[0][n]) / secs, 2) for n in x[0]}
-            d["machine (of 1 core)"] = round((y[1][0] - x[1][0]) / max(1, y[1][1] - x[1][1]) * os.cpu_count(), 2)
+            d["machine, cores busy"] = round((y[1][0] - x[1][0]) / max(1, y[1][1] - x[1][1]) * os.cpu_count(), 2)
             for n in x[2]:
                 d[f"{n} runqueue wait (s/s)"] = round((y[2][n] - x[2][n]) / secs, 2)
             return d
