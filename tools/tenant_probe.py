@@ -160,8 +160,12 @@ def main():
         time.sleep(15)
         s.settimeout(20)
         got, closed = 0, False
+        # At most 60 s of reading: through a 4 KB receive buffer the rest of a 48 MB list can
+        # crawl for many minutes (zero-window probes), while kache keeps a reader that takes
+        # bytes.
+        until = time.time() + 60
         try:
-            while True:
+            while time.time() < until:
                 chunk = s.recv(1 << 20)
                 if not chunk:
                     closed = True
