@@ -153,6 +153,33 @@ impl PhaseResult {
 #[derive(Default)]
 pub struct ErrorSamples(Mutex<Vec<String>>);
 
+/// Run one request bounded by `limit` and count its outcome: its time and bytes when it
+/// answered, else an error (with a sample of why).
+pub async fn timed_request(
+    hist: &Hist,
+    counters: &Counters,
+    errors: &ErrorSamples,
+    limit: Duration,
+    request: impl std::future::Future<Output = anyhow::Result<u64>>,
+) {
+    let t0 = std::time::Instant::now();
+    match tokio::time::timeout(limit, request).await {
+        Ok(Ok(bytes)) => {
+            hist.record(t0.elapsed());
+            counters.requests.fetch_add(1, Relaxed);
+            counters.bytes.fetch_add(bytes, Relaxed);
+        }
+        Ok(Err(e)) => {
+            counters.errors.fetch_add(1, Relaxed);
+            errors.add(format!("{e:#}"));
+        }
+        Err(_) => {
+            counters.errors.fetch_add(1, Relaxed);
+            errors.add("timed out");
+        }
+    }
+}
+
 impl ErrorSamples {
     pub fn add(&self, e: impl std::fmt::Display) {
         let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());

@@ -9,7 +9,7 @@ use crate::client::{encode, Http, JSON, PROTOBUF};
 use crate::env::Target;
 use crate::progress::Bar;
 use crate::scenario::{Encoding, Protocol, Query, ReadMode};
-use crate::stats::{Counters, ErrorSamples, Hist, PhaseResult};
+use crate::stats::{timed_request, Counters, ErrorSamples, Hist, PhaseResult};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -194,22 +194,8 @@ async fn worker(s: Arc<Shared>, mut conn: Conn) {
         if n >= s.max_requests || Instant::now() >= s.deadline {
             break;
         }
-        let t0 = Instant::now();
-        let left = s.deadline.saturating_duration_since(t0) + Duration::from_secs(30);
-        match tokio::time::timeout(left, conn.get(&s.paths[n as usize % s.paths.len()], s.accept)).await {
-            Ok(Ok(bytes)) => {
-                s.hist.record(t0.elapsed());
-                s.counters.requests.fetch_add(1, Relaxed);
-                s.counters.bytes.fetch_add(bytes, Relaxed);
-            }
-            Ok(Err(e)) => {
-                s.counters.errors.fetch_add(1, Relaxed);
-                s.errors.add(format!("{e:#}"));
-            }
-            Err(_) => {
-                s.counters.errors.fetch_add(1, Relaxed);
-                s.errors.add("timed out");
-            }
-        }
+        let left = s.deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(30);
+        let request = conn.get(&s.paths[n as usize % s.paths.len()], s.accept);
+        timed_request(&s.hist, &s.counters, &s.errors, left, request).await;
     }
 }

@@ -8,7 +8,7 @@ use crate::client::{Http, JSON};
 use crate::env::Target;
 use crate::progress::Bar;
 use crate::scenario::Protocol;
-use crate::stats::{Counters, ErrorSamples, Hist, PhaseResult};
+use crate::stats::{timed_request, Counters, ErrorSamples, Hist, PhaseResult};
 use bytes::Bytes;
 use http::Method;
 use http_body_util::BodyExt;
@@ -71,22 +71,8 @@ impl Shared {
 
 /// Request `n` on `http`, counted; the connection back.
 async fn one(s: Arc<Shared>, http: Http, n: u64) -> Http {
-    let t0 = Instant::now();
-    match tokio::time::timeout(Duration::from_secs(30), patch_one(&http, &s.pods[n as usize % s.pods.len()])).await {
-        Ok(Ok(bytes)) => {
-            s.hist.record(t0.elapsed());
-            s.counters.requests.fetch_add(1, Relaxed);
-            s.counters.bytes.fetch_add(bytes, Relaxed);
-        }
-        Ok(Err(e)) => {
-            s.counters.errors.fetch_add(1, Relaxed);
-            s.errors.add(format!("{e:#}"));
-        }
-        Err(_) => {
-            s.counters.errors.fetch_add(1, Relaxed);
-            s.errors.add("timed out");
-        }
-    }
+    let request = patch_one(&http, &s.pods[n as usize % s.pods.len()]);
+    timed_request(&s.hist, &s.counters, &s.errors, Duration::from_secs(30), request).await;
     http
 }
 
