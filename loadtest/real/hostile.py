@@ -65,6 +65,7 @@ end (the populated cluster is left as it was).
 import argparse, base64, functools, http.client, json, os, random, re, signal, socket, ssl, subprocess, sys, tempfile, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rawwatch  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache-bin", default="target/release/kache")
@@ -604,15 +605,7 @@ def hostile_worker():
 
     def raw_request(token, path, headers=""):
         """Send a GET and never read past the status line: a client that stopped reading."""
-        h, port = hostport(base)
-        raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        raw.settimeout(30)
-        raw.connect((h, port))
-        ctx = ssl._create_unverified_context()
-        ctx.set_alpn_protocols(["http/1.1"])
-        s = ctx.wrap_socket(raw, server_hostname=h)
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {h}:{port}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\n{headers}\r\n".encode())
+        s = rawwatch.send_get(base, token, path, rcvbuf=4096, headers=headers)
         head = b""
         while b"\r\n" not in head:
             b = s.recv(1)

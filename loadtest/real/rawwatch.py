@@ -5,7 +5,9 @@ TCP window) keeps what the kernel buffers small."""
 import socket, ssl
 
 
-def open_watch(base, token, path, accept="application/json", rcvbuf=None, timeout=30):
+def send_get(base, token, path, accept="application/json", rcvbuf=None, timeout=30, headers=""):
+    """Connect to `base` over TLS (HTTP/1.1) and send a GET of `path`; nothing is read.
+    `headers`: more header lines, each ending in CRLF."""
     host, port = base.split("//")[1].split(":")
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if rcvbuf:
@@ -15,7 +17,12 @@ def open_watch(base, token, path, accept="application/json", rcvbuf=None, timeou
     ctx = ssl._create_unverified_context()
     ctx.set_alpn_protocols(["http/1.1"])
     s = ctx.wrap_socket(raw, server_hostname=host)
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\nAccept: {accept}\r\n\r\n".encode())
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\nAccept: {accept}\r\n{headers}\r\n".encode())
+    return s
+
+
+def open_watch(base, token, path, accept="application/json", rcvbuf=None, timeout=30):
+    s = send_get(base, token, path, accept, rcvbuf, timeout)
     head = b""
     while b"\r\n\r\n" not in head:
         head += s.recv(1)
