@@ -62,9 +62,10 @@ flags and what the run made kache hold:
 Cleanup: the namespaces kache-hostile and kache-honest and the two CRDs are deleted at the
 end (the populated cluster is left as it was).
 """
-import argparse, base64, functools, http.client, json, os, random, re, signal, socket, ssl, subprocess, sys, tempfile, threading, time, urllib.request
+import argparse, base64, functools, http.client, json, os, re, signal, socket, ssl, subprocess, sys, tempfile, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kacheproc  # noqa: E402
 import rawwatch  # noqa: E402
 
 p = argparse.ArgumentParser()
@@ -287,26 +288,9 @@ def cleanup(direct, admin):
 
 
 def start_kache(work):
-    cmd = [os.path.abspath(a.kache_bin), "serve", "--upstream-kubeconfig", f"{REAL}/kubeconfig", "--upstream-context", "admin",
-           "--listen", "127.0.0.1:0", "--addr-file", f"{work}/addr", "--admin-listen", "127.0.0.1:0",
-           "--admin-addr-file", f"{work}/admin", "--client-kubeconfig-out", f"{work}/kache.kubeconfig",
-           "--preload", "pods,nodes,namespaces,services,configmaps", "--preload-encodings", "json,protobuf",
-           "--passthrough-auth", "impersonate", *a.kache_arg]
-    k = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(f"{work}/kache.log", "w"))
-    deadline = time.time() + 600
-    while not (os.path.exists(f"{work}/addr") and os.path.exists(f"{work}/admin")):
-        assert k.poll() is None and time.time() < deadline, f"kache did not start: see {work}/kache.log"
-        time.sleep(0.2)
-    admin = "http://" + open(f"{work}/admin").read().strip()
-    while True:
-        try:
-            if urllib.request.urlopen(admin + "/readyz", timeout=5).status == 200:
-                break
-        except Exception:
-            pass
-        assert k.poll() is None and time.time() < deadline, f"kache not ready: see {work}/kache.log"
-        time.sleep(0.5)
-    return k, "https://" + open(f"{work}/addr").read().strip(), admin
+    flags = ["--preload", "pods,nodes,namespaces,services,configmaps", "--preload-encodings", "json,protobuf",
+             "--passthrough-auth", "impersonate", *a.kache_arg]
+    return kacheproc.start(a.kache_bin, REAL, work, flags)
 
 
 def scrape(admin):

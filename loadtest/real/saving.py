@@ -21,7 +21,10 @@ Meanwhile a writer PUTs one ConfigMap every 0.2 s (the global RV moves, as lease
 kache is started by the script (`kache serve` with the real apiserver's kubeconfig, preloading
 pods, nodes and namespaces in both encodings) and its caches are synced before its phase.
 """
-import argparse, asyncio, json, os, re, ssl, subprocess, tempfile, time, urllib.request
+import argparse, asyncio, json, os, re, ssl, subprocess, sys, tempfile, time, urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kacheproc  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache-bin", default="target/release/kache")
@@ -166,25 +169,7 @@ def metrics(admin):
 
 
 def start_kache(work):
-    cmd = [os.path.abspath(a.kache_bin), "serve", "--upstream-kubeconfig", f"{REAL}/kubeconfig", "--listen", "127.0.0.1:0",
-           "--addr-file", f"{work}/addr", "--admin-listen", "127.0.0.1:0", "--admin-addr-file", f"{work}/admin",
-           "--client-kubeconfig-out", f"{work}/client.kubeconfig", "--preload", "pods,nodes,namespaces",
-           "--preload-encodings", "json,protobuf", *a.kache_arg]
-    k = subprocess.Popen(cmd, stdout=open(f"{work}/kache.log", "w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 600
-    while not (os.path.exists(f"{work}/addr") and os.path.exists(f"{work}/admin")):
-        assert k.poll() is None and time.time() < deadline, f"kache did not start: see {work}/kache.log"
-        time.sleep(0.2)
-    admin = "http://" + open(f"{work}/admin").read().strip()
-    while True:
-        try:
-            if urllib.request.urlopen(admin + "/readyz").status == 200:
-                break
-        except Exception:
-            pass
-        assert time.time() < deadline, "kache not ready"
-        time.sleep(0.5)
-    return k, "https://" + open(f"{work}/addr").read().strip(), admin
+    return kacheproc.start(a.kache_bin, REAL, work, ["--preload", "pods,nodes,namespaces", "--preload-encodings", "json,protobuf", *a.kache_arg])
 
 
 def phase(name, base, direct, kache_pid=None, admin=None):
