@@ -311,10 +311,11 @@ impl Upstream {
         install_crypto_provider();
         let mut bare = config.clone();
         bare.auth_info = kube::config::AuthInfo::default();
+        let heard = Arc::new(health::Heard::new());
         let pool = |class, c: &kube::Config| {
             let streams = streams.max(1);
             let connector = Connector::new(c, Some(streams))?;
-            Pool::new(class, streams, MAX_CONNECTIONS, move || Ok(connector.service())).map(Arc::new)
+            Ok::<_, UpstreamError>(Arc::new(Pool::new(class, streams, MAX_CONNECTIONS, heard.clone(), move || connector.service())))
         };
         Ok(Upstream {
             svc: pool(Class::Passthrough, config)?,
@@ -329,7 +330,7 @@ impl Upstream {
             health: Arc::new(tokio::sync::watch::Sender::new(Health::Unknown)),
             probing: Arc::new(tokio::sync::watch::Sender::new(None)),
             kick: Arc::new(tokio::sync::Notify::new()),
-            heard: Arc::new(health::Heard::new()),
+            heard,
         })
     }
 
@@ -368,29 +369,18 @@ impl Upstream {
     /// Send a request whose URI is a path and query (the base URL is added), in `class`'s
     /// pool, with kache's credentials.
     pub fn send(&self, req: Request<Body>, class: Class) -> ResponseFuture {
-        let sent = match class {
+        match class {
             Class::Own => self.own.send(req, self.timeouts.own),
             Class::Review => self.reviews.send(req, self.timeouts.own),
             Class::Probe => self.probes.send(req, self.timeouts.own),
             Class::Passthrough => self.svc.send(req, self.timeouts.passthrough),
-        };
-        self.noting_answers(sent)
+        }
     }
 
     /// Send a client's request with its own credentials (its `Authorization` header), none
     /// of kache's.
     pub fn send_as_client(&self, req: Request<Body>) -> ResponseFuture {
-        self.noting_answers(self.bare.send(req, self.timeouts.passthrough))
-    }
-
-    /// `sent`, noting in [`Upstream::heard`] when its response headers arrive.
-    fn noting_answers(&self, sent: ResponseFuture) -> ResponseFuture {
-        let heard = self.heard.clone();
-        Box::pin(futures_util::FutureExt::inspect(sent, move |r| {
-            if r.is_ok() {
-                heard.now();
-            }
-        }))
+        self.bare.send(req, self.timeouts.passthrough)
     }
 
     /// A request with kache's credentials and the given headers and body, one of kache's

@@ -3,7 +3,8 @@
 //! (Go's HTTP/2 transport does the same), up to a bound beyond which requests share the least
 //! busy. A request counts against its connection until its response body is dropped.
 
-use super::{Class, ResponseFuture, Svc, TimedOut, UpstreamError};
+use super::health::Heard;
+use super::{Class, ResponseFuture, Svc, TimedOut};
 use crate::body::{Body, BoxError};
 use crate::telemetry;
 use http::Request;
@@ -21,23 +22,27 @@ struct Slot {
 
 /// Upstream connections of one kind (same credentials and protocol), each its own client.
 pub(super) struct Pool {
-    make: Box<dyn Fn() -> Result<Svc, UpstreamError> + Send + Sync>,
+    make: Box<dyn Fn() -> Svc + Send + Sync>,
     slots: Mutex<Vec<Slot>>,
     streams: usize,
     max_connections: usize,
     class: Class,
+    /// Noted when an answer's headers arrive (shared by every pool of one upstream).
+    heard: Arc<Heard>,
 }
 
 impl Pool {
+    /// A pool whose connections `make` opens (cheaply: see `Connector`).
     pub(super) fn new(
         class: Class,
         streams: usize,
         max_connections: usize,
-        make: impl Fn() -> Result<Svc, UpstreamError> + Send + Sync + 'static,
-    ) -> Result<Pool, UpstreamError> {
-        let first = Slot { svc: make()?, active: Arc::default() };
+        heard: Arc<Heard>,
+        make: impl Fn() -> Svc + Send + Sync + 'static,
+    ) -> Pool {
+        let first = Slot { svc: make(), active: Arc::default() };
         metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => class.label()).set(1.0);
-        Ok(Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class })
+        Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class, heard }
     }
 
     /// A connection with room for one more stream (opening one if all are full and the
@@ -47,15 +52,12 @@ impl Pool {
         let free = slots.iter().position(|s| s.active.load(Ordering::Relaxed) < self.streams);
         let i = match free {
             Some(i) => i,
-            None if slots.len() < self.max_connections => match (self.make)() {
-                Ok(svc) => {
-                    slots.push(Slot { svc, active: Arc::default() });
-                    metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => self.class.label()).set(slots.len() as f64);
-                    tracing::debug!(class = self.class.label(), connections = slots.len(), "opened another upstream connection");
-                    slots.len() - 1
-                }
-                Err(_) => least_busy(&slots),
-            },
+            None if slots.len() < self.max_connections => {
+                slots.push(Slot { svc: (self.make)(), active: Arc::default() });
+                metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => self.class.label()).set(slots.len() as f64);
+                tracing::debug!(class = self.class.label(), connections = slots.len(), "opened another upstream connection");
+                slots.len() - 1
+            }
             None => least_busy(&slots),
         };
         let slot = &slots[i];
@@ -66,9 +68,13 @@ impl Pool {
     pub(super) fn send(&self, req: Request<Body>, deadline: Duration) -> ResponseFuture {
         let (svc, active) = self.pick();
         let guard = Active(active);
+        let heard = self.heard.clone();
         let call = tokio::time::timeout(deadline, svc.oneshot(req));
         Box::pin(futures_util::FutureExt::map(call, move |r| match r {
-            Ok(resp) => resp.map(|resp| resp.map(|b| Counted { inner: b, _active: guard })),
+            Ok(resp) => resp.map(|resp| {
+                heard.now();
+                resp.map(|b| Counted { inner: b, _active: guard })
+            }),
             Err(_) => Err(Box::new(TimedOut(deadline)) as BoxError),
         }))
     }
