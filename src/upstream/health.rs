@@ -105,6 +105,12 @@ impl Health {
     pub fn is_down(&self) -> bool {
         matches!(self, Health::Down { .. })
     }
+
+    /// Whether it is down in a way a call cannot wait out: hung or unreachable (an unready
+    /// upstream may still answer, and its own Status is the better answer).
+    pub fn is_outage(&self) -> bool {
+        matches!(self, Health::Down { reason, .. } if *reason != "unready")
+    }
 }
 
 impl Upstream {
@@ -166,7 +172,7 @@ impl Upstream {
                         tokio::time::sleep_until(silent + SUSPECT_AFTER).await;
                     }
                 };
-                let down = async { rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await.is_ok() };
+                let down = async { rx.wait_for(Health::is_outage).await.is_ok() };
                 tokio::select! {
                     biased;
                     _ = down => break,
@@ -189,7 +195,7 @@ impl Upstream {
         let mut rx = self.health.subscribe();
         let this = self.clone();
         async move {
-            if rx.wait_for(|h| matches!(h, Health::Down { reason, .. } if *reason != "unready")).await.is_err() {
+            if rx.wait_for(Health::is_outage).await.is_err() {
                 std::future::pending::<()>().await;
             }
             this.unavailable().unwrap_or_else(|| "the upstream apiserver is unavailable".into())
