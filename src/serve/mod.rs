@@ -27,7 +27,7 @@ use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
 use crate::body::Body;
 use crate::body::RequestBody;
-use crate::cache::feed::Feed;
+use crate::cache::feed::{self, Feed};
 use crate::cache::KindCache;
 use crate::cache::Limits;
 use crate::serve::discovery::DiscoveryError;
@@ -411,6 +411,14 @@ impl Serve {
         self.feeds.get(&key).is_some_and(|f| f.refused().is_some())
     }
 
+    /// What a passed-through read of `target` holds to make its kind's lists wait (every
+    /// encoding's feed; none for a path that is no resource's).
+    fn yields_of(&self, target: &Option<Target>) -> Vec<Arc<feed::yielding::Yield>> {
+        let Some(Target::Resource(p)) = target else { return Vec::new() };
+        let same = |k: &FeedKey| k.group == p.group && k.version == p.version && k.plural == p.plural;
+        self.feeds.iter().filter(|e| same(e.key())).map(|e| e.value().yields()).collect()
+    }
+
     pub(crate) fn resource(&self, p: &ResourcePath) -> Option<ResourceRef> {
         self.resources.load().iter().find(|r| r.group == p.group && r.version == p.version && r.plural == p.plural).cloned()
     }
@@ -523,6 +531,7 @@ impl Serve {
             Err(status) => return (status.into_response(protobuf), Source::Kache),
         };
         self.count_passthrough(reason);
+        let yields = if reason == PassThrough::NotSynced { self.yields_of(&classify(req.uri().path())) } else { Vec::new() };
         let held = limit::Held::new([Some(permit), place]);
         let resp = proxy::forward(&self.upstream, req, creds, held).await;
         let resp = match doc {
@@ -533,6 +542,9 @@ impl Serve {
             PassThrough::CheaperUpstream { bytes } if resp.status().is_success() => {
                 let costs = self.costs.clone();
                 resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, started)))
+            }
+            PassThrough::NotSynced if resp.status().is_success() => {
+                resp.map(|b| http_body_util::BodyExt::boxed_unsync(feed::yielding::Streaming::new(b, yields)))
             }
             _ => resp,
         };

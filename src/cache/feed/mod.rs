@@ -9,12 +9,14 @@
 //! - `freshness`: the upstream's current RV and the probes that prove the cache reached it.
 //! - `decode`: lists, events and objects from JSON or protobuf bytes.
 //! - `fetch`: paths and kache's own GETs.
+//! - `yielding`: the list waits while a client's passed-through read of the kind streams.
 
 mod decode;
 pub(crate) mod fetch;
 mod freshness;
 mod reflector;
 mod state;
+pub mod yielding;
 
 pub use decode::DecodeError;
 pub use fetch::collection_path;
@@ -90,6 +92,8 @@ pub struct Feed {
     listing: std::sync::Mutex<Option<Listing>>,
     /// Told of each page of the initial list.
     paged: tokio::sync::Notify,
+    /// Held while a client's passed-through read of the kind streams its state.
+    yields: Arc<yielding::Yield>,
 }
 
 /// The initial list's progress: when it started, what its pages brought so far and what
@@ -141,6 +145,7 @@ impl Feed {
             skipped_rv: AtomicU64::new(0),
             listing: std::sync::Mutex::new(None),
             paged: tokio::sync::Notify::new(),
+            yields: Arc::default(),
         })
     }
 
@@ -193,6 +198,12 @@ impl Feed {
     /// Count this feed in readiness.
     pub fn mark_preloaded(&self) {
         self.preloaded.store(true, Ordering::Relaxed);
+    }
+
+    /// What a client's passed-through read of the kind holds to make the list wait
+    /// ([`yielding`]).
+    pub fn yields(&self) -> Arc<yielding::Yield> {
+        self.yields.clone()
     }
 
     /// Whether this feed counts in readiness.

@@ -5,6 +5,7 @@
 use super::decode::{self, Identity, ListJson, Listed, RawEvent};
 use super::fetch::{collection_path, error_response, fetch, next_data, object_at_path, page_path};
 use super::state::Steps;
+use super::yielding;
 use super::{DecodeError, Feed, InformerError};
 use crate::api::media::Format;
 use crate::api::table::CustomColumns;
@@ -160,7 +161,11 @@ impl Feed {
         let mut cont = String::new();
         let mut bytes = 0;
         self.listed_page(0, 0, None);
+        let mut budget = yielding::MAX_YIELD;
         loop {
+            if self.yields.wait(&mut budget).await && budget.is_zero() {
+                tracing::info!(resource = %r.plural, "the list yielded its longest to clients' passed-through reads; it goes on");
+            }
             let path = page_path(&base, page, &cont);
             let got = match self.fmt {
                 Format::Json => fetch(&self.upstream, &path, "application/json").await?,

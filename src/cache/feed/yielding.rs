@@ -1,0 +1,174 @@
+//! A kind's own list yields to clients' passed-through reads of the same kind.
+//!
+//! When kache starts (or a kind's cache is first asked for), a client that reads the kind's
+//! whole state before the cache has synced is passed through (`not_synced`): the upstream
+//! answers it. Meanwhile kache lists the same kind for itself, and the two lists share the
+//! upstream's encoders and the machine's cores: an informer started with kache synced 1.5-2.2x
+//! slower than directly against a kube-apiserver v1.36.2 with 30,000 pods (BENCHMARKS.md).
+//! So while such a passed-through answer streams its state (at least [`BUSY_BYTES`] within
+//! [`WINDOW`], 4 MiB/s: a list or a WatchList's initial events, not a watch's trickle of
+//! changes), the kind's list waits before its next page, at most [`MAX_YIELD`] per list: the
+//! client gets what it would directly, and kache's list goes on once the client has its state.
+
+use crate::body::{BoxError, Chunk};
+use http_body::{Frame, SizeHint};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Bytes a passed-through answer carries within [`WINDOW`] to count as streaming a state.
+pub const BUSY_BYTES: u64 = 1 << 20;
+/// The window [`BUSY_BYTES`] is counted in, and how long one busy window holds the list.
+pub const WINDOW: Duration = Duration::from_millis(250);
+/// The longest a list yields in all (many clients streaming in turn cannot keep a cache
+/// from syncing).
+pub const MAX_YIELD: Duration = Duration::from_secs(20);
+
+/// Until when a feed's list yields: passed-through answers of its kind push it on.
+#[derive(Debug)]
+pub struct Yield {
+    base: Instant,
+    /// Milliseconds after `base` until which the list waits.
+    busy_until: AtomicU64,
+}
+
+impl Default for Yield {
+    fn default() -> Self {
+        Yield { base: Instant::now(), busy_until: AtomicU64::new(0) }
+    }
+}
+
+impl Yield {
+    /// Keep the list waiting until at least `until`.
+    pub fn hold_until(&self, until: Instant) {
+        let ms = until.saturating_duration_since(self.base).as_millis() as u64;
+        self.busy_until.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// The instant the list may go on, if it is still ahead.
+    fn until(&self) -> Option<Instant> {
+        let until = self.base + Duration::from_millis(self.busy_until.load(Ordering::Relaxed));
+        (until > Instant::now()).then_some(until)
+    }
+
+    /// Wait while a client streams, spending at most `budget` (what is left of it stays
+    /// in `budget`); whether it waited at all.
+    pub async fn wait(&self, budget: &mut Duration) -> bool {
+        let mut waited = false;
+        while let Some(until) = self.until() {
+            if budget.is_zero() {
+                break;
+            }
+            let now = Instant::now();
+            let step = (until - now).min(*budget);
+            tokio::time::sleep(step).await;
+            *budget = budget.saturating_sub(step);
+            waited = true;
+        }
+        waited
+    }
+}
+
+/// A passed-through answer's body that holds the [`Yield`]s of its kind's feeds while it
+/// streams at least [`BUSY_BYTES`] per [`WINDOW`].
+pub struct Streaming<B> {
+    inner: B,
+    yields: Vec<Arc<Yield>>,
+    window: Instant,
+    bytes: u64,
+}
+
+impl<B> Streaming<B> {
+    /// Wrap `inner`, holding `yields` while it streams.
+    pub fn new(inner: B, yields: Vec<Arc<Yield>>) -> Streaming<B> {
+        Streaming { inner, yields, window: Instant::now(), bytes: 0 }
+    }
+
+    fn count(&mut self, n: usize) {
+        let now = Instant::now();
+        if now.duration_since(self.window) >= WINDOW {
+            self.window = now;
+            self.bytes = 0;
+        }
+        self.bytes += n as u64;
+        if self.bytes >= BUSY_BYTES {
+            for y in &self.yields {
+                y.hold_until(now + WINDOW);
+            }
+        }
+    }
+}
+
+impl<B> http_body::Body for Streaming<B>
+where
+    B: http_body::Body<Data = Chunk, Error = BoxError> + Unpin,
+{
+    type Data = Chunk;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                let n = bytes::Buf::remaining(data);
+                self.count(n);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn body_of(frames: Vec<usize>) -> crate::body::Body {
+        let frames = frames.into_iter().map(|n| Ok::<_, BoxError>(Frame::data(Chunk::One(bytes::Bytes::from(vec![b'x'; n])))));
+        http_body_util::StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_streaming_state_holds_the_list_and_a_trickle_does_not() {
+        let y = Arc::new(Yield::default());
+        // 64 KiB frames: a state streaming; the list waits for a window after the last one.
+        let mut b = Streaming::new(body_of(vec![64 << 10; 20]), vec![y.clone()]);
+        while b.frame().await.is_some() {}
+        let start = Instant::now();
+        let mut budget = MAX_YIELD;
+        assert!(y.wait(&mut budget).await, "the list waited");
+        assert_eq!(Instant::now() - start, WINDOW);
+        assert_eq!(budget, MAX_YIELD - WINDOW);
+        assert!(!y.wait(&mut budget).await, "nothing streams now");
+        // A watch's changes, 8 KB at a time with time between them, hold nothing.
+        let trickle = Arc::new(Yield::default());
+        let mut b = Streaming::new(body_of(vec![8 << 10; 10]), vec![trickle.clone()]);
+        while b.frame().await.is_some() {
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+        assert!(!trickle.wait(&mut budget).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_list_yields_no_longer_than_its_budget() {
+        let y = Yield::default();
+        y.hold_until(Instant::now() + Duration::from_secs(3600));
+        let start = Instant::now();
+        let mut budget = MAX_YIELD;
+        assert!(y.wait(&mut budget).await);
+        assert_eq!(Instant::now() - start, MAX_YIELD, "the budget bounds it");
+        assert!(budget.is_zero());
+        assert!(!y.wait(&mut budget).await, "a spent budget waits no more");
+    }
+}
