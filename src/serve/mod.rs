@@ -411,12 +411,11 @@ impl Serve {
         self.feeds.get(&key).is_some_and(|f| f.refused().is_some())
     }
 
-    /// What a passed-through read of `target` holds to make its kind's lists wait (every
-    /// encoding's feed; none for a path that is no resource's).
-    fn yields_of(&self, target: &Option<Target>) -> Vec<Arc<feed::yielding::Yield>> {
-        let Some(Target::Resource(p)) = target else { return Vec::new() };
-        let same = |k: &FeedKey| k.group == p.group && k.version == p.version && k.plural == p.plural;
-        self.feeds.iter().filter(|e| same(e.key())).map(|e| e.value().yields()).collect()
+    /// What a read passed through because its kind had not synced holds to make kache's
+    /// own lists wait: every feed's (its kind's lists and the others' share the upstream
+    /// and the cores with it).
+    fn warmup_yields(&self) -> Vec<Arc<feed::yielding::Yield>> {
+        self.feeds.iter().filter(|e| !e.value().synced()).map(|e| e.value().yields()).collect()
     }
 
     pub(crate) fn resource(&self, p: &ResourcePath) -> Option<ResourceRef> {
@@ -531,7 +530,7 @@ impl Serve {
             Err(status) => return (status.into_response(protobuf), Source::Kache),
         };
         self.count_passthrough(reason);
-        let yields = if reason == PassThrough::NotSynced { self.yields_of(&classify(req.uri().path())) } else { Vec::new() };
+        let yields = if reason == PassThrough::NotSynced { self.warmup_yields() } else { Vec::new() };
         let held = limit::Held::new([Some(permit), place]);
         let resp = proxy::forward(&self.upstream, req, creds, held).await;
         let resp = match doc {

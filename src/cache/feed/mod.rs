@@ -9,7 +9,7 @@
 //! - `freshness`: the upstream's current RV and the probes that prove the cache reached it.
 //! - `decode`: lists, events and objects from JSON or protobuf bytes.
 //! - `fetch`: paths and kache's own GETs.
-//! - `yielding`: the list waits while a client's passed-through read of the kind streams.
+//! - `yielding`: lists wait while a client passed through for want of them streams a state.
 
 mod decode;
 pub(crate) mod fetch;
@@ -92,7 +92,7 @@ pub struct Feed {
     listing: std::sync::Mutex<Option<Listing>>,
     /// Told of each page of the initial list.
     paged: tokio::sync::Notify,
-    /// Held while a client's passed-through read of the kind streams its state.
+    /// Held while a client passed through for want of a synced cache streams a state.
     yields: Arc<yielding::Yield>,
 }
 
@@ -200,7 +200,7 @@ impl Feed {
         self.preloaded.store(true, Ordering::Relaxed);
     }
 
-    /// What a client's passed-through read of the kind holds to make the list wait
+    /// What a client passed through for want of a synced cache holds to make the list wait
     /// ([`yielding`]).
     pub fn yields(&self) -> Arc<yielding::Yield> {
         self.yields.clone()

@@ -163,8 +163,13 @@ impl Feed {
         self.listed_page(0, 0, None);
         let mut budget = yielding::MAX_YIELD;
         loop {
-            if self.yields.wait(&mut budget).await && budget.is_zero() {
-                tracing::info!(resource = %r.plural, "the list yielded its longest to clients' passed-through reads; it goes on");
+            let before = budget;
+            if self.yields.wait(&mut budget).await {
+                let waited = (before - budget).as_secs_f64();
+                tracing::debug!(resource = %r.plural, fmt = ?self.fmt, waited, "the list yielded to a client passed through");
+                if budget.is_zero() {
+                    tracing::info!(resource = %r.plural, "the list yielded its longest to clients' passed-through reads; it goes on");
+                }
             }
             let path = page_path(&base, page, &cont);
             let got = match self.fmt {

@@ -1,14 +1,15 @@
-//! A kind's own list yields to clients' passed-through reads of the same kind.
+//! kache's own lists yield to the clients it passes through because it has not synced.
 //!
-//! When kache starts (or a kind's cache is first asked for), a client that reads the kind's
+//! When kache starts (or a kind's cache is first asked for), a client that reads a kind's
 //! whole state before the cache has synced is passed through (`not_synced`): the upstream
-//! answers it. Meanwhile kache lists the same kind for itself, and the two lists share the
-//! upstream's encoders and the machine's cores: an informer started with kache synced 1.5-2.2x
-//! slower than directly against a kube-apiserver v1.36.2 with 30,000 pods (BENCHMARKS.md).
-//! So while such a passed-through answer streams its state (at least [`BUSY_BYTES`] within
-//! [`WINDOW`], 4 MiB/s: a list or a WatchList's initial events, not a watch's trickle of
-//! changes), the kind's list waits before its next page, at most [`MAX_YIELD`] per list: the
-//! client gets what it would directly, and kache's list goes on once the client has its state.
+//! answers it. Meanwhile kache lists that kind and others for itself, and the lists share the
+//! upstream's encoders and the machine's cores with the client's: an informer started with
+//! kache synced 1.4-2.2x slower than directly against a kube-apiserver v1.36.2 with 30,000
+//! pods (BENCHMARKS.md). So while such a passed-through answer streams a state (at least
+//! [`BUSY_BYTES`] within [`WINDOW`], 4 MiB/s: a list or a WatchList's initial events, not a
+//! watch's trickle of changes), every list still loading waits before its next page, at most
+//! [`MAX_YIELD`] per list: the client gets what it would directly, and kache's lists go on
+//! once the client has its state.
 
 use crate::body::{BoxError, Chunk};
 use http_body::{Frame, SizeHint};
