@@ -33,6 +33,7 @@ func main() {
 	kctx := flag.String("context", "", "context in the kubeconfig")
 	server := flag.String("server", "", "override the server (kache's address)")
 	watchList := flag.Bool("watchlist", true, "use WatchList (client-go's default)")
+	protobuf := flag.Bool("protobuf", false, "speak protobuf, as kube-controller-manager and kube-scheduler do (default: JSON, client-go's default)")
 	follow := flag.Duration("follow", 0, "keep watching this long after the sync, counting events")
 	digestAt := flag.String("digest-at", "", "with -follow: take the final digest once this file exists (at most the -follow time)")
 	flag.Parse()
@@ -50,6 +51,10 @@ func main() {
 		cfg.TLSClientConfig = rest.TLSClientConfig{Insecure: cfg.Host[:5] == "https"}
 	}
 	cfg.QPS, cfg.Burst = 1000, 1000
+	if *protobuf {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
 	client := kubernetes.NewForConfigOrDie(cfg)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Pods().Informer()
@@ -110,5 +115,5 @@ func main() {
 	for _, k := range keys {
 		h.Write([]byte(k + "\n"))
 	}
-	fmt.Printf("synced %d pods in %.2f s watchlist=%v digest=%x\n", len(keys), took.Seconds(), *watchList, h.Sum(nil)[:8])
+	fmt.Printf("synced %d pods in %.2f s watchlist=%v protobuf=%v digest=%x\n", len(keys), took.Seconds(), *watchList, *protobuf, h.Sum(nil)[:8])
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Informer sync of every pod from a warm kache against directly (issue 22, item 4): client-go's
+# shared informer (loadtest/clientgo, built by its build.sh into ~/real-apiserver/bin) in
+# WatchList and LIST mode, JSON (client-go's default) and protobuf (what kube-controller-manager
+# and kube-scheduler speak), through a synced kache and directly, alternating, ROUNDS rounds.
+#   bash loadtest/real/informer_warm.sh target/release/kache [rounds]
+# Prints one line per sync: "<encoding> <mode> <kache|direct> <seconds>".
+set -euo pipefail
+KB=$(realpath "$1"); ROUNDS=${2:-3}
+REAL=${REAL_APISERVER:-$HOME/real-apiserver}
+D=$(mktemp -d)
+"$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --listen 127.0.0.1:0 --addr-file "$D/addr" \
+  --admin-listen 127.0.0.1:0 --admin-addr-file "$D/admin" --client-kubeconfig-out "$D/kache.kubeconfig" >"$D/kache.log" 2>&1 &
+KP=$!
+trap 'kill $KP 2>/dev/null; wait $KP 2>/dev/null; rm -rf "$D"' EXIT
+until [ -s "$D/admin" ] && curl -sf "http://$(cat "$D/admin")/readyz" >/dev/null; do sleep 0.5; done
+sync() { # encoding mode where
+  local args=(-watchlist="$([ "$2" = watchlist ] && echo true || echo false)")
+  [ "$1" = protobuf ] && args+=(-protobuf)
+  if [ "$3" = kache ]; then args+=(-kubeconfig "$D/kache.kubeconfig"); else args+=(-kubeconfig "$REAL/kubeconfig" -context admin); fi
+  "$REAL/bin/informer-sync" "${args[@]}" 2>&1 | tail -1 | sed -n 's/.* in \([0-9.]*\) s.*/\1/p'
+}
+for _ in $(seq "$ROUNDS"); do
+  for enc in json protobuf; do
+    for mode in watchlist list; do
+      for where in kache direct; do
+        echo "$enc $mode $where $(sync "$enc" "$mode" "$where")"
+      done
+    done
+  done
+done
