@@ -15,5 +15,5 @@ pub(crate) mod status;
 pub(crate) mod table;
 pub(crate) mod time;
 pub mod token;
-pub(crate) mod transcode;
+pub mod transcode;
 pub(crate) mod wire;
