@@ -398,6 +398,13 @@ pub struct SecurityArgs {
     /// probes (`kache_limit_hits_total{limit="max-concurrent-reviews"}` counts waits).
     #[arg(long, env = "KACHE_MAX_CONCURRENT_REVIEWS", default_value_t = crate::auth::REVIEW_LANE)]
     pub max_concurrent_reviews: usize,
+    /// TokenReviews a second that bearer tokens kache has never judged, sent from one source
+    /// address, may cause (a second's worth at once). Known tokens, and renewals of known
+    /// ones, are not counted; past it a new token gets 429 with Retry-After, as from the
+    /// apiserver's max-in-flight filter, and costs the apiserver nothing
+    /// (`kache_limit_hits_total{limit="max-token-review-rate-per-address"}`); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_TOKEN_REVIEW_RATE_PER_ADDRESS", default_value_t = crate::auth::TOKEN_REVIEW_RATE)]
+    pub max_token_review_rate_per_address: u32,
     /// Cached reads (GET and LIST; watches are not counted) in flight at once over all
     /// clients; beyond it 429 with Retry-After (0 = no cap).
     #[arg(long, env = "KACHE_MAX_INFLIGHT_READS", default_value_t = 4000)]
@@ -432,6 +439,14 @@ pub struct SecurityArgs {
     /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
     pub max_concurrent_encodes: usize,
+    /// Answers from memory larger than 1 MiB (a LIST of every pod, pretty, gzip or not) one
+    /// client (as for --max-passthrough-per-client) may have being sent at once; more wait,
+    /// in the order they came, for one of the client's own to end, so one client's large
+    /// LISTs cannot take kache's cores from everyone else's reads. A wait past 15 s is a 429
+    /// with Retry-After (`kache_limit_hits_total{limit="max-large-answers-per-client"}`
+    /// counts the waits); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_LARGE_ANSWERS_PER_CLIENT", default_value_t = crate::serve::fair::PER_CLIENT)]
+    pub max_large_answers_per_client: usize,
     /// Bytes of events queued for one watch's client that it has not taken yet; past them
     /// the watch waits for the client, and ends it after 15 s without progress (it then
     /// resumes from its resourceVersion). A single event larger than this is queued alone

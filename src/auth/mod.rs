@@ -9,11 +9,13 @@
 pub(crate) mod authn;
 pub(crate) mod authz;
 pub mod impersonate;
+mod rate;
 mod review;
 pub(crate) mod security;
 pub(crate) mod tls;
 pub(crate) mod ttl;
 
+pub use rate::PER_ADDRESS as TOKEN_REVIEW_RATE;
 pub use review::LANE as REVIEW_LANE;
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 

@@ -10,6 +10,7 @@
 pub(crate) mod compress;
 pub(crate) mod cost;
 pub mod discovery;
+pub(crate) mod fair;
 pub mod handler;
 pub(crate) mod limit;
 pub(crate) mod proxy;
@@ -79,6 +80,9 @@ pub struct ServeSettings {
     /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
     /// they go out as they are.
     pub max_encodes: usize,
+    /// Large answers from memory one client may have being sent at once (0: no bound); past
+    /// it they wait for one of the client's own (see [`fair`]).
+    pub large_per_client: usize,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
     pub access_log: bool,
 }
@@ -174,6 +178,8 @@ pub struct Serve {
     passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
     /// Answers being indented or compressed.
     encodes: compress::Encodes,
+    /// Every client's large answers being sent.
+    pub(crate) large: fair::Large,
 }
 
 impl Serve {
@@ -185,6 +191,7 @@ impl Serve {
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let settings_factor = settings.passthrough_factor;
         let settings_max_encodes = settings.max_encodes;
+        let large = fair::Large::new(settings.large_per_client);
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let serve = Arc::new(Serve {
             upstream,
@@ -200,6 +207,7 @@ impl Serve {
             costs: Arc::new(cost::Costs::new(settings_factor)),
             passed: Default::default(),
             encodes: compress::Encodes::new(settings_max_encodes),
+            large,
             watches,
         });
         for name in serve.settings.preload.clone() {
@@ -441,8 +449,9 @@ impl Serve {
         let Some(security) = &self.settings.security else { return Ok(None) };
         let peer = req.extensions().get::<Peer>();
         let cert = peer.and_then(|p| p.cert.clone());
-        let caller = security.caller(cert.as_deref(), req.headers()).await?;
-        Ok(Some(caller.at(peer.map(|p| p.addr.ip()))))
+        let ip = peer.map(|p| p.addr.ip());
+        let caller = security.caller(cert.as_deref(), req.headers(), ip).await?;
+        Ok(Some(caller.at(ip)))
     }
 
     /// The upstream's last answer to a discovery request, while the upstream is hung or

@@ -20,7 +20,7 @@ use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
 use crate::serve::handler::EndAfter;
-use crate::serve::limit::{Guarded, Permit};
+use crate::serve::limit::{Guarded, Held, Permit};
 use crate::serve::respond::StatusResponse;
 use crate::serve::Serve;
 use http::{header, Method, Request, Response};
@@ -179,9 +179,18 @@ impl Serve {
             .answer(&feed, plan.path, opts, (plan.format, plan.view), end_after)
             .await
             .unwrap_or_else(|status| status.into_response(pb));
-        Ok(match permit {
-            Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
-            None => resp,
+        // A large answer waits for a place among its client's (see `fair`).
+        let bytes = http_body::Body::size_hint(resp.body()).lower();
+        let large = match self.large.place(&super::client(req, caller), bytes).await {
+            Ok(place) => place,
+            Err(status) => return Ok(status.into_response(pb)),
+        };
+        Ok(match (permit, large) {
+            (None, None) => resp,
+            (permit, large) => {
+                let held = Held::new([permit]).with_large(large);
+                resp.map(|b| Guarded::holding(b, held))
+            }
         })
     }
 
