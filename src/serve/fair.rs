@@ -9,6 +9,7 @@
 
 use crate::api::status::Status;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -27,6 +28,8 @@ pub const QUEUE_WAIT: Duration = Duration::from_secs(15);
 #[derive(Debug)]
 struct Inner {
     per_client: usize,
+    /// Large answers waiting for a place now.
+    waiting: AtomicUsize,
     /// One queue per client with large answers being sent or waiting; removed when idle.
     clients: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
@@ -61,7 +64,7 @@ impl Drop for Place {
 impl Large {
     /// At most `per_client` large answers per client at once (0: no bound).
     pub fn new(per_client: usize) -> Large {
-        Large(Arc::new(Inner { per_client, clients: Mutex::new(HashMap::new()) }))
+        Large(Arc::new(Inner { per_client, waiting: AtomicUsize::new(0), clients: Mutex::new(HashMap::new()) }))
     }
 
     /// A place for an answer of `bytes` to `client`: `None` for an answer that is not large
@@ -80,7 +83,10 @@ impl Large {
             Ok(p) => p,
             Err(_) => {
                 crate::telemetry::limit_hit("max-large-answers-per-client");
-                match tokio::time::timeout(QUEUE_WAIT, queue.acquire_owned()).await {
+                self.0.waiting.fetch_add(1, Ordering::Relaxed);
+                let got = tokio::time::timeout(QUEUE_WAIT, queue.acquire_owned()).await;
+                self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+                match got {
                     Ok(Ok(p)) => p,
                     _ => return Err(Status::too_many_requests("Too many requests, please try again later.", 1)),
                 }
@@ -88,6 +94,11 @@ impl Large {
         };
         place.permit = Some(permit);
         Ok(Some(place))
+    }
+
+    /// Large answers waiting for a place now.
+    pub fn waiting(&self) -> usize {
+        self.0.waiting.load(Ordering::Relaxed)
     }
 
     /// Clients with large answers being sent or waiting.

@@ -438,6 +438,12 @@ impl Serve {
         self.inflight.in_flight()
     }
 
+    /// Large answers waiting for a place among their client's now
+    /// (`--max-large-answers-per-client`).
+    pub fn large_answers_waiting(&self) -> usize {
+        self.large.waiting()
+    }
+
     /// Check the URI's length, authenticate the client and apply the impersonation it asks
     /// for. `None` when security is off.
     async fn admit<B: RequestBody>(&self, req: &Request<B>) -> Result<Option<Caller>, Status> {
