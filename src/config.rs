@@ -251,6 +251,14 @@ pub struct CacheArgs {
     /// kube-controller-manager opens about 100; 0 for no bound.
     #[arg(long, env = "KACHE_MAX_WATCHES_PER_CLIENT", default_value_t = 1000)]
     pub max_watches_per_client: usize,
+    /// Answers from memory larger than 1 MiB (a LIST of every pod, pretty, gzip or not) one
+    /// client (as for --max-passthrough-per-client) may have being sent at once; more wait,
+    /// in the order they came, for one of the client's own to end, so one client's large
+    /// LISTs cannot take kache's cores from everyone else's reads. A wait past 15 s is a 429
+    /// with Retry-After (`kache_limit_hits_total{limit="max-large-answers-per-client"}`
+    /// counts the waits); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_LARGE_ANSWERS_PER_CLIENT", default_value_t = crate::serve::fair::PER_CLIENT)]
+    pub max_large_answers_per_client: usize,
     /// Seconds kache keeps serving reads from memory, and judging clients by their last
     /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked
@@ -439,14 +447,6 @@ pub struct SecurityArgs {
     /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
     pub max_concurrent_encodes: usize,
-    /// Answers from memory larger than 1 MiB (a LIST of every pod, pretty, gzip or not) one
-    /// client (as for --max-passthrough-per-client) may have being sent at once; more wait,
-    /// in the order they came, for one of the client's own to end, so one client's large
-    /// LISTs cannot take kache's cores from everyone else's reads. A wait past 15 s is a 429
-    /// with Retry-After (`kache_limit_hits_total{limit="max-large-answers-per-client"}`
-    /// counts the waits); 0 for no bound.
-    #[arg(long, env = "KACHE_MAX_LARGE_ANSWERS_PER_CLIENT", default_value_t = crate::serve::fair::PER_CLIENT)]
-    pub max_large_answers_per_client: usize,
     /// Bytes of events queued for one watch's client that it has not taken yet; past them
     /// the watch waits for the client, and ends it after 15 s without progress (it then
     /// resumes from its resourceVersion). A single event larger than this is queued alone

@@ -127,7 +127,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
         max_encodes: crate::serve::compress::MAX_ENCODES,
-        large_per_client: crate::serve::fair::PER_CLIENT,
+        large_per_client: c.max_large_answers_per_client,
         access_log: false,
     }
 }
@@ -225,7 +225,6 @@ pub async fn start_serve_args(
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
     settings.max_encodes = s.max_concurrent_encodes;
-    settings.large_per_client = s.max_large_answers_per_client;
     settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
     settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
     settings.access_log = args.access_log;
