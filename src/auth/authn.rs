@@ -249,6 +249,48 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(2));
     }
 
+    /// An upstream that refuses every token at once.
+    async fn refusing_upstream() -> Upstream {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else { return };
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req| async {
+                        let body = json!({"kind": "TokenReview", "status": {"authenticated": false}}).to_string();
+                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
+                });
+            }
+        });
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        upstream.set_health(crate::upstream::health::Health::Up);
+        upstream
+    }
+
+    #[tokio::test]
+    async fn new_tokens_from_one_address_past_its_rate_get_429_without_a_review() {
+        let mut s = settings();
+        s.first_reviews_per_address = 2;
+        let authn = Authenticator::new(refusing_upstream().await, s);
+        let alice: Identity = serde_json::from_value(json!({"username": "alice"})).unwrap();
+        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, b"alice-token").as_ref().try_into().unwrap();
+        authn.cache.insert_for(crate::auth::ttl::owner("alice"), key, Some(alice), Duration::from_secs(10));
+        let (tenant, other) = (Some("10.0.0.7".parse().unwrap()), Some("10.0.0.8".parse().unwrap()));
+        assert_eq!(authn.token("junk-1", tenant).await.unwrap(), None, "reviewed: refused (401)");
+        assert_eq!(authn.token("junk-2", tenant).await.unwrap(), None);
+        let e = authn.token("junk-3", tenant).await.unwrap_err();
+        assert_eq!((e.code, e.reason.as_str(), e.details.unwrap().retry_after_seconds), (429, "TooManyRequests", 1));
+        assert_eq!(authn.reviews(), 2, "the third never reached the upstream");
+        assert_eq!(authn.token("junk-1", tenant).await.unwrap(), None, "a refusal already known is no new review");
+        let known = authn.token("alice-token", tenant).await.unwrap();
+        assert_eq!(known.map(|i| i.username), Some("alice".into()), "a known token from the same address");
+        assert_eq!(authn.token("junk-4", other).await.unwrap(), None, "another address has its own rate");
+        assert_eq!(authn.reviews(), 3);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn refused_tokens_never_push_out_accepted_ones() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
