@@ -259,6 +259,15 @@ pub struct CacheArgs {
     /// counts the waits); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_LARGE_ANSWERS_PER_CLIENT", default_value_t = crate::serve::fair::PER_CLIENT)]
     pub max_large_answers_per_client: usize,
+    /// Bytes a second (of the objects answered) of consistent reads one client may have kache
+    /// pass to the apiserver because the apiserver answers them sooner than kache's
+    /// freshness proof (`kache_passthrough_total{reason="cheaper_upstream"}`), a second's
+    /// worth at once. Past them such a read waits for the proof and is answered from memory,
+    /// so one client's loop of consistent reads costs the apiserver kache's proofs, not its
+    /// own answers (`kache_limit_hits_total{limit="max-cheaper-upstream-bytes-per-client"}`);
+    /// 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_CHEAPER_UPSTREAM_BYTES_PER_CLIENT", default_value_t = 8 << 20)]
+    pub max_cheaper_upstream_bytes_per_client: u64,
     /// Seconds kache keeps serving reads from memory, and judging clients by their last
     /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked

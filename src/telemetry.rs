@@ -79,6 +79,7 @@ pub const LIMIT_HITS: &str = "kache_limit_hits_total";
 /// The `limit` label values of [`LIMIT_HITS`]: the flags whose bounds are counted.
 pub const LIMITS: &[&str] = &[
     "auth-cache-entries",
+    "max-cheaper-upstream-bytes-per-client",
     "max-concurrent-encodes",
     "max-concurrent-reviews",
     "max-large-answers-per-client",

@@ -9,13 +9,14 @@
 pub(crate) mod authn;
 pub(crate) mod authz;
 pub mod impersonate;
-mod rate;
 mod review;
 pub(crate) mod security;
 pub(crate) mod tls;
 pub(crate) mod ttl;
 
-pub use rate::PER_ADDRESS as TOKEN_REVIEW_RATE;
+/// Default of `--max-token-review-rate-per-address`: reviews of never-judged tokens one
+/// source address may cause a second.
+pub const TOKEN_REVIEW_RATE: u32 = 20;
 pub use review::LANE as REVIEW_LANE;
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 

@@ -83,6 +83,9 @@ pub struct ServeSettings {
     /// Large answers from memory one client may have being sent at once (0: no bound); past
     /// it they wait for one of the client's own (see [`fair`]).
     pub large_per_client: usize,
+    /// Bytes a second of consistent reads one client may have passed to the upstream as the
+    /// cheaper way (0: no bound); past them they are proven and answered from memory.
+    pub cheaper_upstream_bytes_per_client: u64,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
     pub access_log: bool,
 }
@@ -180,6 +183,8 @@ pub struct Serve {
     encodes: compress::Encodes,
     /// Every client's large answers being sent.
     pub(crate) large: fair::Large,
+    /// Each client's budget of consistent reads passed to the upstream as the cheaper way.
+    pub(crate) cheaper_upstream: crate::rate::Buckets<String>,
 }
 
 impl Serve {
@@ -192,6 +197,8 @@ impl Serve {
         let settings_factor = settings.passthrough_factor;
         let settings_max_encodes = settings.max_encodes;
         let large = fair::Large::new(settings.large_per_client);
+        let cheaper_upstream =
+            crate::rate::Buckets::new(settings.cheaper_upstream_bytes_per_client, "max-cheaper-upstream-bytes-per-client");
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let serve = Arc::new(Serve {
             upstream,
@@ -208,6 +215,7 @@ impl Serve {
             passed: Default::default(),
             encodes: compress::Encodes::new(settings_max_encodes),
             large,
+            cheaper_upstream,
             watches,
         });
         for name in serve.settings.preload.clone() {
