@@ -413,8 +413,9 @@ impl Serve {
 
     /// A consistent read (no resourceVersion): answered from cache after a freshness proof,
     /// or passed through at once when the upstream is expected to answer it sooner (the
-    /// cost rule, `serve::cost`). The proof is waited for no longer than the upstream would
-    /// take; concurrent readers of a kind share its probes.
+    /// cost rule, `serve::cost`) and `client` has not spent its budget of such reads. The
+    /// proof is waited for no longer than the upstream would take; concurrent readers of a
+    /// kind share its probes.
     async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<(), PassThrough> {
         let kind = kind_key(&feed.cache.resource);
         // Summing stops well past the break-even: beyond it only the proof's bound changes.
