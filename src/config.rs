@@ -419,7 +419,8 @@ pub struct SecurityArgs {
     /// address, may cause (a second's worth at once). Known tokens, and renewals of known
     /// ones, are not counted; past it a new token gets 429 with Retry-After, as from the
     /// apiserver's max-in-flight filter, and costs the apiserver nothing
-    /// (`kache_limit_hits_total{limit="max-token-review-rate-per-address"}`); 0 for no bound.
+    /// (`kache_limit_hits_total{limit="max-token-review-rate-per-address"}`). Behind a proxy
+    /// that hides clients' addresses they all share its one; 0 for no bound.
     #[arg(long, env = "KACHE_MAX_TOKEN_REVIEW_RATE_PER_ADDRESS", default_value_t = crate::auth::TOKEN_REVIEW_RATE)]
     pub max_token_review_rate_per_address: u32,
     /// Cached reads (GET and LIST; watches are not counted) in flight at once over all
