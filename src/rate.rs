@@ -35,8 +35,9 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
         Buckets { per_second: per_second as f64, limit, keys: Mutex::new(HashMap::new()) }
     }
 
-    /// Whether `key` may spend `cost` now (counted when not). A key with anything left may
-    /// spend more than it has once; the debt is repaid before it spends again.
+    /// Whether `key` may spend `cost` now (counted when not). A cost larger than a
+    /// second's worth goes once the bucket is full, and the debt is repaid before the key
+    /// spends again.
     pub fn take(&self, key: &K, cost: f64) -> bool {
         let rate = self.per_second;
         if rate == 0.0 {
@@ -51,7 +52,7 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
         let b = keys.entry(key.clone()).or_insert(Bucket { left: rate, at: now });
         b.left = (b.left + now.duration_since(b.at).as_secs_f64() * rate).min(rate);
         b.at = now;
-        if b.left > 0.0 {
+        if b.left >= cost.min(rate) {
             b.left -= cost;
             return true;
         }
