@@ -251,6 +251,23 @@ pub struct CacheArgs {
     /// kube-controller-manager opens about 100; 0 for no bound.
     #[arg(long, env = "KACHE_MAX_WATCHES_PER_CLIENT", default_value_t = 1000)]
     pub max_watches_per_client: usize,
+    /// Answers from memory larger than 1 MiB (a LIST of every pod, pretty, gzip or not) one
+    /// client (as for --max-passthrough-per-client) may have being sent at once; more wait,
+    /// in the order they came, for one of the client's own to end, so one client's large
+    /// LISTs cannot take kache's cores from everyone else's reads. A wait past 15 s is a 429
+    /// with Retry-After (`kache_limit_hits_total{limit="max-large-answers-per-client"}`
+    /// counts the waits); 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_LARGE_ANSWERS_PER_CLIENT", default_value_t = crate::serve::fair::PER_CLIENT)]
+    pub max_large_answers_per_client: usize,
+    /// Bytes a second (of the objects answered) of consistent reads one client may have kache
+    /// pass to the apiserver because the apiserver answers them sooner than kache's
+    /// freshness proof (`kache_passthrough_total{reason="cheaper_upstream"}`), a second's
+    /// worth at once. Past them such a read waits for the proof and is answered from memory,
+    /// so one client's loop of consistent reads costs the apiserver kache's proofs, not its
+    /// own answers (`kache_limit_hits_total{limit="max-cheaper-upstream-bytes-per-client"}`);
+    /// 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_CHEAPER_UPSTREAM_BYTES_PER_CLIENT", default_value_t = 8 << 20)]
+    pub max_cheaper_upstream_bytes_per_client: u64,
     /// Seconds kache keeps serving reads from memory, and judging clients by their last
     /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked
@@ -398,6 +415,14 @@ pub struct SecurityArgs {
     /// probes (`kache_limit_hits_total{limit="max-concurrent-reviews"}` counts waits).
     #[arg(long, env = "KACHE_MAX_CONCURRENT_REVIEWS", default_value_t = crate::auth::REVIEW_LANE)]
     pub max_concurrent_reviews: usize,
+    /// TokenReviews a second that bearer tokens kache has never judged, sent from one source
+    /// address, may cause (a second's worth at once). Known tokens, and renewals of known
+    /// ones, are not counted; past it a new token gets 429 with Retry-After, as from the
+    /// apiserver's max-in-flight filter, and costs the apiserver nothing
+    /// (`kache_limit_hits_total{limit="max-token-review-rate-per-address"}`). Behind a proxy
+    /// that hides clients' addresses they all share its one; 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_TOKEN_REVIEW_RATE_PER_ADDRESS", default_value_t = crate::auth::TOKEN_REVIEW_RATE)]
+    pub max_token_review_rate_per_address: u32,
     /// Cached reads (GET and LIST; watches are not counted) in flight at once over all
     /// clients; beyond it 429 with Retry-After (0 = no cap).
     #[arg(long, env = "KACHE_MAX_INFLIGHT_READS", default_value_t = 4000)]

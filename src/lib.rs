@@ -78,6 +78,7 @@ pub mod auth;
 pub mod body;
 pub mod cache;
 pub mod config;
+pub(crate) mod rate;
 pub mod serve;
 #[cfg(feature = "sim")]
 pub mod sim;

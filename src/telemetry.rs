@@ -79,10 +79,13 @@ pub const LIMIT_HITS: &str = "kache_limit_hits_total";
 /// The `limit` label values of [`LIMIT_HITS`]: the flags whose bounds are counted.
 pub const LIMITS: &[&str] = &[
     "auth-cache-entries",
+    "max-cheaper-upstream-bytes-per-client",
     "max-concurrent-encodes",
     "max-concurrent-reviews",
+    "max-large-answers-per-client",
     "max-passthrough-per-client",
     "max-table-cell-bytes-per-object",
+    "max-token-review-rate-per-address",
     "max-watch-buffer-bytes",
     "max-watch-buffers-bytes",
     "max-watches-per-client",

@@ -127,6 +127,8 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
         max_encodes: crate::serve::compress::MAX_ENCODES,
+        large_per_client: c.max_large_answers_per_client,
+        cheaper_upstream_bytes_per_client: c.max_cheaper_upstream_bytes_per_client,
         access_log: false,
     }
 }
@@ -174,6 +176,7 @@ fn security_settings(s: &SecurityArgs, stale: Duration) -> SecuritySettings {
             cache_entries: s.auth_cache_entries,
             stale,
             concurrent: s.max_concurrent_reviews,
+            first_reviews_per_address: s.max_token_review_rate_per_address,
         },
         authz: AuthzSettings {
             allow_ttl: Duration::from_secs(s.authz_cache_allow_ttl_seconds),

@@ -9,9 +9,11 @@ use super::tls::CertIdentity;
 use super::ttl::TtlCache;
 use super::{Identity, AUTHENTICATED};
 use crate::api::status::Status;
+use crate::rate::Buckets;
 use crate::upstream::Upstream;
 use http::{header, HeaderMap};
 use serde_json::json;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +34,11 @@ pub struct AuthnSettings {
     pub stale: Duration,
     /// TokenReviews in flight at once in each lane (see [`review::Lanes`]).
     pub concurrent: usize,
+    /// Reviews of never-judged tokens one source address may cause per second (0: no
+    /// bound). Each costs the apiserver a TokenReview: one client sending made-up tokens as
+    /// fast as a connection goes (225 a second) doubled its CPU. Known tokens, and renewals
+    /// of known ones, are not counted.
+    pub first_reviews_per_address: u32,
 }
 
 /// Judges clients' credentials.
@@ -43,6 +50,8 @@ pub struct Authenticator {
     /// Tokens the upstream refused (made-up ones among them), apart.
     refused: Arc<TtlCache<[u8; 32], Option<Identity>>>,
     lanes: review::Lanes,
+    /// Reviews of never-judged tokens, per source address.
+    firsts: Buckets<IpAddr>,
     reviews: AtomicU64,
 }
 
@@ -60,7 +69,8 @@ impl Authenticator {
         let cache = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         let refused = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         let lanes = review::Lanes::new(settings.concurrent);
-        Authenticator { upstream, settings, cache, refused, lanes, reviews: AtomicU64::new(0) }
+        let firsts = Buckets::new(settings.first_reviews_per_address.into(), "max-token-review-rate-per-address");
+        Authenticator { upstream, settings, cache, refused, lanes, firsts, reviews: AtomicU64::new(0) }
     }
 
     /// TokenReviews sent to the upstream so far.
@@ -70,19 +80,19 @@ impl Authenticator {
 
     /// The identity behind a request's credentials: its verified client certificate, its
     /// bearer token, or anonymous. A refused token is a 401 even when anonymous access is on,
-    /// as in the apiserver.
-    pub async fn authenticate(&self, cert: Option<&CertIdentity>, headers: &HeaderMap) -> Result<Identity, Status> {
+    /// as in the apiserver. `ip`: the client's address, which bounds its reviews of new tokens.
+    pub async fn authenticate(&self, cert: Option<&CertIdentity>, headers: &HeaderMap, ip: Option<IpAddr>) -> Result<Identity, Status> {
         if let Some(c) = cert {
             return Ok(Identity::from_cert(c));
         }
         match bearer(headers) {
-            Some(token) => self.token(token).await?.ok_or_else(Status::unauthorized),
+            Some(token) => self.token(token, ip).await?.ok_or_else(Status::unauthorized),
             None if self.settings.allow_anonymous => Ok(Identity::anonymous()),
             None => Err(Status::unauthorized()),
         }
     }
 
-    async fn token(&self, token: &str) -> Result<Option<Identity>, Status> {
+    async fn token(&self, token: &str, ip: Option<IpAddr>) -> Result<Option<Identity>, Status> {
         let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
         let mut key = [0u8; 32];
         key.copy_from_slice(digest.as_ref());
@@ -90,6 +100,10 @@ impl Authenticator {
             return Ok(known);
         }
         let last = self.cache.get_stale(&key).or_else(|| self.refused.get_stale(&key));
+        // A token never judged: one more review the address causes.
+        if last.is_none() && ip.is_some_and(|ip| !self.firsts.take(&ip, 1.0)) {
+            return Err(Status::too_many_requests("Too many requests, please try again later.", 1));
+        }
         self.reviews.fetch_add(1, Ordering::Relaxed);
         let (cache, refused, positive, negative) =
             (self.cache.clone(), self.refused.clone(), self.settings.token_ttl, self.settings.negative_ttl);
@@ -172,6 +186,7 @@ mod tests {
             cache_entries: 10,
             stale: Duration::from_secs(300),
             concurrent: 4,
+            first_reviews_per_address: 0,
         }
     }
 
@@ -200,12 +215,12 @@ mod tests {
             upstream.set_health(crate::upstream::health::Health::Down { since, why: "no answer".into(), reason: "hung" });
         });
         let started = tokio::time::Instant::now();
-        let got = authn.token("alice-token").await.unwrap();
+        let got = authn.token("alice-token", None).await.unwrap();
         assert_eq!(got.map(|i| i.username), Some("alice".to_string()), "the last known identity");
         assert_eq!(started.elapsed(), Duration::from_secs(3), "when the upstream is found hung, not the review's own deadline");
         assert_eq!(authn.reviews(), 1, "the upstream was asked first");
         // A token never judged has nothing to fall back on: a 503.
-        let never = authn.token("bob-token").await.unwrap_err();
+        let never = authn.token("bob-token", None).await.unwrap_err();
         assert_eq!(never.code, 503);
         drop(listener);
     }
@@ -232,9 +247,52 @@ mod tests {
         upstream.set_health(crate::upstream::health::Health::Up);
         let authn = knowing_alice(upstream);
         let started = tokio::time::Instant::now();
-        let got = authn.token("alice-token").await.unwrap();
+        let got = authn.token("alice-token", None).await.unwrap();
         assert_eq!(got, None, "the upstream's answer: refused (was: alice again, after 1 s)");
         assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+
+    /// An upstream that refuses every token at once.
+    async fn refusing_upstream() -> Upstream {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else { return };
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req| async {
+                        let body = json!({"kind": "TokenReview", "status": {"authenticated": false}}).to_string();
+                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
+                });
+            }
+        });
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        upstream.set_health(crate::upstream::health::Health::Up);
+        upstream
+    }
+
+    #[tokio::test]
+    async fn new_tokens_from_one_address_past_its_rate_get_429_without_a_review() {
+        // One review a second per address: the second new token, sooner than a second after
+        // the first, is refused without a review.
+        let mut s = settings();
+        s.first_reviews_per_address = 1;
+        let authn = Authenticator::new(refusing_upstream().await, s);
+        let alice: Identity = serde_json::from_value(json!({"username": "alice"})).unwrap();
+        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, b"alice-token").as_ref().try_into().unwrap();
+        authn.cache.insert_for(crate::auth::ttl::owner("alice"), key, Some(alice), Duration::from_secs(10));
+        let (tenant, other) = (Some("10.0.0.7".parse().unwrap()), Some("10.0.0.8".parse().unwrap()));
+        assert_eq!(authn.token("junk-1", tenant).await.unwrap(), None, "reviewed: refused (401)");
+        let e = authn.token("junk-2", tenant).await.unwrap_err();
+        assert_eq!((e.code, e.reason.as_str(), e.details.unwrap().retry_after_seconds), (429, "TooManyRequests", 1));
+        assert_eq!(authn.reviews(), 1, "the second never reached the upstream");
+        assert_eq!(authn.token("junk-1", tenant).await.unwrap(), None, "a refusal already known is no new review");
+        let known = authn.token("alice-token", tenant).await.unwrap();
+        assert_eq!(known.map(|i| i.username), Some("alice".into()), "a known token from the same address");
+        assert_eq!(authn.token("junk-3", other).await.unwrap(), None, "another address has its own rate");
+        assert_eq!(authn.reviews(), 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -248,9 +306,9 @@ mod tests {
         for i in 0..1000 {
             authn.refused.insert(key(&format!("junk-{i}")), None, Duration::from_secs(10));
         }
-        assert_eq!(authn.token("alice-token").await.unwrap().map(|i| i.username), Some("alice".into()));
+        assert_eq!(authn.token("alice-token", None).await.unwrap().map(|i| i.username), Some("alice".into()));
         assert_eq!(authn.reviews(), 0, "still known: no review");
-        assert_eq!(authn.token("junk-999").await.unwrap(), None, "junk is remembered too, apart");
+        assert_eq!(authn.token("junk-999", None).await.unwrap(), None, "junk is remembered too, apart");
         drop(listener);
     }
 }

@@ -14,6 +14,9 @@ pub(crate) mod security;
 pub(crate) mod tls;
 pub(crate) mod ttl;
 
+/// Default of `--max-token-review-rate-per-address`: reviews of never-judged tokens one
+/// source address may cause a second.
+pub const TOKEN_REVIEW_RATE: u32 = 20;
 pub use review::LANE as REVIEW_LANE;
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 

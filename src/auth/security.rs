@@ -85,8 +85,9 @@ impl Security {
 
     /// Authenticate a request and apply the impersonation it asks for (each `impersonate`
     /// permission checked with the upstream, as the apiserver's impersonation filter does).
-    pub async fn caller(&self, cert: Option<&CertIdentity>, headers: &HeaderMap) -> Result<Caller, Status> {
-        let identity = self.authn.authenticate(cert, headers).await?;
+    /// `ip`: the client's address.
+    pub async fn caller(&self, cert: Option<&CertIdentity>, headers: &HeaderMap, ip: Option<std::net::IpAddr>) -> Result<Caller, Status> {
+        let identity = self.authn.authenticate(cert, headers, ip).await?;
         let token = if cert.is_none() { bearer(headers).map(str::to_string) } else { None };
         let client = identity.username.clone();
         let Some(wanted) = impersonate::requested(headers)? else {

@@ -95,12 +95,18 @@ fn too_many() -> Status {
 #[derive(Debug, Default)]
 pub struct Held {
     _places: Vec<Permit>,
+    _large: Option<crate::serve::fair::Place>,
 }
 
 impl Held {
     /// The places given.
     pub fn new(places: impl IntoIterator<Item = Option<Permit>>) -> Held {
-        Held { _places: places.into_iter().flatten().collect() }
+        Held { _places: places.into_iter().flatten().collect(), _large: None }
+    }
+
+    /// These places and a place among the client's large answers.
+    pub fn with_large(self, large: Option<crate::serve::fair::Place>) -> Held {
+        Held { _large: large, ..self }
     }
 }
 

@@ -10,6 +10,7 @@
 pub(crate) mod compress;
 pub(crate) mod cost;
 pub mod discovery;
+pub(crate) mod fair;
 pub mod handler;
 pub(crate) mod limit;
 pub(crate) mod proxy;
@@ -79,6 +80,12 @@ pub struct ServeSettings {
     /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
     /// they go out as they are.
     pub max_encodes: usize,
+    /// Large answers from memory one client may have being sent at once (0: no bound); past
+    /// it they wait for one of the client's own (see [`fair`]).
+    pub large_per_client: usize,
+    /// Bytes a second of consistent reads one client may have passed to the upstream as the
+    /// cheaper way (0: no bound); past them they are proven and answered from memory.
+    pub cheaper_upstream_bytes_per_client: u64,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
     pub access_log: bool,
 }
@@ -174,6 +181,10 @@ pub struct Serve {
     passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
     /// Answers being indented or compressed.
     encodes: compress::Encodes,
+    /// Every client's large answers being sent.
+    pub(crate) large: fair::Large,
+    /// Each client's budget of consistent reads passed to the upstream as the cheaper way.
+    pub(crate) cheaper_upstream: crate::rate::Buckets<String>,
 }
 
 impl Serve {
@@ -185,6 +196,9 @@ impl Serve {
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let settings_factor = settings.passthrough_factor;
         let settings_max_encodes = settings.max_encodes;
+        let large = fair::Large::new(settings.large_per_client);
+        let cheaper_upstream =
+            crate::rate::Buckets::new(settings.cheaper_upstream_bytes_per_client, "max-cheaper-upstream-bytes-per-client");
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let serve = Arc::new(Serve {
             upstream,
@@ -200,6 +214,8 @@ impl Serve {
             costs: Arc::new(cost::Costs::new(settings_factor)),
             passed: Default::default(),
             encodes: compress::Encodes::new(settings_max_encodes),
+            large,
+            cheaper_upstream,
             watches,
         });
         for name in serve.settings.preload.clone() {
@@ -437,6 +453,12 @@ impl Serve {
         self.inflight.in_flight()
     }
 
+    /// Large answers waiting for a place among their client's now
+    /// (`--max-large-answers-per-client`).
+    pub fn large_answers_waiting(&self) -> usize {
+        self.large.waiting()
+    }
+
     /// Check the URI's length, authenticate the client and apply the impersonation it asks
     /// for. `None` when security is off.
     async fn admit<B: RequestBody>(&self, req: &Request<B>) -> Result<Option<Caller>, Status> {
@@ -448,8 +470,9 @@ impl Serve {
         let Some(security) = &self.settings.security else { return Ok(None) };
         let peer = req.extensions().get::<Peer>();
         let cert = peer.and_then(|p| p.cert.clone());
-        let caller = security.caller(cert.as_deref(), req.headers()).await?;
-        Ok(Some(caller.at(peer.map(|p| p.addr.ip()))))
+        let ip = peer.map(|p| p.addr.ip());
+        let caller = security.caller(cert.as_deref(), req.headers(), ip).await?;
+        Ok(Some(caller.at(ip)))
     }
 
     /// The upstream's last answer to a discovery request, while the upstream is hung or

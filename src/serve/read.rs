@@ -20,7 +20,7 @@ use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
 use crate::serve::handler::EndAfter;
-use crate::serve::limit::{Guarded, Permit};
+use crate::serve::limit::{Guarded, Held, Permit};
 use crate::serve::respond::StatusResponse;
 use crate::serve::Serve;
 use http::{header, Method, Request, Response};
@@ -178,15 +178,24 @@ impl Serve {
             Ok(p) => p,
             Err(status) => return Ok(status.into_response(pb)),
         };
-        let end_after = self.fresh_enough(&feed, &plan, opts).await?;
+        let end_after = self.fresh_enough(&feed, &plan, opts, &super::client(req, caller)).await?;
         self.count_view(req, &plan, opts);
         let resp = self
             .answer(&feed, plan.path, opts, (plan.format, plan.view), end_after)
             .await
             .unwrap_or_else(|status| status.into_response(pb));
-        Ok(match permit {
-            Some(permit) => resp.map(|b| Guarded::wrap(b, permit)),
-            None => resp,
+        // A large answer waits for a place among its client's (see `fair`).
+        let bytes = http_body::Body::size_hint(resp.body()).lower();
+        let large = match self.large.place(&super::client(req, caller), bytes).await {
+            Ok(place) => place,
+            Err(status) => return Ok(status.into_response(pb)),
+        };
+        Ok(match (permit, large) {
+            (None, None) => resp,
+            (permit, large) => {
+                let held = Held::new([permit]).with_large(large);
+                resp.map(|b| Guarded::holding(b, held))
+            }
         })
     }
 
@@ -361,7 +370,7 @@ impl Serve {
     /// the upstream (a passed-through read), whose states there are not the cache's: a
     /// watch from where a relisted deletion may lie below it, and an exact-RV read in the
     /// span, are the upstream's too (see `cache::Gap`).
-    async fn fresh_enough(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<Option<EndAfter>, PassThrough> {
+    async fn fresh_enough(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<Option<EndAfter>, PassThrough> {
         let named = plan.path.name.is_some();
         if opts.watch && !named && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
             return Err(PassThrough::Stale);
@@ -375,12 +384,12 @@ impl Serve {
                 // A watch's start is not weighed: kache exists to hold watches.
                 None if opts.watch && ends_initial_events(opts) => self.proving(feed, wait).await,
                 None if opts.watch => self.proven(feed, wait).await.map(|()| None),
-                None => self.consistent(feed, plan, opts).await.map(|()| None),
+                None => self.consistent(feed, plan, opts, client).await.map(|()| None),
                 Some(n) => self.reached(feed, n, wait).await.map(|()| None),
             };
         }
         let past = match opts.list_mode() {
-            ListMode::Consistent => return self.consistent(feed, plan, opts).await.map(|()| None),
+            ListMode::Consistent => return self.consistent(feed, plan, opts, client).await.map(|()| None),
             ListMode::NotOlderThan(n) => return self.reached(feed, n, wait).await.map(|()| None),
             ListMode::Exact(n) => {
                 self.reached(feed, n, wait).await?;
@@ -413,9 +422,10 @@ impl Serve {
 
     /// A consistent read (no resourceVersion): answered from cache after a freshness proof,
     /// or passed through at once when the upstream is expected to answer it sooner (the
-    /// cost rule, `serve::cost`). The proof is waited for no longer than the upstream would
-    /// take; concurrent readers of a kind share its probes.
-    async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<(), PassThrough> {
+    /// cost rule, `serve::cost`) and `client` has not spent its budget of such reads. The
+    /// proof is waited for no longer than the upstream would take; concurrent readers of a
+    /// kind share its probes.
+    async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<(), PassThrough> {
         let kind = kind_key(&feed.cache.resource);
         // Summing stops well past the break-even: beyond it only the proof's bound changes.
         let bytes = match self.costs.break_even(&kind) {
@@ -423,7 +433,13 @@ impl Serve {
             None => 0,
         };
         let bound = match self.costs.decide(&kind, bytes, self.settings.consistent_wait) {
-            Decision::Upstream => return Err(PassThrough::CheaperUpstream { bytes }),
+            // Within the client's budget of such reads (`--max-cheaper-upstream-bytes-per-client`);
+            // past it the read waits for the proof and is answered from memory, so one client
+            // cannot make the apiserver do work kache could do instead.
+            Decision::Upstream if self.cheaper_upstream.take(&client.to_string(), bytes.max(1) as f64) => {
+                return Err(PassThrough::CheaperUpstream { bytes })
+            }
+            Decision::Upstream => self.settings.consistent_wait,
             Decision::Prove(bound) => bound,
         };
         let started = Instant::now();

@@ -148,3 +148,17 @@ async fn factor_zero_answers_every_consistent_read_from_cache() {
     assert_eq!(k.serving.serve.cache_hits(), hits + 2);
     assert_eq!(counts(&k), before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_cheaper_upstream_reads_past_its_budget_are_proven_and_answered_from_cache() {
+    // A budget of 1 byte a second: the first small consistent read spends it (and more).
+    let (_sim, k) = setup(&["--consistent-passthrough-factor", "0.01", "--max-cheaper-upstream-bytes-per-client", "1"]).await;
+    passes_for(&k, "cheaper_upstream", Some(200), || k.api.get("/api/v1/namespaces")).await;
+    let hits = k.serving.serve.cache_hits();
+    let before = counts(&k);
+    let r = k.api.get("/api/v1/namespaces").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(k.serving.serve.cache_hits(), hits + 1, "the next one from cache, after the proof");
+    assert_eq!(counts(&k), before, "nothing passed through");
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 3, "the three namespaces");
+}

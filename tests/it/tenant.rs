@@ -133,3 +133,35 @@ async fn front_proxy_identity_headers_never_reach_the_upstream() {
     let call = proxy.seen().into_iter().find(|c| c.path.contains("labelSelector=x%3Dy")).expect("passed through");
     assert_eq!(call.remote, vec![], "an upstream trusting kache as a front proxy would take them for the client");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_large_lists_wait_for_its_own_while_its_small_reads_go() {
+    // 2,000 pods of 16 KB: a LIST of all is 32 MB, more than the sockets hold for a client
+    // that does not read.
+    let sim = start(&cluster(&["--nodes", "3", "--pods", "2000", "--namespaces", "3", "--pod-bytes", "16000"])).await;
+    let kache = kache_in_front(&sim.addr.to_string(), &["--preload", "pods", "--max-large-answers-per-client", "1"]).await;
+    let all = "/api/v1/pods?resourceVersion=0";
+    // A client that has its LIST's headers and reads no further holds its one place.
+    let first = kache.api.watch(all, "application/json").await;
+    assert_eq!(first.status, 200);
+    let api = crate::support::Api::new(&kache.serving.addr.to_string());
+    let second = tokio::spawn(async move { api.get(all).await });
+    let serve = kache.serving.serve.clone();
+    eventually(30, 50, || {
+        let serve = serve.clone();
+        async move {
+            match serve.large_answers_waiting() {
+                1 => Ok(()),
+                n => Err(format!("{n} waiting")),
+            }
+        }
+    })
+    .await;
+    // Its small reads are not large answers: they go at once.
+    assert_eq!(kache.api.get("/api/v1/namespaces/ns-001/pods?resourceVersion=0&limit=1").await.status, 200);
+    assert!(!second.is_finished(), "the second large LIST waits while the first is being sent");
+    drop(first);
+    let second = second.await.unwrap();
+    assert_eq!(second.status, 200, "sent once the first ended");
+    assert_eq!(kache.serving.serve.large_answers_waiting(), 0);
+}
