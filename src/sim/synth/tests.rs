@@ -240,34 +240,27 @@ fn churn_ratio_and_balance() {
 }
 
 #[test]
-fn pod_cost_is_independent_of_index() {
-    // Pod `i` is computed directly from `i`: no per-cluster state, no O(n^2).
-    let s = synth(1000, 100_000, 50, 3);
-    // Best of three runs of 200 pods each, so scheduler noise cannot fail the test.
-    let time = |from: u64| {
-        let run = || {
-            let start = std::time::Instant::now();
-            (from..from + 200).for_each(|i| drop(s.pod(i)));
-            start.elapsed()
-        };
-        (0..3).map(|_| run()).min().unwrap_or_default()
-    };
-    let (early, late) = (time(0), time(99_800));
-    let limit = early * 5 + std::time::Duration::from_millis(50);
-    assert!(late < limit, "{early:?} vs {late:?}");
+fn a_pod_depends_only_on_its_index() {
+    // Pod `i` is computed directly from `i`: no per-cluster state, no O(n^2). A pod far down
+    // the list from a cluster that made none before it is the pod one that made every earlier
+    // one gives, and one made twice is the same (no state carried from call to call).
+    let fresh = synth(1000, 100_000, 50, 3);
+    let late = fresh.pod(99_800);
+    let walked = synth(1000, 100_000, 50, 3);
+    (0..99_800).step_by(97).for_each(|i| drop(walked.pod(i)));
+    assert_eq!(walked.pod(99_800), late);
+    assert_eq!(fresh.pod(99_800), late);
 }
 
 #[test]
 #[cfg_attr(debug_assertions, ignore = "slow unoptimised; run with --release")]
 fn hundred_thousand_pods_lazily() {
     let s = synth(1000, 100_000, 50, 3);
-    let start = std::time::Instant::now();
     let mut per_node = vec![0u32; 1000];
     for p in s.pods() {
         per_node[at(&p, "/spec/nodeName")[5..].parse::<usize>().unwrap()] += 1;
     }
     assert!(per_node.iter().all(|&c| c == 100));
-    assert!(start.elapsed() < std::time::Duration::from_secs(60), "{:?}", start.elapsed());
 }
 
 proptest! {
