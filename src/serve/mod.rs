@@ -565,9 +565,7 @@ impl Serve {
                 let costs = self.costs.clone();
                 resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, started)))
             }
-            PassThrough::NotSynced if resp.status().is_success() => {
-                resp.map(|b| http_body_util::BodyExt::boxed_unsync(feed::yielding::Streaming::new(b, yields)))
-            }
+            PassThrough::NotSynced if resp.status().is_success() => resp.map(|b| feed::yielding::streaming(b, yields)),
             _ => resp,
         };
         (resp, Source::Upstream)

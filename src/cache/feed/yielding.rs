@@ -11,12 +11,10 @@
 //! [`MAX_YIELD`] per list: the client gets what it would directly, and kache's lists go on
 //! once the client has its state.
 
-use crate::body::{BoxError, Chunk};
-use http_body::{Frame, SizeHint};
-use std::pin::Pin;
+use crate::body::Body;
+use http_body_util::BodyExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -73,21 +71,27 @@ impl Yield {
     }
 }
 
-/// A passed-through answer's body that holds the [`Yield`]s of its kind's feeds while it
-/// streams at least [`BUSY_BYTES`] per [`WINDOW`].
-pub struct Streaming<B> {
-    inner: B,
+/// `body` (a passed-through answer), holding the [`Yield`]s of the lists still loading while
+/// it streams at least [`BUSY_BYTES`] per [`WINDOW`].
+pub fn streaming(body: Body, yields: Vec<Arc<Yield>>) -> Body {
+    let mut meter = Meter { yields, window: Instant::now(), bytes: 0 };
+    body.map_frame(move |frame| {
+        if let Some(data) = frame.data_ref() {
+            meter.count(bytes::Buf::remaining(data));
+        }
+        frame
+    })
+    .boxed_unsync()
+}
+
+/// The bytes a body carried in its current [`WINDOW`].
+struct Meter {
     yields: Vec<Arc<Yield>>,
     window: Instant,
     bytes: u64,
 }
 
-impl<B> Streaming<B> {
-    /// Wrap `inner`, holding `yields` while it streams.
-    pub fn new(inner: B, yields: Vec<Arc<Yield>>) -> Streaming<B> {
-        Streaming { inner, yields, window: Instant::now(), bytes: 0 }
-    }
-
+impl Meter {
     fn count(&mut self, n: usize) {
         let now = Instant::now();
         if now.duration_since(self.window) >= WINDOW {
@@ -103,37 +107,11 @@ impl<B> Streaming<B> {
     }
 }
 
-impl<B> http_body::Body for Streaming<B>
-where
-    B: http_body::Body<Data = Chunk, Error = BoxError> + Unpin,
-{
-    type Data = Chunk;
-    type Error = BoxError;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                let n = bytes::Buf::remaining(data);
-                self.count(n);
-            }
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body_util::BodyExt;
+    use crate::body::{BoxError, Chunk};
+    use http_body::Frame;
 
     fn body_of(frames: Vec<usize>) -> crate::body::Body {
         let frames = frames.into_iter().map(|n| Ok::<_, BoxError>(Frame::data(Chunk::One(bytes::Bytes::from(vec![b'x'; n])))));
@@ -144,7 +122,7 @@ mod tests {
     async fn a_streaming_state_holds_the_list_and_a_trickle_does_not() {
         let y = Arc::new(Yield::default());
         // 64 KiB frames: a state streaming; the list waits for a window after the last one.
-        let mut b = Streaming::new(body_of(vec![64 << 10; 20]), vec![y.clone()]);
+        let mut b = streaming(body_of(vec![64 << 10; 20]), vec![y.clone()]);
         while b.frame().await.is_some() {}
         let start = Instant::now();
         let mut budget = MAX_YIELD;
@@ -154,7 +132,7 @@ mod tests {
         assert!(!y.wait(&mut budget).await, "nothing streams now");
         // A watch's changes, 8 KB at a time with time between them, hold nothing.
         let trickle = Arc::new(Yield::default());
-        let mut b = Streaming::new(body_of(vec![8 << 10; 10]), vec![trickle.clone()]);
+        let mut b = streaming(body_of(vec![8 << 10; 10]), vec![trickle.clone()]);
         while b.frame().await.is_some() {
             tokio::time::advance(Duration::from_millis(100)).await;
         }
