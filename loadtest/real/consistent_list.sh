@@ -8,13 +8,9 @@ set -euo pipefail
 KB=$(realpath "$1"); N=${2:-12}; ACCEPT=${3:-application/vnd.kubernetes.protobuf}
 REAL=${REAL_APISERVER:-$HOME/real-apiserver}
 T=$(cat "$REAL/admin.token"); A=https://127.0.0.1:6443
-D=$(mktemp -d)
-"$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --upstream-context admin --listen 127.0.0.1:0 \
-  --addr-file "$D/addr" --admin-listen 127.0.0.1:0 --admin-addr-file "$D/admin" >"$D/kache.log" 2>&1 &
-KP=$!
+. "$(dirname "$0")/kache.sh"
+start_kache "$KB"
 trap 'kill $KP ${WP:-} 2>/dev/null; rm -rf "$D"' EXIT
-until [ -s "$D/admin" ] && curl -sf "http://$(cat "$D/admin")/readyz" >/dev/null; do sleep 0.5; done
-K=https://$(cat "$D/addr")
 curl -sk -o /dev/null -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' \
   "$A/api/v1/namespaces/default/configmaps" -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"rv-mover"}}' || true
 ( i=0; while true; do i=$((i+1)); curl -sk -o /dev/null -X PATCH -H "Authorization: Bearer $T" \

@@ -7,13 +7,9 @@ set -euo pipefail
 KB=$(realpath "$1"); N=${2:-40}
 REAL=${REAL_APISERVER:-$HOME/real-apiserver}
 T=$(cat "$REAL/admin.token"); A=https://127.0.0.1:6443
-D=$(mktemp -d)
-"$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --upstream-context admin --listen 127.0.0.1:0 \
-  --addr-file "$D/addr" --admin-listen 127.0.0.1:0 --admin-addr-file "$D/admin" >"$D/kache.log" 2>&1 &
-KP=$!
+. "$(dirname "$0")/kache.sh"
+start_kache "$KB"
 trap 'kill $KP 2>/dev/null; rm -rf "$D"' EXIT
-until [ -s "$D/admin" ] && curl -sf "http://$(cat "$D/admin")/readyz" >/dev/null; do sleep 0.5; done
-K=https://$(cat "$D/addr")
 P=$(curl -sk -H "Authorization: Bearer $T" "$A/api/v1/namespaces/ns-001/pods?limit=1" |
   python3 -c "import json,sys; print(json.load(sys.stdin)['items'][0]['metadata']['name'])")
 for _ in $(seq "$N"); do
