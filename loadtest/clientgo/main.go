@@ -6,7 +6,9 @@
 // D after the sync, counting the events its handler receives (adds, updates, deletes), and
 // then prints them with the store's digest: an upstream restart that makes the client relist
 // shows as an update for every object. -digest-at F waits until the file F exists before
-// taking the final digest (a driver script creates it once writes have stopped). Built inside the Kubernetes tree that
+// taking the final digest (a driver script creates it once writes have stopped).
+// -cpuprofile F and -blockprofile F write Go profiles of the sync (read with go tool pprof),
+// which show where the client spends a sync's time. Built inside the Kubernetes tree that
 // ../../shared/real-apiserver/build.sh extracts (its vendored client-go), by build.sh here.
 package main
 
@@ -16,6 +18,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -33,10 +37,15 @@ func main() {
 	kctx := flag.String("context", "", "context in the kubeconfig")
 	server := flag.String("server", "", "override the server (kache's address)")
 	watchList := flag.Bool("watchlist", true, "use WatchList (client-go's default)")
-	protobuf := flag.Bool("protobuf", false, "speak protobuf, as kube-controller-manager and kube-scheduler do (default: JSON, client-go's default)")
+	protobuf := flag.Bool("protobuf", false, "ask for protobuf explicitly, as kube-controller-manager and kube-scheduler do (without it, client-go 1.36's typed clients still prefer protobuf for built-in kinds: Request.UseProtobufAsDefaultIfPreferred)")
 	follow := flag.Duration("follow", 0, "keep watching this long after the sync, counting events")
 	digestAt := flag.String("digest-at", "", "with -follow: take the final digest once this file exists (at most the -follow time)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the sync (until the informer has synced) to this file")
+	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked during the sync to this file")
 	flag.Parse()
+	if *blockProfile != "" {
+		runtime.SetBlockProfileRate(1)
+	}
 	if !*watchList {
 		os.Setenv("KUBE_FEATURE_WatchListClient", "false")
 	}
@@ -83,6 +92,15 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+*follow)
 	defer cancel()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			panic(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			panic(err)
+		}
+	}
 	start := time.Now()
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, reg.HasSynced) {
@@ -90,6 +108,17 @@ func main() {
 		os.Exit(1)
 	}
 	took := time.Since(start)
+	pprof.StopCPUProfile()
+	if *blockProfile != "" {
+		f, err := os.Create(*blockProfile)
+		if err != nil {
+			panic(err)
+		}
+		if err := pprof.Lookup("block").WriteTo(f, 0); err != nil {
+			panic(err)
+		}
+		f.Close()
+	}
 	synced.Store(true)
 	if *follow > 0 {
 		fmt.Printf("synced %d pods in %.2f s watchlist=%v; following for %v\n", len(inf.GetStore().List()), took.Seconds(), *watchList, *follow)
