@@ -2,10 +2,12 @@
 //! against the second (protobuf) feed kache loads today. The pod is a real kube-apiserver
 //! v1.36.2 answer (`testdata/golden/01-get-pod.json.body`). Measured: parsing the JSON
 //! object, and parsing plus encoding it as the Pod message (what a transcoding feed does once
-//! per object version, or a transcoding read once per object answered).
+//! per object version, or a transcoding read once per object answered). And what the protobuf
+//! feed pays per object version to key and index it: the Pod message decoded whole, against
+//! only its metadata and selectable fields (`pb_to_json_only`, what the feed does).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kache::api::transcode::{json_to_pb, MessageType};
+use kache::api::transcode::{json_to_pb, pb_to_json, pb_to_json_only, MessageType, Projection};
 
 fn pod_json() -> Vec<u8> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/golden/01-get-pod.json.body");
@@ -27,6 +29,13 @@ fn transcode(c: &mut Criterion) {
             json_to_pb(ty, &v).expect("transcodes")
         })
     });
+    g.finish();
+    let pods = kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods");
+    let read = Projection::of(std::iter::once("metadata").chain(pods.fields.iter().map(String::as_str)));
+    let mut g = c.benchmark_group("decode_pod_pb");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("whole", |b| b.iter(|| pb_to_json(ty, &pb).expect("decodes")));
+    g.bench_function("metadata_and_selectable_fields", |b| b.iter(|| pb_to_json_only(ty, &pb, &read).expect("decodes")));
     g.finish();
 }
 

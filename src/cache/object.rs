@@ -5,6 +5,7 @@
 use crate::api::resource::Resource;
 use crate::api::selector::{FieldSource, LabelSource};
 use crate::api::table::{Cells, CustomColumns, TablePrinter};
+use crate::api::transcode::Projection;
 use bytes::Bytes;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -355,6 +356,12 @@ impl Object {
 /// Where a selectable field's value comes from (its JSON path) and what the apiserver's field
 /// set holds when the object leaves it unset: the Go zero value of the field's type, so
 /// `spec.hostNetwork=false` selects pods that do not set it, as it does in the apiserver.
+/// What [`Object::new`] reads of an object decoded from protobuf (it keeps the message's own
+/// bytes): its metadata and the sources of its kind's selectable fields.
+pub(crate) fn read_projection(res: &Resource) -> Projection {
+    Projection::of(std::iter::once("metadata").chain(res.fields.iter().map(|f| field_source(f).0)))
+}
+
 fn field_source(field: &str) -> (&str, &'static str) {
     match field {
         // Events expose `source` as source.component.

@@ -72,7 +72,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(super) fn decode_message(msg: &MessageDesc, bytes: &[u8], depth: usize) -> Result<Value, TranscodeError> {
+pub(super) fn decode_message(msg: &MessageDesc, bytes: &[u8], depth: usize, proj: &Projection) -> Result<Value, TranscodeError> {
     if depth > MAX_DEPTH {
         return Err(TranscodeError::TooDeep { path: String::new(), limit: MAX_DEPTH });
     }
@@ -89,7 +89,11 @@ pub(super) fn decode_message(msg: &MessageDesc, bytes: &[u8], depth: usize) -> R
         };
         let f = &msg.fields[i];
         // Inline fields have no JSON name: their fields' paths read as the parent's.
-        decode_field(f, wt, &mut r, &mut slots[i], depth).map_err(|e| e.in_field(f.json))?;
+        let Some(sub) = (if f.inline { Some(proj) } else { proj.field(f.json) }) else {
+            r.skip(wt)?;
+            continue;
+        };
+        decode_field(f, wt, &mut r, &mut slots[i], depth, sub).map_err(|e| e.in_field(f.json))?;
     }
     let mut out = Map::with_capacity(slots.len());
     for (f, slot) in msg.fields.iter().zip(slots) {
@@ -131,6 +135,7 @@ pub(super) fn decode_field(
     r: &mut Reader<'_>,
     slot: &mut Option<Value>,
     depth: usize,
+    proj: &Projection,
 ) -> Result<(), TranscodeError> {
     let mismatch = || TranscodeError::WireTypeMismatch { path: String::new(), expected: wire_type_name(f.kind), found: wt as u8 };
     if let FieldKind::Map(mv) = f.kind {
@@ -161,7 +166,7 @@ pub(super) fn decode_field(
             let mut pr = Reader::new(data);
             while !pr.done() {
                 let n = items.len();
-                items.push(decode_single(f.kind, natural, &mut pr, depth).map_err(|e| e.in_item(n))?);
+                items.push(decode_single(f.kind, natural, &mut pr, depth, proj).map_err(|e| e.in_item(n))?);
             }
             return Ok(());
         }
@@ -169,13 +174,13 @@ pub(super) fn decode_field(
             return Err(mismatch());
         }
         let n = items.len();
-        items.push(decode_single(f.kind, wt, r, depth).map_err(|e| e.in_item(n))?);
+        items.push(decode_single(f.kind, wt, r, depth, proj).map_err(|e| e.in_item(n))?);
         return Ok(());
     }
     if wt != natural {
         return Err(mismatch());
     }
-    *slot = Some(decode_single(f.kind, wt, r, depth)?);
+    *slot = Some(decode_single(f.kind, wt, r, depth, proj)?);
     Ok(())
 }
 
@@ -191,11 +196,11 @@ pub(super) fn decode_map_entry(mv: MapValue, entry: &[u8], depth: usize) -> Resu
     while !r.done() {
         let (tag, wt) = r.key()?;
         match tag {
-            1 if wt == WT_LEN => match decode_single(FieldKind::String, wt, &mut r, depth)? {
+            1 if wt == WT_LEN => match decode_single(FieldKind::String, wt, &mut r, depth, &WHOLE)? {
                 Value::String(s) => key = s,
                 _ => key.clear(),
             },
-            2 if wt == WT_LEN => value = Some(decode_single(kind, wt, &mut r, depth)?),
+            2 if wt == WT_LEN => value = Some(decode_single(kind, wt, &mut r, depth, &WHOLE)?),
             1 | 2 => {
                 return Err(TranscodeError::WireTypeMismatch {
                     path: String::new(),
@@ -208,12 +213,18 @@ pub(super) fn decode_map_entry(mv: MapValue, entry: &[u8], depth: usize) -> Resu
     }
     let value = match value {
         Some(v) => v,
-        None => decode_single(kind, WT_LEN, &mut Reader::new(&[0]), depth)?,
+        None => decode_single(kind, WT_LEN, &mut Reader::new(&[0]), depth, &WHOLE)?,
     };
     Ok((key, value))
 }
 
-pub(super) fn decode_single(kind: FieldKind, wt: WireType, r: &mut Reader<'_>, depth: usize) -> Result<Value, TranscodeError> {
+pub(super) fn decode_single(
+    kind: FieldKind,
+    wt: WireType,
+    r: &mut Reader<'_>,
+    depth: usize,
+    proj: &Projection,
+) -> Result<Value, TranscodeError> {
     Ok(match (kind, wt) {
         (FieldKind::String, WT_LEN) => Value::String(utf8(r.len_delimited()?)?),
         (FieldKind::Bytes, WT_LEN) => Value::String(BASE64.encode(r.len_delimited()?)),
@@ -229,7 +240,7 @@ pub(super) fn decode_single(kind: FieldKind, wt: WireType, r: &mut Reader<'_>, d
         }
         (FieldKind::Message(id), WT_LEN) => {
             let data = r.len_delimited()?;
-            decode_message(message(id), data, depth + 1)?
+            decode_message(message(id), data, depth + 1, proj)?
         }
         _ => return Err(TranscodeError::WireTypeMismatch { path: String::new(), expected: wire_type_name(kind), found: wt as u8 }),
     })

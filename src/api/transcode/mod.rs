@@ -306,7 +306,58 @@ pub fn json_to_pb(ty: MessageType, value: &Value) -> Result<Vec<u8>, TranscodeEr
 /// Decode bare protobuf message bytes into JSON: an object with keys in schema (tag) order,
 /// without `kind`/`apiVersion`, fields absent on the wire left out. Unknown fields are skipped.
 pub fn pb_to_json(ty: MessageType, bytes: &[u8]) -> Result<Value, TranscodeError> {
-    decode_message(message(ty.0), bytes, 0)
+    decode_message(message(ty.0), bytes, 0, &WHOLE)
+}
+
+/// [`pb_to_json`] of only the fields `proj` names: the others are skipped on the wire, never
+/// decoded (a cache that keys and selects objects by their metadata and a few fields needs
+/// no more of them, and an object nested deep elsewhere costs it nothing).
+pub fn pb_to_json_only(ty: MessageType, bytes: &[u8], proj: &Projection) -> Result<Value, TranscodeError> {
+    decode_message(message(ty.0), bytes, 0, proj)
+}
+
+/// Which fields of a message [`pb_to_json_only`] decodes: all of them, or those named (by
+/// JSON name), each with what to decode of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projection(Option<Vec<(String, Projection)>>);
+
+/// Every field.
+static WHOLE: Projection = Projection(None);
+
+impl Projection {
+    /// The fields at `paths` (dotted JSON paths such as `metadata` or `spec.nodeName`), each
+    /// whole; a path that runs into a field that is not a message takes that field whole.
+    pub fn of<'a>(paths: impl IntoIterator<Item = &'a str>) -> Projection {
+        let mut p = Projection(Some(Vec::new()));
+        for path in paths {
+            p.add(path);
+        }
+        p
+    }
+
+    fn add(&mut self, path: &str) {
+        let Some(fields) = &mut self.0 else { return };
+        let (head, rest) = path.split_once('.').map_or((path, None), |(h, r)| (h, Some(r)));
+        let at = match fields.iter().position(|(n, _)| n == head) {
+            Some(at) => at,
+            None => {
+                fields.push((head.to_owned(), Projection(Some(Vec::new()))));
+                fields.len() - 1
+            }
+        };
+        match rest {
+            Some(rest) => fields[at].1.add(rest),
+            None => fields[at].1 = Projection(None),
+        }
+    }
+
+    /// What to decode of the field named `json`, if anything.
+    fn field(&self, json: &str) -> Option<&Projection> {
+        match &self.0 {
+            None => Some(&WHOLE),
+            Some(fields) => fields.iter().find(|(n, _)| n == json).map(|(_, p)| p),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

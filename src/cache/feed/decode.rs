@@ -8,8 +8,9 @@ use crate::api::json::ParseError;
 use crate::api::media::Format;
 use crate::api::resource::Resource;
 use crate::api::table::CustomColumns;
-use crate::api::transcode::{pb_to_json, MessageType, TranscodeError};
+use crate::api::transcode::{pb_to_json_only, MessageType, Projection, TranscodeError};
 use crate::api::wire;
+use crate::cache::object::read_projection;
 use crate::cache::object::{Key, Object, ObjectError};
 use bytes::{Buf, Bytes, BytesMut};
 use serde::Deserialize;
@@ -195,8 +196,13 @@ pub(super) fn json_object(r: &Resource, item: &[u8], custom: Option<&Arc<CustomC
 /// An object from its bare protobuf message: transcoded for the kinds kache knows, else
 /// keyed by its metadata alone.
 pub(super) fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, DecodeError> {
+    pb_object_reading(r, bare, &read_projection(r))
+}
+
+/// [`pb_object`], decoding only what `proj` names (`read_projection`: one per page, not per object).
+fn pb_object_reading(r: &Resource, bare: &[u8], proj: &Projection) -> Result<Object, DecodeError> {
     let v = match MessageType::for_kind(&r.group, &r.version, &r.kind) {
-        Some(ty) => pb_to_json(ty, bare)?,
+        Some(ty) => pb_to_json_only(ty, bare, proj)?,
         None => wire::object_meta_json(bare).ok_or(DecodeError::Protobuf("object metadata"))?,
     };
     Ok(Object::new(r, &v, None, Some(bare))?)
@@ -223,11 +229,12 @@ pub(super) fn object_rv(fmt: Format, obj: &[u8]) -> Option<u64> {
 fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<Page, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("list");
     let (mut pos, mut page) = (0, Page::default());
+    let proj = read_projection(r);
     while pos < raw.len() {
         let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
         match field {
             1 => page = pb_list_meta(&raw[range])?,
-            2 => out.push(pb_object(r, &raw[range])),
+            2 => out.push(pb_object_reading(r, &raw[range], &proj)),
             _ => {}
         }
     }
@@ -502,6 +509,29 @@ pub(super) mod tests {
         assert_eq!(listed.skipped.iter().map(DecodeError::reason).collect::<Vec<_>>(), ["metadata", "too_deep"]);
         assert_eq!(object_rv(Format::Json, &too_deep), Some(8), "its RV is still read, to resume past it");
         assert!(std::error::Error::source(&InformerError::from(listed.skipped.remove(0))).is_some(), "the cause is kept");
+    }
+
+    #[test]
+    fn a_protobuf_object_decoded_in_part_is_the_object_decoded_whole() {
+        // The protobuf feed decodes only an object's metadata and selectable fields: the
+        // cache's object (key, RV, fields, labels, bytes) must be what a full decode makes.
+        let catalog = crate::sim::catalog::simulated();
+        let kind = |plural: &str| catalog.iter().find(|r| r.plural == plural).cloned().expect("in the catalog");
+        for (plural, capture) in [("pods", "02a-list-pods.pb.body"), ("configmaps", "04a-list-configmaps.pb.body")] {
+            let r = kind(plural);
+            let mut listed = Listed::default();
+            pb_page(&r, &crate::testdata::golden(capture), &mut listed).unwrap();
+            assert!(listed.objects.len() >= 2 && listed.skipped.is_empty(), "{capture}: {} objects", listed.objects.len());
+            let ty = MessageType::for_kind(&r.group, &r.version, &r.kind).expect("a known kind");
+            for o in &listed.objects {
+                let bare = o.pb_message_ref().expect("the message's bytes");
+                let whole = Object::new(&r, &crate::api::transcode::pb_to_json(ty, bare).unwrap(), None, Some(bare)).unwrap();
+                assert_eq!(o, &whole, "{capture}");
+            }
+        }
+        // Pods select on fields beyond metadata: those were read.
+        let pods = kind("pods");
+        assert!(pods.fields.iter().any(|f| f == "spec.nodeName"));
     }
 
     #[test]

@@ -217,3 +217,46 @@ fn golden_pb_round_trips_byte_for_byte() {
         assert!(back == *raw, "{name}: {kind} bytes differ\n{json}");
     }
 }
+
+/// `v` with only what `paths` name (dotted JSON paths), as a full decode would hold it.
+fn restricted(v: &Value, paths: &[&str]) -> Value {
+    let mut out = Map::new();
+    for path in paths {
+        let head = path.split('.').next().unwrap_or(path);
+        let Some(field) = v.get(head) else { continue };
+        if out.contains_key(head) {
+            continue;
+        }
+        let rests: Vec<&str> = paths.iter().filter_map(|p| p.split_once('.').filter(|(h, _)| *h == head).map(|(_, r)| r)).collect();
+        let whole = paths.iter().any(|p| *p == head);
+        let part = match field {
+            Value::Object(_) if !whole => restricted(field, &rests),
+            Value::Array(items) if !whole => Value::Array(items.iter().map(|i| restricted(i, &rests)).collect()),
+            _ => field.clone(),
+        };
+        out.insert(head.to_owned(), part);
+    }
+    Value::Object(out)
+}
+
+#[test]
+fn a_projected_decode_is_the_full_decode_restricted_to_its_paths() {
+    // What the protobuf feed reads of a pod (its metadata and selectable fields), a path
+    // through a list (containers' names), and paths that name nothing.
+    let paths: &[&[&str]] = &[
+        &["metadata", "spec.nodeName", "spec.restartPolicy", "status.phase", "status.podIP"],
+        &["metadata.labels", "metadata.name", "spec.containers.name", "spec.containers.image"],
+        &["spec", "status.conditions"],
+        &["nothing.here", "metadata.nothing"],
+        &[],
+    ];
+    let objects = all_pb_objects();
+    assert!(objects.iter().any(|(_, kind, _)| kind == "Pod"), "pods in the captures");
+    for (name, kind, raw) in &objects {
+        let full = pb_to_json(ty(kind), raw).unwrap();
+        for p in paths {
+            let only = pb_to_json_only(ty(kind), raw, &Projection::of(p.iter().copied())).unwrap();
+            assert_eq!(only, restricted(&full, p), "{name}: {kind} {p:?}");
+        }
+    }
+}
