@@ -357,9 +357,12 @@ impl Object {
 /// set holds when the object leaves it unset: the Go zero value of the field's type, so
 /// `spec.hostNetwork=false` selects pods that do not set it, as it does in the apiserver.
 /// What [`Object::new`] reads of an object decoded from protobuf (it keeps the message's own
-/// bytes): its metadata and the sources of its kind's selectable fields.
+/// bytes, so its metadata needs no JSON form): name, namespace, resourceVersion and labels,
+/// and the sources of its kind's selectable fields. Not the rest of the metadata: a pod's
+/// managedFields alone (raw JSON inside the message) cost more to decode than all of that.
 pub(crate) fn read_projection(res: &Resource) -> Projection {
-    Projection::of(std::iter::once("metadata").chain(res.fields.iter().map(|f| field_source(f).0)))
+    const META: [&str; 4] = ["metadata.name", "metadata.namespace", "metadata.resourceVersion", "metadata.labels"];
+    Projection::of(META.into_iter().chain(res.fields.iter().map(|f| field_source(f).0)))
 }
 
 fn field_source(field: &str) -> (&str, &'static str) {

@@ -245,6 +245,7 @@ fn a_projected_decode_is_the_full_decode_restricted_to_its_paths() {
     // through a list (containers' names), and paths that name nothing.
     let paths: &[&[&str]] = &[
         &["metadata", "spec.nodeName", "spec.restartPolicy", "status.phase", "status.podIP"],
+        &["metadata.name", "metadata.namespace", "metadata.resourceVersion", "metadata.labels", "spec.nodeName"],
         &["metadata.labels", "metadata.name", "spec.containers.name", "spec.containers.image"],
         &["spec", "status.conditions"],
         &["nothing.here", "metadata.nothing"],
