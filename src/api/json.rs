@@ -97,7 +97,33 @@ pub enum ParseError {
 /// accepted (`x-kubernetes-preserve-unknown-fields` nested 500 levels) is decoded, not
 /// refused. Shallow input (nearly all) is parsed once, on the caller's stack.
 pub fn with_value<R>(bytes: &[u8], f: impl FnOnce(&Value) -> R) -> Result<R, ParseError> {
-    let shallow = match serde_json::from_slice::<Value>(bytes) {
+    with_parsed(bytes, Parse::Whole, f)
+}
+
+/// [`with_value`] of an object without its `metadata.managedFields`, which the printers and
+/// field selectors of built-in kinds never read and which is a good part of a typical object's
+/// bytes (one field set per manager, as raw JSON): skipped, not built.
+pub fn with_value_unmanaged<R>(bytes: &[u8], f: impl FnOnce(&Value) -> R) -> Result<R, ParseError> {
+    with_parsed(bytes, Parse::Unmanaged, f)
+}
+
+#[derive(Clone, Copy)]
+enum Parse {
+    Whole,
+    Unmanaged,
+}
+
+impl Parse {
+    fn value<'de, D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        match self {
+            Parse::Whole => Value::deserialize(d),
+            Parse::Unmanaged => d.deserialize_map(Unmanaged { top: true }),
+        }
+    }
+}
+
+fn with_parsed<R>(bytes: &[u8], parse: Parse, f: impl FnOnce(&Value) -> R) -> Result<R, ParseError> {
+    let shallow = match parse.value(&mut serde_json::Deserializer::from_slice(bytes)) {
         Ok(v) => return Ok(f(&v)),
         Err(e) => e,
     };
@@ -112,10 +138,51 @@ pub fn with_value<R>(bytes: &[u8], f: impl FnOnce(&Value) -> R) -> Result<R, Par
     stacker::maybe_grow(stack, stack, || {
         let mut de = serde_json::Deserializer::from_slice(bytes);
         de.disable_recursion_limit();
-        let v = Value::deserialize(&mut de)?;
+        let v = parse.value(&mut de)?;
         de.end()?;
         Ok(f(&v))
     })
+}
+
+/// An object's map (`top`) or its metadata's, built as a [`Value`] but for the metadata's
+/// `managedFields`, which is skipped.
+struct Unmanaged {
+    top: bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for Unmanaged {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.top { "an object" } else { "an object's metadata" })
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let v = match key.as_str() {
+                "metadata" if self.top => map.next_value_seed(MetadataSeed)?,
+                "managedFields" if !self.top => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+                _ => map.next_value::<Value>()?,
+            };
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// The metadata of an object parsed by [`Unmanaged`].
+struct MetadataSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for MetadataSeed {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_map(Unmanaged { top: false })
+    }
 }
 
 /// The deepest nesting of arrays and objects in a JSON text (0 for a scalar), read without
@@ -310,5 +377,24 @@ mod tests {
         let mut again = to_vec(&v);
         again.push(b'\n');
         assert_eq!(String::from_utf8(again).unwrap(), String::from_utf8(body).unwrap());
+    }
+
+    #[test]
+    fn an_object_parsed_unmanaged_lacks_only_its_metadatas_managed_fields() {
+        let obj = br#"{"metadata":{"name":"a","managedFields":[{"manager":"m","fieldsV1":{"f:x":{}}}],"labels":{"k":"v"}},"spec":{"managedFields":1},"managedFields":2}"#;
+        let whole = with_value(obj, Value::clone).unwrap();
+        let unmanaged = with_value_unmanaged(obj, Value::clone).unwrap();
+        let mut expected = whole.clone();
+        expected["metadata"].as_object_mut().unwrap().remove("managedFields");
+        assert_eq!(unmanaged, expected);
+        assert_eq!(unmanaged["spec"]["managedFields"], 1, "only the metadata's are skipped");
+        assert_eq!(unmanaged["managedFields"], 2);
+        // Deep objects still parse on a grown stack; what is not an object is refused.
+        let mut deep = b"{\"metadata\":{\"name\":\"d\"},\"spec\":".to_vec();
+        deep.extend_from_slice(&nested(2000));
+        deep.push(b'}');
+        assert_eq!(with_value_unmanaged(&deep, |v| v["metadata"]["name"].clone()).unwrap(), "d");
+        assert!(with_value_unmanaged(b"[1]", Value::clone).is_err());
+        assert!(with_value_unmanaged(br#"{"metadata":[]}"#, Value::clone).is_err());
     }
 }
