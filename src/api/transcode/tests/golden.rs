@@ -228,7 +228,7 @@ fn restricted(v: &Value, paths: &[&str]) -> Value {
             continue;
         }
         let rests: Vec<&str> = paths.iter().filter_map(|p| p.split_once('.').filter(|(h, _)| *h == head).map(|(_, r)| r)).collect();
-        let whole = paths.iter().any(|p| *p == head);
+        let whole = paths.contains(&head);
         let part = match field {
             Value::Object(_) if !whole => restricted(field, &rests),
             Value::Array(items) if !whole => Value::Array(items.iter().map(|i| restricted(i, &rests)).collect()),
