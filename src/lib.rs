@@ -68,7 +68,9 @@
 //! 9. Upstream side: `cache::feed::Feed::run` drives `feed::state::Reflector` (LIST ->
 //!    WATCH from its RV -> resume, relist on 410, back off on errors) through the steps of
 //!    `feed/reflector.rs`; objects are decoded at any depth the apiserver accepts
-//!    (`api::json::with_value`), and one that cannot be is skipped and counted.
+//!    (`api::json::with_value`, for built-in kinds without their managedFields), protobuf
+//!    ones only as far as their key and selectable fields (`api::transcode::pb_to_json_only`),
+//!    and one that cannot be is skipped and counted.
 //! 10. Shutdown: `Serve::end_watches` ends every watch so clients resume elsewhere.
 
 pub mod admin;
