@@ -5,18 +5,15 @@
 # (as kube-controller-manager and kube-scheduler do), through a synced kache and directly,
 # alternating, ROUNDS rounds. Note: client-go 1.36's typed clients prefer protobuf for built-in
 # kinds when no content type is set, so the "json" rows speak protobuf too (a CPU profile,
-# informer-sync -cpuprofile, shows Pod.Unmarshal in both).
+# informer-sync -cpuprofile, shows Pod.Unmarshal in both); the rows say "default" for them.
 #   bash loadtest/real/informer_warm.sh target/release/kache [rounds]
-# Prints one line per sync: "<encoding> <mode> <kache|direct> <seconds>".
+# Prints one line per sync: "<default|protobuf> <mode> <kache|direct> <seconds>".
 set -euo pipefail
 KB=$(realpath "$1"); ROUNDS=${2:-3}
 REAL=${REAL_APISERVER:-$HOME/real-apiserver}
-D=$(mktemp -d)
-"$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --listen 127.0.0.1:0 --addr-file "$D/addr" \
-  --admin-listen 127.0.0.1:0 --admin-addr-file "$D/admin" --client-kubeconfig-out "$D/kache.kubeconfig" >"$D/kache.log" 2>&1 &
-KP=$!
+. "$(dirname "$0")/kache.sh"
+start_kache "$KB"
 trap 'kill $KP 2>/dev/null; wait $KP 2>/dev/null; rm -rf "$D"' EXIT
-until [ -s "$D/admin" ] && curl -sf "http://$(cat "$D/admin")/readyz" >/dev/null; do sleep 0.5; done
 sync() { # encoding mode where
   local args=(-watchlist="$([ "$2" = watchlist ] && echo true || echo false)")
   [ "$1" = protobuf ] && args+=(-protobuf)
@@ -24,7 +21,7 @@ sync() { # encoding mode where
   "$REAL/bin/informer-sync" "${args[@]}" 2>&1 | tail -1 | sed -n 's/.* in \([0-9.]*\) s.*/\1/p'
 }
 for _ in $(seq "$ROUNDS"); do
-  for enc in json protobuf; do
+  for enc in default protobuf; do
     for mode in watchlist list; do
       for where in kache direct; do
         echo "$enc $mode $where $(sync "$enc" "$mode" "$where")"
