@@ -4,8 +4,9 @@
 # WatchList and LIST mode, with client-go's default content type and with protobuf set explicitly
 # (as kube-controller-manager and kube-scheduler do), through a synced kache and directly,
 # alternating, ROUNDS rounds. Note: client-go 1.36's typed clients prefer protobuf for built-in
-# kinds when no content type is set, so the "json" rows speak protobuf too (a CPU profile,
-# informer-sync -cpuprofile, shows Pod.Unmarshal in both); the rows say "default" for them.
+# kinds when no content type is set, so the "default" rows speak protobuf too (a CPU profile,
+# informer-sync -cpuprofile, shows Pod.Unmarshal in both; runs before 2026-11-26's fifth
+# session labelled these rows "json").
 #   bash loadtest/real/informer_warm.sh target/release/kache [rounds]
 # Prints one line per sync: "<default|protobuf> <mode> <kache|direct> <seconds>".
 set -euo pipefail
