@@ -238,7 +238,7 @@ def setup(direct, admin):
         end = time.time() + 60
         while True:
             st, data = once(direct, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c['plural']}.{GROUP}", admin)
-            conds = json.loads(data).get("status", {}).get("conditions", []) if st == 200 else []
+            conds = (json.loads(data).get("status") or {}).get("conditions") or [] if st == 200 else []
             if any(x["type"] == "Established" and x["status"] == "True" for x in conds):
                 break
             assert time.time() < end, f"CRD {c['plural']} not established"
