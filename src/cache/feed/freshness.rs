@@ -3,7 +3,7 @@
 //! let a consistent read be answered from cache.
 
 use super::decode::ListJson;
-use super::fetch::{fetch, rv_probe_path};
+use super::fetch::{collection_path, fetch, rv_probe_path};
 use super::{DecodeError, Feed, InformerError};
 use crate::telemetry;
 use std::sync::atomic::Ordering;
@@ -43,9 +43,8 @@ impl Feed {
             return Err(InformerError::Transport(why.into()));
         }
         let started = Instant::now();
-        let path = rv_probe_path(&self.cache.resource);
         let body = tokio::select! {
-            body = fetch(&self.upstream, &path, "application/json") => body?,
+            body = self.fetch_rv() => body?,
             why = self.upstream.until_unavailable() => return Err(InformerError::Transport(why.into())),
         };
         let list: ListJson<'_> = serde_json::from_slice(&body).map_err(DecodeError::from)?;
@@ -53,6 +52,22 @@ impl Feed {
         *last = Some((started, rv));
         metrics::gauge!(telemetry::RV_LAG, &self.labels()).set(rv.saturating_sub(self.cache.progress()) as f64);
         Ok(rv)
+    }
+
+    /// The answer to a probe of the upstream's RV: a LIST of one name ([`rv_probe_path`]), or
+    /// where the upstream refuses that with 400 (a server with no `metadata.name` field
+    /// selector for the kind) a `limit=1` LIST of the collection, from then on.
+    async fn fetch_rv(&self) -> Result<bytes::Bytes, InformerError> {
+        if !self.probe_whole.load(Ordering::Relaxed) {
+            match fetch(&self.upstream, &rv_probe_path(&self.cache.resource), "application/json").await {
+                Err(InformerError::Status { code: 400, body, .. }) => {
+                    tracing::info!(resource = %self.cache.resource.plural, %body, "the upstream refused a one-name probe; probing with limit=1");
+                    self.probe_whole.store(true, Ordering::Relaxed);
+                }
+                other => return other,
+            }
+        }
+        fetch(&self.upstream, &format!("{}?limit=1", collection_path(&self.cache.resource)), "application/json").await
     }
 
     /// Wait until the cache is proven complete up to `rv` (at most `wait`), starting
@@ -178,6 +193,47 @@ mod tests {
             }
         });
         (crate::app::plain_upstream(&format!("http://{addr}")).unwrap(), gate, rx)
+    }
+
+    /// An upstream that refuses any field selector (400) and answers every other LIST at
+    /// resourceVersion 7; the paths asked for go on the channel.
+    async fn refusing_field_selectors() -> (crate::upstream::Upstream, mpsc::UnboundedReceiver<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = listener.accept().await.unwrap();
+                let tx = tx.clone();
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let path = req.uri().to_string();
+                    tx.send(path.clone()).unwrap();
+                    let (code, body) = match path.contains("fieldSelector") {
+                        true => (400, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"BadRequest","code":400}"#),
+                        false => (200, r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}"#),
+                    };
+                    let resp = hyper::Response::builder().status(code).body(http_body_util::Full::new(Bytes::from(body))).unwrap();
+                    std::future::ready(Ok::<_, std::convert::Infallible>(resp))
+                });
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(s);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        (crate::app::plain_upstream(&format!("http://{addr}")).unwrap(), rx)
+    }
+
+    #[tokio::test]
+    async fn an_upstream_that_refuses_the_one_name_probe_is_probed_with_limit_1() {
+        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let (up, mut asked) = refusing_field_selectors().await;
+        let feed = Feed::new(Arc::new(KindCache::new(Arc::new(pods), 0, Default::default())), Format::Json, up);
+        assert_eq!(feed.upstream_rv().await.unwrap(), 7);
+        assert!(asked.recv().await.unwrap().contains("fieldSelector"));
+        assert_eq!(asked.recv().await.unwrap(), "/api/v1/pods?limit=1");
+        assert_eq!(feed.upstream_rv().await.unwrap(), 7);
+        assert_eq!(asked.recv().await.unwrap(), "/api/v1/pods?limit=1", "refused once, not asked again");
     }
 
     #[tokio::test]
