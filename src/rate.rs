@@ -3,7 +3,7 @@
 //! kache has never judged, per source address (`--max-token-review-rate-per-address`), the
 //! bytes of consistent reads a client has kache pass to the apiserver as the cheaper way
 //! (`--max-cheaper-upstream-bytes-per-client`), and a client's watch starts that each need a
-//! consistency proof (`--max-watch-starts-per-client`, five seconds' worth at once).
+//! consistency proof (`--max-watch-starts-per-client`, ten seconds' worth at once).
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -86,7 +86,7 @@ pub struct ServeSettings {
     /// Bytes a second of consistent reads one client may have passed to the upstream as the
     /// cheaper way (0: no bound); past them they are proven and answered from memory.
     pub cheaper_upstream_bytes_per_client: u64,
-    /// Watches a second one client may start from no resourceVersion (0: no bound), five
+    /// Watches a second one client may start from no resourceVersion (0: no bound), ten
     /// seconds' worth at once; past it 429.
     pub watch_starts_per_client: u64,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
@@ -206,7 +206,7 @@ impl Serve {
             crate::rate::Buckets::new(settings.cheaper_upstream_bytes_per_client, "max-cheaper-upstream-bytes-per-client");
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let starts = settings.watch_starts_per_client;
-        let watch_starts = crate::rate::Buckets::with_burst(starts, starts.saturating_mul(5), "max-watch-starts-per-client");
+        let watch_starts = crate::rate::Buckets::with_burst(starts, starts.saturating_mul(10), "max-watch-starts-per-client");
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
