@@ -268,6 +268,17 @@ pub struct CacheArgs {
     /// 0 for no bound.
     #[arg(long, env = "KACHE_MAX_CHEAPER_UPSTREAM_BYTES_PER_CLIENT", default_value_t = 8 << 20)]
     pub max_cheaper_upstream_bytes_per_client: u64,
+    /// Watches a second one client (as for --max-passthrough-per-client) may start from no
+    /// resourceVersion (a WatchList, as client-go's informers start, or a legacy watch), ten
+    /// seconds' worth at once. Each needs a consistency proof, a request to the apiserver
+    /// (shared by the watches and consistent reads of a kind that arrive while one is on its
+    /// way), so a client that starts watches in a loop would have kache ask the apiserver as
+    /// often. A kube-controller-manager starts about 100 at once (each informer's first
+    /// WatchList). Past it 429 with Retry-After, as from the apiserver's priority and
+    /// fairness (`kache_limit_hits_total{limit="max-watch-starts-per-client"}`). A watch from
+    /// a resourceVersion (an informer's every restart) is not counted; 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_WATCH_STARTS_PER_CLIENT", default_value_t = 20)]
+    pub max_watch_starts_per_client: u64,
     /// Seconds kache keeps serving reads from memory, and judging clients by their last
     /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked

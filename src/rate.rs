@@ -1,8 +1,9 @@
 //! Token buckets per key (a source address, a client): what one key may spend a second,
-//! a second's worth at once. Two bounds use them: reviews of tokens kache has never judged,
-//! per source address (`--max-token-review-rate-per-address`), and the bytes of consistent
-//! reads a client has kache pass to the apiserver as the cheaper way
-//! (`--max-cheaper-upstream-bytes-per-client`).
+//! a second's worth at once unless said otherwise. Three bounds use them: reviews of tokens
+//! kache has never judged, per source address (`--max-token-review-rate-per-address`), the
+//! bytes of consistent reads a client has kache pass to the apiserver as the cheaper way
+//! (`--max-cheaper-upstream-bytes-per-client`), and a client's watch starts that each need a
+//! consistency proof (`--max-watch-starts-per-client`, ten seconds' worth at once).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -20,10 +21,11 @@ struct Bucket {
     at: Instant,
 }
 
-/// A bucket per key: `per_second` a second, as much at once.
+/// A bucket per key: `per_second` a second, `burst` at once.
 #[derive(Debug)]
 pub struct Buckets<K> {
     per_second: f64,
+    burst: f64,
     /// The `kache_limit_hits_total` label counted when a key is held back.
     limit: &'static str,
     keys: Mutex<HashMap<K, Bucket>>,
@@ -32,14 +34,19 @@ pub struct Buckets<K> {
 impl<K: Hash + Eq + Clone> Buckets<K> {
     /// At most `per_second` a second for each key (0: no bound); a hit counts as `limit`.
     pub fn new(per_second: u64, limit: &'static str) -> Buckets<K> {
-        Buckets { per_second: per_second as f64, limit, keys: Mutex::new(HashMap::new()) }
+        Self::with_burst(per_second, per_second, limit)
     }
 
-    /// Whether `key` may spend `cost` now (counted when not). A cost larger than a
-    /// second's worth goes once the bucket is full, and the debt is repaid before the key
-    /// spends again.
+    /// At most `per_second` a second for each key (0: no bound), `burst` at once.
+    pub fn with_burst(per_second: u64, burst: u64, limit: &'static str) -> Buckets<K> {
+        Buckets { per_second: per_second as f64, burst: burst as f64, limit, keys: Mutex::new(HashMap::new()) }
+    }
+
+    /// Whether `key` may spend `cost` now (counted when not). A cost larger than the
+    /// burst goes once the bucket is full, and the debt is repaid before the key spends
+    /// again.
     pub fn take(&self, key: &K, cost: f64) -> bool {
-        let rate = self.per_second;
+        let (rate, burst) = (self.per_second, self.burst);
         if rate == 0.0 {
             return true;
         }
@@ -47,12 +54,12 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         if keys.len() >= KEYS && !keys.contains_key(key) {
             // A bucket that has filled up again is the same as no bucket.
-            keys.retain(|_, b| now.duration_since(b.at).as_secs_f64() * rate + b.left < rate);
+            keys.retain(|_, b| now.duration_since(b.at).as_secs_f64() * rate + b.left < burst);
         }
-        let b = keys.entry(key.clone()).or_insert(Bucket { left: rate, at: now });
-        b.left = (b.left + now.duration_since(b.at).as_secs_f64() * rate).min(rate);
+        let b = keys.entry(key.clone()).or_insert(Bucket { left: burst, at: now });
+        b.left = (b.left + now.duration_since(b.at).as_secs_f64() * rate).min(burst);
         b.at = now;
-        if b.left >= cost.min(rate) {
+        if b.left >= cost.min(burst) {
             b.left -= cost;
             return true;
         }
@@ -87,6 +94,16 @@ mod tests {
         assert_eq!((0..100).filter(|_| b.take(&x, 1.0)).count(), 20, "never more than a second's worth saved up");
         let unbounded = Buckets::new(0, LIMIT);
         assert!((0..1000).all(|_| unbounded.take(&x, 1.0)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_apart_from_the_rate_goes_at_once_then_the_rate() {
+        let b = Buckets::with_burst(2, 10, "max-watch-starts-per-client");
+        assert_eq!((0..100).filter(|_| b.take(&"tenant", 1.0)).count(), 10, "the burst at once");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!((0..100).filter(|_| b.take(&"tenant", 1.0)).count(), 2, "then the rate");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!((0..100).filter(|_| b.take(&"tenant", 1.0)).count(), 10, "never more than the burst saved up");
     }
 
     #[tokio::test(start_paused = true)]

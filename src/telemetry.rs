@@ -88,6 +88,7 @@ pub const LIMITS: &[&str] = &[
     "max-token-review-rate-per-address",
     "max-watch-buffer-bytes",
     "max-watch-buffers-bytes",
+    "max-watch-starts-per-client",
     "max-watches-per-client",
     "write-timeout-seconds",
 ];

@@ -238,7 +238,7 @@ def setup(direct, admin):
         end = time.time() + 60
         while True:
             st, data = once(direct, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c['plural']}.{GROUP}", admin)
-            conds = json.loads(data).get("status", {}).get("conditions", []) if st == 200 else []
+            conds = (json.loads(data).get("status") or {}).get("conditions") or [] if st == 200 else []
             if any(x["type"] == "Established" and x["status"] == "True" for x in conds):
                 break
             assert time.time() < end, f"CRD {c['plural']} not established"
@@ -303,6 +303,28 @@ def scrape(admin):
         if m:
             out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
     return out
+
+
+def apiserver_requests(direct, token):
+    """The apiserver's own count of the requests it has served (`apiserver_request_total`), summed
+    by (verb, resource, subresource): who sent them is not in the metric, so a phase's figure is
+    every client's, kache's included."""
+    req = urllib.request.Request(direct + "/metrics", headers={"Authorization": "Bearer " + token})
+    text = urllib.request.urlopen(req, timeout=30, context=CTX).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        key = " ".join(x for x in (labels.get("verb"), labels.get("resource"), labels.get("subresource")) if x)
+        out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def per_second(x, y, secs):
+    """Requests a second by kind between two `apiserver_requests`, the busiest first."""
+    d = {k: round((y.get(k, 0) - x.get(k, 0)) / secs, 1) for k in y}
+    return dict(sorted(((k, v) for k, v in d.items() if v), key=lambda kv: -kv[1]))
 
 
 def debug_cache(admin):
@@ -787,11 +809,13 @@ def main():
         procs = {"kache": k.pid, "kube-apiserver": pid_file("kube-apiserver"), "etcd": pid_file("etcd")}
         cpu = lambda: ({n: cpu_s(pid) for n, pid in procs.items()}, machine_busy(), {n: run_delay(pid) for n, pid in procs.items()})  # noqa: E731
         c0 = cpu()
+        q0 = apiserver_requests(direct, admin_tok)
         t0 = time.time()
         [w.start() for w in workers]
         time.sleep(a.seconds)
         t1 = time.time()
         c1 = cpu()
+        q1 = apiserver_requests(direct, admin_tok)
         m_base = scrape(admin)
         rss_base_peak = max(v for ts, v in rss if ts >= t0)
         print(f"baseline done: RSS peak {rss_base_peak // 1024} MB; hostile tenant starts", flush=True)
@@ -803,6 +827,7 @@ def main():
         time.sleep(max(0, t1 + a.seconds - time.time()))
         t2 = time.time()
         c2 = cpu()
+        q2 = apiserver_requests(direct, admin_tok)
         m_hostile = scrape(admin)
         cache_hostile = debug_cache(admin)
         stop.set()
@@ -883,6 +908,9 @@ def main():
 
         result.update({
             "cores_used": {"baseline": cpu_use(c0, c1, t1 - t0), "hostile": cpu_use(c1, c2, t2 - t1)},
+            "apiserver_requests_per_second": {"baseline": per_second(q0, q1, t1 - t0), "hostile": per_second(q1, q2, t2 - t1)},
+            "kache_counters_hostile_phase": {k2: m_hostile[k2] - m_base.get(k2, 0) for k2 in m_hostile
+                                             if k2.startswith(("kache_freshness_probes_total", "kache_passthrough_total")) and m_hostile[k2] != m_base.get(k2, 0)},
             "honest": honest, "informer": informer,
             "rss": {"ready_mb": r_ready // 1024, "baseline_peak_mb": rss_base_peak // 1024,
                     "hostile_peak_mb": max((v for ts, v in rss if t1 <= ts), default=0) // 1024, "vmhwm_mb": hwm // 1024,
@@ -944,6 +972,8 @@ def markdown(r):
           f"(VmHWM {s['vmhwm_mb']} MB); bound {s['bound_mb']} MB = " + " + ".join(f"{k} {v}" for k, v in s["bound_terms_mb"].items()) + ".",
           "", "Cores used (baseline -> hostile): " + ", ".join(f"{n} {r['cores_used']['baseline'][n]} -> {r['cores_used']['hostile'][n]}"
                                                              for n in r["cores_used"]["baseline"]) + f"; the hostile tenant's own processes {r['hostile'].get('cpu_seconds')} CPU s.",
+          "", "The apiserver's requests a second (every client's; baseline -> hostile): "
+          + ", ".join(f"{k} {r['apiserver_requests_per_second']['baseline'].get(k, 0)} -> {v}" for k, v in list(r["apiserver_requests_per_second"]["hostile"].items())[:8]) + ".",
           "", "Limit hits in the hostile phase: " + ", ".join(f"{k} {int(v)}" for k, v in r["limit_hits_hostile_phase"].items()) + ".",
           "", f"Panics: {r['panics']}; leaks: {r['leaks']}; kache alive at the end: {r['kache_alive']}; failed: {r['failed'] or 'none'}."]
     return "\n".join(L) + "\n"

@@ -129,6 +129,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         max_encodes: crate::serve::compress::MAX_ENCODES,
         large_per_client: c.max_large_answers_per_client,
         cheaper_upstream_bytes_per_client: c.max_cheaper_upstream_bytes_per_client,
+        watch_starts_per_client: c.max_watch_starts_per_client,
         access_log: false,
     }
 }

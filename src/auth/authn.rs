@@ -228,39 +228,23 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_slow_review_from_an_upstream_that_is_up_is_its_answer_not_the_last_known_one() {
         // An upstream that answers TokenReviews in 2 s, now refusing alice's token.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            loop {
-                let Ok((conn, _)) = listener.accept().await else { return };
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(|_req| async {
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                        let body = json!({"kind": "TokenReview", "status": {"authenticated": false}}).to_string();
-                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
-                });
-            }
-        });
-        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
-        upstream.set_health(crate::upstream::health::Health::Up);
-        let authn = knowing_alice(upstream);
+        let authn = knowing_alice(refusing_upstream(Duration::from_secs(2)).await);
         let started = tokio::time::Instant::now();
         let got = authn.token("alice-token", None).await.unwrap();
         assert_eq!(got, None, "the upstream's answer: refused (was: alice again, after 1 s)");
         assert_eq!(started.elapsed(), Duration::from_secs(2));
     }
 
-    /// An upstream that refuses every token at once.
-    async fn refusing_upstream() -> Upstream {
+    /// An upstream, up, that refuses every token `after` each review arrives.
+    async fn refusing_upstream(after: Duration) -> Upstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             loop {
                 let Ok((conn, _)) = listener.accept().await else { return };
                 tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(|_req| async {
+                    let svc = hyper::service::service_fn(move |_req| async move {
+                        tokio::time::sleep(after).await;
                         let body = json!({"kind": "TokenReview", "status": {"authenticated": false}}).to_string();
                         Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
                     });
@@ -279,7 +263,7 @@ mod tests {
         // the first, is refused without a review.
         let mut s = settings();
         s.first_reviews_per_address = 1;
-        let authn = Authenticator::new(refusing_upstream().await, s);
+        let authn = Authenticator::new(refusing_upstream(Duration::ZERO).await, s);
         let alice: Identity = serde_json::from_value(json!({"username": "alice"})).unwrap();
         let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, b"alice-token").as_ref().try_into().unwrap();
         authn.cache.insert_for(crate::auth::ttl::owner("alice"), key, Some(alice), Duration::from_secs(10));

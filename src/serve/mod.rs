@@ -86,6 +86,9 @@ pub struct ServeSettings {
     /// Bytes a second of consistent reads one client may have passed to the upstream as the
     /// cheaper way (0: no bound); past them they are proven and answered from memory.
     pub cheaper_upstream_bytes_per_client: u64,
+    /// Watches a second one client may start from no resourceVersion (0: no bound), ten
+    /// seconds' worth at once; past it 429.
+    pub watch_starts_per_client: u64,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
     pub access_log: bool,
 }
@@ -185,6 +188,8 @@ pub struct Serve {
     pub(crate) large: fair::Large,
     /// Each client's budget of consistent reads passed to the upstream as the cheaper way.
     pub(crate) cheaper_upstream: crate::rate::Buckets<String>,
+    /// Each client's budget of watch starts that need a consistency proof.
+    pub(crate) watch_starts: crate::rate::Buckets<String>,
 }
 
 impl Serve {
@@ -200,6 +205,8 @@ impl Serve {
         let cheaper_upstream =
             crate::rate::Buckets::new(settings.cheaper_upstream_bytes_per_client, "max-cheaper-upstream-bytes-per-client");
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
+        let starts = settings.watch_starts_per_client;
+        let watch_starts = crate::rate::Buckets::with_burst(starts, starts.saturating_mul(10), "max-watch-starts-per-client");
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -216,6 +223,7 @@ impl Serve {
             encodes: compress::Encodes::new(settings_max_encodes),
             large,
             cheaper_upstream,
+            watch_starts,
             watches,
         });
         for name in serve.settings.preload.clone() {

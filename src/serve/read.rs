@@ -178,7 +178,12 @@ impl Serve {
             Ok(p) => p,
             Err(status) => return Ok(status.into_response(pb)),
         };
-        let end_after = self.fresh_enough(&feed, &plan, opts, &super::client(req, caller)).await?;
+        let client = super::client(req, caller);
+        if opts.watch && opts.rv.is_none() && !self.watch_starts.take(&client, 1.0) {
+            // Each needs a consistency proof: a request to the apiserver.
+            return Ok(Status::too_many_requests("Too many requests, please try again later.", 1).into_response(pb));
+        }
+        let end_after = self.fresh_enough(&feed, &plan, opts, &client).await?;
         self.count_view(req, &plan, opts);
         let resp = self
             .answer(&feed, plan.path, opts, (plan.format, plan.view), end_after)
@@ -186,7 +191,7 @@ impl Serve {
             .unwrap_or_else(|status| status.into_response(pb));
         // A large answer waits for a place among its client's (see `fair`).
         let bytes = http_body::Body::size_hint(resp.body()).lower();
-        let large = match self.large.place(&super::client(req, caller), bytes).await {
+        let large = match self.large.place(&client, bytes).await {
             Ok(place) => place,
             Err(status) => return Ok(status.into_response(pb)),
         };

@@ -35,6 +35,36 @@ async fn watches_count_against_their_clients_bound() {
     drop(w2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_watch_starts_from_no_resource_version_past_its_rate_get_429() {
+    let sim = start(&cluster(SIM)).await;
+    // One start a second, ten at once.
+    let kache = kache_in_front(&sim.addr.to_string(), &["--preload", "pods", "--max-watch-starts-per-client", "1"]).await;
+    let addr = kache.serving.addr.to_string();
+    // Twenty at once from one client, each of which would need a consistency proof.
+    let starts: Vec<_> = (0..20)
+        .map(|_| {
+            let api = crate::support::Api::new(&addr);
+            tokio::spawn(async move { api.watch("/api/v1/pods?watch=1", "application/json").await })
+        })
+        .collect();
+    let mut watches = Vec::new();
+    for s in starts {
+        watches.push(s.await.unwrap());
+    }
+    let refused: Vec<_> = watches.iter().filter(|w| w.status == 429).collect();
+    let started = watches.iter().filter(|w| w.status == 200).count();
+    assert_eq!(started + refused.len(), 20, "{:?}", watches.iter().map(|w| w.status).collect::<Vec<_>>());
+    assert!(started >= 10, "the ten at once start: {started}");
+    assert!(!refused.is_empty(), "the rest are refused: {started} started");
+    for w in refused {
+        assert_eq!(w.headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    }
+    // A watch from a resourceVersion needs no proof and is not counted.
+    let rv = crate::support::list_rv(&kache.api.get_ok("/api/v1/pods?resourceVersion=0&limit=1").await);
+    assert_eq!(kache.api.watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}"), "application/json").await.status, 200);
+}
+
 /// A relay in front of the simulator that answers an `exec` request on a fresh connection
 /// with `101 Switching Protocols` and keeps the session open (the simulator has no exec),
 /// and splices every other connection to the simulator.

@@ -34,6 +34,27 @@ pub(super) fn object_at_path(r: &Resource, key: &str, rv: u64) -> String {
     format!("{base}?fieldSelector={}&resourceVersion={rv}&resourceVersionMatch=Exact", name_selector(name))
 }
 
+/// The name [`rv_probe_path`] looks up: not a DNS-1123 name (it ends in `-`), so no object
+/// of most kinds can have it, and one that did would only make the answer one object longer.
+const RV_PROBE_NAME: &str = "kache-rv-probe-";
+
+/// A consistent read of the upstream's current resourceVersion for `r` that costs it one
+/// key: a LIST of a single name (a field selector `metadata.name`, in namespace `default`
+/// for a namespaced kind). The apiserver's generic registry reads such a LIST as a
+/// non-recursive GetList of that one key (`ListPredicate`, `MatchesSingle`), which its watch
+/// cache answers after the same freshness wait as any consistent LIST (`getCurrentRV`, then
+/// `WaitUntilFreshAndGet`), so the answer's resourceVersion is as new as the upstream was
+/// when it was asked. A `limit=1` LIST of the whole collection proves the same but has the
+/// watch cache list every object of the kind first (30,000 pods: ~19 ms of its CPU a probe).
+pub(super) fn rv_probe_path(r: &Resource) -> String {
+    let name = name_selector(RV_PROBE_NAME);
+    match (r.namespaced, r.group.is_empty()) {
+        (true, true) => format!("/api/{}/namespaces/default/{}?fieldSelector={name}", r.version, r.plural),
+        (true, false) => format!("/apis/{}/{}/namespaces/default/{}?fieldSelector={name}", r.group, r.version, r.plural),
+        (false, _) => format!("{}?fieldSelector={name}", collection_path(r)),
+    }
+}
+
 /// A page of a collection: `base` with `limit` (none: unpaged) and `continue`.
 pub(super) fn page_path(base: &str, limit: Option<u64>, cont: &str) -> String {
     let mut path = match limit {
@@ -132,6 +153,17 @@ mod tests {
         assert_eq!(
             object_at_path(&pods, "default/web-1", 42),
             "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dweb-1&resourceVersion=42&resourceVersionMatch=Exact"
+        );
+    }
+
+    #[test]
+    fn the_rv_probe_asks_for_one_key_of_the_kind() {
+        let kind = |plural: &str| crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).unwrap();
+        assert_eq!(rv_probe_path(&kind("pods")), "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dkache-rv-probe-");
+        assert_eq!(rv_probe_path(&kind("nodes")), "/api/v1/nodes?fieldSelector=metadata.name%3Dkache-rv-probe-");
+        assert_eq!(
+            rv_probe_path(&kind("widgets")),
+            "/apis/example.com/v1/namespaces/default/widgets?fieldSelector=metadata.name%3Dkache-rv-probe-"
         );
     }
 

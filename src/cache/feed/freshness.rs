@@ -1,9 +1,9 @@
-//! Freshness: the upstream's current resourceVersion (a shared `limit=1` LIST) and the
+//! Freshness: the upstream's current resourceVersion (a shared LIST of one key) and the
 //! rolling probes (short watches whose bookmark proves the cache complete up to an RV) that
 //! let a consistent read be answered from cache.
 
 use super::decode::ListJson;
-use super::fetch::{collection_path, fetch};
+use super::fetch::{collection_path, fetch, rv_probe_path};
 use super::{DecodeError, Feed, InformerError};
 use crate::telemetry;
 use std::sync::atomic::Ordering;
@@ -25,9 +25,12 @@ const PROBE_STAGGER: Duration = Duration::from_millis(1000);
 const PROBE_LINGER: Duration = Duration::from_secs(10);
 
 impl Feed {
-    /// The upstream's current resourceVersion, from a `limit=1` LIST made after this call
-    /// started. Concurrent callers share probes: a caller reuses a probe that started after
-    /// it arrived, so every answer is at least as new as the caller's arrival.
+    /// The upstream's current resourceVersion, from a consistent LIST of one key
+    /// ([`rv_probe_path`]) sent after this call started. Concurrent callers share these
+    /// probes, one at a time per kind: a probe serves every caller that arrived before its
+    /// request was sent (the one in flight, or the next, which starts as soon as it ends),
+    /// never one that arrived after, so every answer is at least as new as its caller's
+    /// arrival. However many callers come, a kind has at most one probe in flight.
     pub async fn upstream_rv(&self) -> Result<u64, InformerError> {
         let arrived = Instant::now();
         let mut last = self.probe.lock().await;
@@ -40,9 +43,8 @@ impl Feed {
             return Err(InformerError::Transport(why.into()));
         }
         let started = Instant::now();
-        let path = format!("{}?limit=1", collection_path(&self.cache.resource));
         let body = tokio::select! {
-            body = fetch(&self.upstream, &path, "application/json") => body?,
+            body = self.fetch_rv() => body?,
             why = self.upstream.until_unavailable() => return Err(InformerError::Transport(why.into())),
         };
         let list: ListJson<'_> = serde_json::from_slice(&body).map_err(DecodeError::from)?;
@@ -50,6 +52,22 @@ impl Feed {
         *last = Some((started, rv));
         metrics::gauge!(telemetry::RV_LAG, &self.labels()).set(rv.saturating_sub(self.cache.progress()) as f64);
         Ok(rv)
+    }
+
+    /// The answer to a probe of the upstream's RV: a LIST of one name ([`rv_probe_path`]), or
+    /// where the upstream refuses that with 400 (a server with no `metadata.name` field
+    /// selector for the kind) a `limit=1` LIST of the collection, from then on.
+    async fn fetch_rv(&self) -> Result<bytes::Bytes, InformerError> {
+        if !self.probe_whole.load(Ordering::Relaxed) {
+            match fetch(&self.upstream, &rv_probe_path(&self.cache.resource), "application/json").await {
+                Err(InformerError::Status { code: 400, body, .. }) => {
+                    tracing::info!(resource = %self.cache.resource.plural, %body, "the upstream refused a one-name probe; probing with limit=1");
+                    self.probe_whole.store(true, Ordering::Relaxed);
+                }
+                other => return other,
+            }
+        }
+        fetch(&self.upstream, &format!("{}?limit=1", collection_path(&self.cache.resource)), "application/json").await
     }
 
     /// Wait until the cache is proven complete up to `rv` (at most `wait`), starting
@@ -126,5 +144,125 @@ impl Feed {
             Ok(Err(e)) => tracing::debug!(resource = %self.cache.resource.plural, error = %e, "freshness probe failed"),
             Err(_) => tracing::debug!(resource = %self.cache.resource.plural, "freshness probe hung; abandoned"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::media::Format;
+    use crate::cache::KindCache;
+    use bytes::Bytes;
+    use futures_util::FutureExt;
+    use std::sync::Mutex;
+    use tokio::sync::{mpsc, Semaphore};
+
+    /// An upstream whose answers each wait for a permit of the returned gate: the n-th
+    /// request (from 1) gets an empty list at resourceVersion 10 n. Each path asked for is
+    /// sent on the returned channel when the request arrives.
+    async fn gated() -> (crate::upstream::Upstream, Arc<Semaphore>, mpsc::UnboundedReceiver<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (gate, (tx, rx)) = (Arc::new(Semaphore::new(0)), mpsc::unbounded_channel());
+        let (open, count) = (gate.clone(), Arc::new(Mutex::new(0u64)));
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = listener.accept().await.unwrap();
+                let (open, count, tx) = (open.clone(), count.clone(), tx.clone());
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (open, count, tx) = (open.clone(), count.clone(), tx.clone());
+                    async move {
+                        let n = {
+                            let mut c = count.lock().unwrap();
+                            *c += 1;
+                            *c
+                        };
+                        tx.send(req.uri().to_string()).unwrap();
+                        open.acquire().await.unwrap().forget();
+                        let body = format!(
+                            "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[]}}",
+                            n * 10
+                        );
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(Bytes::from(body))))
+                    }
+                });
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(s);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        (crate::app::plain_upstream(&format!("http://{addr}")).unwrap(), gate, rx)
+    }
+
+    /// An upstream that refuses any field selector (400) and answers every other LIST at
+    /// resourceVersion 7; the paths asked for go on the channel.
+    async fn refusing_field_selectors() -> (crate::upstream::Upstream, mpsc::UnboundedReceiver<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = listener.accept().await.unwrap();
+                let tx = tx.clone();
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let path = req.uri().to_string();
+                    tx.send(path.clone()).unwrap();
+                    let (code, body) = match path.contains("fieldSelector") {
+                        true => (400, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"BadRequest","code":400}"#),
+                        false => (200, r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}"#),
+                    };
+                    let resp = hyper::Response::builder().status(code).body(http_body_util::Full::new(Bytes::from(body))).unwrap();
+                    std::future::ready(Ok::<_, std::convert::Infallible>(resp))
+                });
+                tokio::spawn(async move {
+                    let io = hyper_util::rt::TokioIo::new(s);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        (crate::app::plain_upstream(&format!("http://{addr}")).unwrap(), rx)
+    }
+
+    #[tokio::test]
+    async fn an_upstream_that_refuses_the_one_name_probe_is_probed_with_limit_1() {
+        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let (up, mut asked) = refusing_field_selectors().await;
+        let feed = Feed::new(Arc::new(KindCache::new(Arc::new(pods), 0, Default::default())), Format::Json, up);
+        assert_eq!(feed.upstream_rv().await.unwrap(), 7);
+        assert!(asked.recv().await.unwrap().contains("fieldSelector"));
+        assert_eq!(asked.recv().await.unwrap(), "/api/v1/pods?limit=1");
+        assert_eq!(feed.upstream_rv().await.unwrap(), 7);
+        assert_eq!(asked.recv().await.unwrap(), "/api/v1/pods?limit=1", "refused once, not asked again");
+    }
+
+    #[tokio::test]
+    async fn callers_share_a_probe_sent_after_they_arrived_and_never_one_sent_before() {
+        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let (up, gate, mut asked) = gated().await;
+        let feed = Feed::new(Arc::new(KindCache::new(Arc::new(pods), 0, Default::default())), Format::Json, up);
+        let first = tokio::spawn({
+            let feed = feed.clone();
+            async move { feed.upstream_rv().await.unwrap() }
+        });
+        let path = asked.recv().await.unwrap();
+        assert_eq!(path, "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dkache-rv-probe-");
+        // Ten callers arrive while the first probe is in flight (each polled once: it has
+        // taken its arrival time and queued for the probe).
+        let mut later: Vec<_> = (0..10).map(|_| Box::pin(feed.upstream_rv())).collect();
+        for f in &mut later {
+            assert!(f.as_mut().now_or_never().is_none(), "waits for a probe");
+        }
+        gate.add_permits(1);
+        assert_eq!(first.await.unwrap(), 10);
+        gate.add_permits(1);
+        for f in later {
+            assert_eq!(f.await.unwrap(), 20, "the probe in flight when it arrived cannot prove its read; the next one does");
+        }
+        assert_eq!(asked.recv().await.unwrap(), path);
+        assert!(asked.try_recv().is_err(), "eleven callers, two probes");
+        // A caller after those probes ended gets a probe of its own.
+        gate.add_permits(1);
+        assert_eq!(feed.upstream_rv().await.unwrap(), 30);
     }
 }

@@ -76,6 +76,9 @@ pub struct Feed {
     relisting: AtomicBool,
     preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
+    /// The upstream refused the one-name probe for this kind (400): probe with a `limit=1`
+    /// LIST of the collection instead.
+    probe_whole: AtomicBool,
     upstream: Upstream,
     /// The newest RV a reader waits to see proven.
     wanted: AtomicU64,
@@ -143,6 +146,7 @@ impl Feed {
             demand: std::sync::Mutex::new(Instant::now()),
             refused: std::sync::OnceLock::new(),
             skipped_rv: AtomicU64::new(0),
+            probe_whole: AtomicBool::new(false),
             listing: std::sync::Mutex::new(None),
             paged: tokio::sync::Notify::new(),
             yields: Arc::default(),
