@@ -52,6 +52,9 @@ pub struct Authenticator {
     lanes: review::Lanes,
     /// Reviews of never-judged tokens, per source address.
     firsts: Buckets<IpAddr>,
+    /// Per token being reviewed, the turn its concurrent requests take: the first reviews,
+    /// the others then find its answer (one review, one unit of the address's rate).
+    reviewing: dashmap::DashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>,
     reviews: AtomicU64,
 }
 
@@ -70,7 +73,7 @@ impl Authenticator {
         let refused = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         let lanes = review::Lanes::new(settings.concurrent);
         let firsts = Buckets::new(settings.first_reviews_per_address.into(), "max-token-review-rate-per-address");
-        Authenticator { upstream, settings, cache, refused, lanes, firsts, reviews: AtomicU64::new(0) }
+        Authenticator { upstream, settings, cache, refused, lanes, firsts, reviewing: Default::default(), reviews: AtomicU64::new(0) }
     }
 
     /// TokenReviews sent to the upstream so far.
@@ -96,9 +99,30 @@ impl Authenticator {
         let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
         let mut key = [0u8; 32];
         key.copy_from_slice(digest.as_ref());
-        if let Some(known) = self.cache.get(&key).or_else(|| self.refused.get(&key)) {
+        if let Some(known) = self.known(&key) {
             return Ok(known);
         }
+        // Requests bearing the same token while it is reviewed (a controller starting its
+        // watches together) wait for that one review instead of each sending their own.
+        let turn = self.reviewing.entry(key).or_default().clone();
+        let answer = {
+            let _turn = turn.lock().await;
+            match self.known(&key) {
+                Some(known) => Ok(known),
+                None => self.review_token(token, key, ip).await,
+            }
+        };
+        self.reviewing.remove_if(&key, |_, t| Arc::ptr_eq(t, &turn) && Arc::strong_count(t) <= 2);
+        answer
+    }
+
+    /// A decision on the token with digest `key` still fresh, if any.
+    fn known(&self, key: &[u8; 32]) -> Option<Option<Identity>> {
+        self.cache.get(key).or_else(|| self.refused.get(key))
+    }
+
+    /// Ask the upstream about a token with no fresh decision.
+    async fn review_token(&self, token: &str, key: [u8; 32], ip: Option<IpAddr>) -> Result<Option<Identity>, Status> {
         let last = self.cache.get_stale(&key).or_else(|| self.refused.get_stale(&key));
         // A token never judged: one more review the address causes.
         if last.is_none() && ip.is_some_and(|ip| !self.firsts.take(&ip, 1.0)) {
@@ -277,6 +301,28 @@ mod tests {
         assert_eq!(known.map(|i| i.username), Some("alice".into()), "a known token from the same address");
         assert_eq!(authn.token("junk-3", other).await.unwrap(), None, "another address has its own rate");
         assert_eq!(authn.reviews(), 2);
+    }
+
+    #[tokio::test]
+    async fn requests_with_one_new_token_at_once_share_one_review() {
+        // Fifty requests bearing the same never-judged token at once (a controller starting
+        // its watches), from one address allowed one new review a second: one review, and
+        // every request gets its answer (here the upstream's refusal), none a 429.
+        let mut s = settings();
+        s.first_reviews_per_address = 1;
+        let authn = Arc::new(Authenticator::new(refusing_upstream(Duration::from_millis(200)).await, s));
+        let ip = Some("10.0.0.9".parse().unwrap());
+        let asks: Vec<_> = (0..50)
+            .map(|_| {
+                let authn = authn.clone();
+                tokio::spawn(async move { authn.token("controller-token", ip).await })
+            })
+            .collect();
+        for ask in asks {
+            assert_eq!(ask.await.unwrap(), Ok(None), "the review's answer");
+        }
+        assert_eq!(authn.reviews(), 1, "one review for all of them");
+        assert!(authn.reviewing.is_empty(), "no turn is left behind");
     }
 
     #[tokio::test(start_paused = true)]
