@@ -519,27 +519,37 @@ pub(super) mod tests {
         assert!(std::error::Error::source(&InformerError::from(listed.skipped.remove(0))).is_some(), "the cause is kept");
     }
 
+    /// The catalogue's kind `plural`, and the objects of its captured list page `capture`
+    /// (protobuf or JSON by its name), every one decoded.
+    fn captured(plural: &str, capture: &str) -> (Resource, Listed) {
+        let r = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).expect("in the catalog");
+        let body = crate::testdata::golden(capture);
+        let mut listed = Listed::default();
+        if capture.ends_with(".pb.body") {
+            pb_page(&r, &body, &mut listed).unwrap();
+        } else {
+            assert!(String::from_utf8_lossy(&body).contains("\"managedFields\""), "{capture} has managed fields");
+            json_page(&r, &body, None, &mut listed).unwrap();
+        }
+        assert!(listed.objects.len() >= 2 && listed.skipped.is_empty(), "{capture}: {} objects", listed.objects.len());
+        (r, listed)
+    }
+
     #[test]
     fn a_protobuf_object_decoded_in_part_is_the_object_decoded_whole() {
         // The protobuf feed decodes only an object's metadata and selectable fields: the
         // cache's object (key, RV, fields, labels, bytes) must be what a full decode makes.
-        let catalog = crate::sim::catalog::simulated();
-        let kind = |plural: &str| catalog.iter().find(|r| r.plural == plural).cloned().expect("in the catalog");
         for (plural, capture) in [("pods", "02a-list-pods.pb.body"), ("configmaps", "04a-list-configmaps.pb.body")] {
-            let r = kind(plural);
-            let mut listed = Listed::default();
-            pb_page(&r, &crate::testdata::golden(capture), &mut listed).unwrap();
-            assert!(listed.objects.len() >= 2 && listed.skipped.is_empty(), "{capture}: {} objects", listed.objects.len());
+            let (r, listed) = captured(plural, capture);
             let ty = MessageType::for_kind(&r.group, &r.version, &r.kind).expect("a known kind");
             for o in &listed.objects {
                 let bare = o.pb_message_ref().expect("the message's bytes");
                 let whole = Object::new(&r, &crate::api::transcode::pb_to_json(ty, bare).unwrap(), None, Some(bare)).unwrap();
                 assert_eq!(o, &whole, "{capture}");
             }
+            // Pods select on fields beyond metadata: those were read.
+            assert!(plural != "pods" || r.fields.iter().any(|f| f == "spec.nodeName"));
         }
-        // Pods select on fields beyond metadata: those were read.
-        let pods = kind("pods");
-        assert!(pods.fields.iter().any(|f| f == "spec.nodeName"));
     }
 
     #[test]
@@ -547,15 +557,8 @@ pub(super) mod tests {
         // Built-in kinds' JSON objects are decoded without metadata.managedFields: the
         // cache's object (key, RV, fields, labels, Table cells, bytes) must be what a whole
         // decode makes, and the captures must hold managed fields for this to mean anything.
-        let catalog = crate::sim::catalog::simulated();
-        let kind = |plural: &str| catalog.iter().find(|r| r.plural == plural).cloned().expect("in the catalog");
         for (plural, capture) in [("pods", "02a-list-pods.json.body"), ("configmaps", "04a-list-configmaps.json.body")] {
-            let r = kind(plural);
-            let body = crate::testdata::golden(capture);
-            assert!(String::from_utf8_lossy(&body).contains("\"managedFields\""), "{capture} has managed fields");
-            let mut listed = Listed::default();
-            json_page(&r, &body, None, &mut listed).unwrap();
-            assert!(listed.objects.len() >= 2 && listed.skipped.is_empty(), "{capture}: {} objects", listed.objects.len());
+            let (r, listed) = captured(plural, capture);
             for o in &listed.objects {
                 let item = o.json_item_ref().expect("the item's bytes");
                 let whole = crate::api::json::with_value(item, |v| Object::printed(&r, v, Some(item), None, None)).unwrap().unwrap();
