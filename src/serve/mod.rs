@@ -442,6 +442,13 @@ impl Serve {
         self.feeds.iter().filter(|e| !e.value().synced()).map(|e| e.value().yields()).collect()
     }
 
+    /// [`Serve::warmup_yields`] but `feed`'s own (a WatchList sent `feed`'s list as it
+    /// loads must not hold that list).
+    fn warmup_yields_besides(&self, feed: &Arc<Feed>) -> Vec<Arc<feed::yielding::Yield>> {
+        let others = self.feeds.iter().filter(|e| !e.value().synced() && !Arc::ptr_eq(e.value(), feed));
+        others.map(|e| e.value().yields()).collect()
+    }
+
     pub(crate) fn resource(&self, p: &ResourcePath) -> Option<ResourceRef> {
         self.resources.load().iter().find(|r| r.group == p.group && r.version == p.version && r.plural == p.plural).cloned()
     }

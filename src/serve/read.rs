@@ -14,7 +14,8 @@ use crate::api::status::Status;
 use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
 use crate::body::Body;
-use crate::cache::feed::{Feed, SyncEstimate};
+use crate::cache::feed::growing::Growing;
+use crate::cache::feed::{yielding, Feed, SyncEstimate};
 use crate::cache::object::{self, Object};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
@@ -31,6 +32,10 @@ use std::time::{Duration, Instant};
 /// brought one yet (its estimate needs one): the first page of 500 pods came in 40-90 ms from
 /// a kube-apiserver v1.36.2 when nothing else listed, 0.2-0.6 s when kache had just started.
 const FIRST_PAGE_WAIT: Duration = Duration::from_millis(100);
+
+/// How long after a WatchList was sent a loading list its proof may still start: past it
+/// the list has not ended, and the watch's own deadline ends it first.
+const GROWING_PROOF_AFTER: Duration = Duration::from_secs(3600);
 
 /// Why a request went to the upstream rather than being answered from cache: the `reason`
 /// label of `kache_passthrough_total` (the README's "Pass-through reasons" lists them).
@@ -154,6 +159,7 @@ impl Serve {
         p: Option<&ResourcePath>,
         caller: Option<&Caller>,
     ) -> Result<Response<Body>, PassThrough> {
+        let arrived = Instant::now();
         let plan = match p {
             Some(p) => self.plan(req, p)?,
             None if req.method() == Method::GET => return Err(PassThrough::NonResource),
@@ -169,7 +175,7 @@ impl Serve {
             Ok(o) => o,
             Err(status) => return Ok(status.clone().into_response(pb)),
         };
-        let feed = self.servable(&plan, opts).await?;
+        let (feed, growing) = self.servable(&plan, opts).await?;
         // Served from memory through an outage, but only within --serve-stale-seconds.
         if let Err(status) = self.within_stale_bound(&feed) {
             return Ok(status.into_response(pb));
@@ -183,12 +189,24 @@ impl Serve {
             // Each needs a consistency proof: a request to the apiserver.
             return Ok(Status::too_many_requests("Too many requests, please try again later.", 1).into_response(pb));
         }
-        let end_after = self.fresh_enough(&feed, &plan, opts, &client).await?;
-        self.count_view(req, &plan, opts);
-        let resp = self
-            .answer(&feed, plan.path, opts, (plan.format, plan.view), end_after)
-            .await
-            .unwrap_or_else(|status| status.into_response(pb));
+        let resp = match growing {
+            Some(growing) => {
+                let end_after = self.growing_end(&feed, &growing, opts, arrived).await?;
+                self.count_view(req, &plan, opts);
+                let (ns, settings) = (plan.path.namespace.clone(), self.settings.watch.clone());
+                let resp =
+                    handler::watch_growing(feed.cache.clone(), growing, ns, opts.clone(), (plan.format, plan.view), settings, end_after)
+                        .await;
+                // The other kinds' lists wait while it streams, as for a client passed through.
+                resp.map(|r| r.map(|b| yielding::streaming(b, self.warmup_yields_besides(&feed))))
+            }
+            None => {
+                let end_after = self.fresh_enough(&feed, &plan, opts, &client).await?;
+                self.count_view(req, &plan, opts);
+                self.answer(&feed, plan.path, opts, (plan.format, plan.view), end_after).await
+            }
+        };
+        let resp = resp.unwrap_or_else(|status| status.into_response(pb));
         // A large answer waits for a place among its client's (see `fair`).
         let bytes = http_body::Body::size_hint(resp.body()).lower();
         let large = match self.large.place(&client, bytes).await {
@@ -205,21 +223,79 @@ impl Serve {
     }
 
     /// The feed that can answer `plan`: one that knows every field the request selects on,
-    /// has synced, and (for a custom resource's Table) has its CRD's columns.
-    async fn servable(&self, plan: &Plan<'_>, opts: &Options) -> Result<Arc<Feed>, PassThrough> {
+    /// has synced, and (for a custom resource's Table) has its CRD's columns; or one still
+    /// loading with the initial list under way, for a WatchList it can be sent as it loads
+    /// ([`Serve::growing`]).
+    async fn servable(&self, plan: &Plan<'_>, opts: &Options) -> Result<(Arc<Feed>, Option<Arc<Growing>>), PassThrough> {
         // Fields kache does not know for this kind: the upstream decides (400 or an answer).
         if opts.fields.fields().any(|f| !plan.resource.supports_field(f)) {
             return Err(PassThrough::UnknownField);
         }
         let feed = self.feed(&plan.resource, plan.format);
-        if !feed.synced() && !self.wait_for_sync(&feed, plan, opts).await {
-            return Err(PassThrough::NotSynced);
+        if !feed.synced() {
+            if let Some(growing) = self.growing(&feed, plan, opts).await {
+                return Ok((feed, Some(growing)));
+            }
+            if !self.wait_for_sync(&feed, plan, opts).await {
+                return Err(PassThrough::NotSynced);
+            }
         }
         // A custom resource's Table needs its CRD's columns (read when its cache listed).
         if matches!(plan.view, View::Table { .. }) && !feed.cache.snapshot().prints(&plan.resource.group, &plan.resource.plural) {
             return Err(PassThrough::NoPrinter);
         }
-        Ok(feed)
+        Ok((feed, None))
+    }
+
+    /// The initial list under way, if a watch that starts with the state (a WatchList, or a
+    /// watch from no resourceVersion or "0" that the apiserver takes for one) can be sent it
+    /// as its pages arrive (`handler::watch_growing`) rather than be passed through: the
+    /// upstream then encodes the state once, not once for kache and again for the client.
+    /// Not a Table (its columns come with the cache's state).
+    ///
+    /// Not weighed by the cost rule: the pages come from the same upstream at the rate it
+    /// would stream the client the same state, and kache reads a page in a fraction of its
+    /// transfer (protobuf: 6 us a pod); the list yields to nothing while it is sent
+    /// (`cache::feed::yielding`), and the other kinds' lists yield to it. A kind's first
+    /// request waits up to [`FIRST_PAGE_WAIT`] for its list to start.
+    async fn growing(&self, feed: &Feed, plan: &Plan<'_>, opts: &Options) -> Option<Arc<Growing>> {
+        let state = opts.send_initial_events == Some(true) || opts.send_initial_events.is_none() && opts.rv_match.is_none();
+        let watch_list = opts.watch && plan.path.name.is_none() && state && matches!(opts.rv, None | Some(0));
+        if !watch_list || matches!(plan.view, View::Table { .. }) {
+            return None;
+        }
+        if let Some(growing) = feed.growing() {
+            return Some(growing);
+        }
+        feed.next_page(FIRST_PAGE_WAIT).await;
+        feed.growing()
+    }
+
+    /// A WatchList sent a loading list: what its initial-events-end bookmark waits for.
+    /// Nothing when any state will do (`resourceVersion=0`) or the list began after the
+    /// request came (its state is then at least as new); else the upstream's RV now, which
+    /// the cache is proven to have reached once it holds the list (probes start then).
+    async fn growing_end(
+        &self,
+        feed: &Arc<Feed>,
+        growing: &Growing,
+        opts: &Options,
+        arrived: Instant,
+    ) -> Result<Option<EndAfter>, PassThrough> {
+        if opts.rv == Some(0) || growing.started >= arrived {
+            return Ok(None);
+        }
+        let rv = feed.upstream_rv().await.map_err(|e| {
+            tracing::debug!(error = %e, "consistency probe failed; passing through");
+            PassThrough::Unavailable
+        })?;
+        let f = feed.clone();
+        tokio::spawn(async move {
+            if f.wait_synced(GROWING_PROOF_AFTER).await && f.cache.progress() < rv {
+                f.want(rv);
+            }
+        });
+        Ok(Some(EndAfter { rv, wait: self.settings.consistent_wait }))
     }
 
     /// A read of a kind kache is still listing (a cache the request has just started, or

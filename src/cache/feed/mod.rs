@@ -10,10 +10,13 @@
 //! - `decode`: lists, events and objects from JSON or protobuf bytes.
 //! - `fetch`: paths and kache's own GETs.
 //! - `yielding`: lists wait while a client passed through for want of them streams a state.
+//! - `growing`: the initial list's objects as its pages arrive, for a WatchList that comes
+//!   while the cache loads.
 
 mod decode;
 pub(crate) mod fetch;
 mod freshness;
+pub mod growing;
 mod reflector;
 mod state;
 pub mod yielding;
@@ -97,6 +100,8 @@ pub struct Feed {
     paged: tokio::sync::Notify,
     /// Held while a client passed through for want of a synced cache streams a state.
     yields: Arc<yielding::Yield>,
+    /// The attempt at the initial list under way, while the feed has not synced.
+    growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
 }
 
 /// The initial list's progress: when it started, what its pages brought so far and what
@@ -150,6 +155,7 @@ impl Feed {
             listing: std::sync::Mutex::new(None),
             paged: tokio::sync::Notify::new(),
             yields: Arc::default(),
+            growing: std::sync::Mutex::new(None),
         })
     }
 
@@ -222,6 +228,30 @@ impl Feed {
     fn outcome_labels(&self, outcome: &'static str) -> [(&'static str, String); 4] {
         let [r, g, e] = self.labels();
         [r, g, e, ("outcome", outcome.to_string())]
+    }
+
+    /// The initial list as its pages arrive, while an attempt at it is under way (`None`
+    /// once synced, or between attempts).
+    pub fn growing(&self) -> Option<Arc<growing::Growing>> {
+        let g = self.growing.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_ref().filter(|g| !g.ended() && !self.synced()).cloned()
+    }
+
+    /// A new attempt at the initial list: one still open is ended as failed (its readers'
+    /// clients start again).
+    fn start_growing(&self) -> Arc<growing::Growing> {
+        let g = Arc::new(growing::Growing::new());
+        if let Some(old) = self.growing.lock().unwrap_or_else(|e| e.into_inner()).replace(g.clone()) {
+            old.finish(growing::End::Failed);
+        }
+        g
+    }
+
+    /// The attempt at the initial list ended (installed, or failed).
+    fn end_growing(&self, end: growing::End) {
+        if let Some(g) = self.growing.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            g.finish(end);
+        }
     }
 
     /// Whether the initial list has been loaded.

@@ -5,7 +5,7 @@
 use super::decode::{self, Identity, ListJson, Listed, RawEvent};
 use super::fetch::{collection_path, error_response, fetch, next_data, object_at_path, page_path};
 use super::state::Steps;
-use super::yielding;
+use super::{growing, yielding};
 use super::{DecodeError, Feed, InformerError};
 use crate::api::media::Format;
 use crate::api::table::CustomColumns;
@@ -41,11 +41,17 @@ impl Steps for Feed {
         match listed {
             Ok((listed, rv)) => {
                 self.install(listed, rv, custom);
+                // Its readers go on from the cache, which now holds the list at `rv`.
+                self.end_growing(growing::End::Installed(rv));
                 Ok(rv)
             }
             // A refusal is told once, by `refuse`.
-            Err(e @ InformerError::Status { code: 406, .. }) => Err(e),
+            Err(e @ InformerError::Status { code: 406, .. }) => {
+                self.end_growing(growing::End::Failed);
+                Err(e)
+            }
             Err(e) => {
+                self.end_growing(growing::End::Failed);
                 metrics::counter!(telemetry::RELISTS, &self.outcome_labels("failed")).increment(1);
                 self.log_failure("list failed", None, &e);
                 Err(e)
@@ -160,11 +166,16 @@ impl Feed {
         let mut listed = Listed::default();
         let mut cont = String::new();
         let mut bytes = 0;
+        // The initial list's objects go to WatchLists sent it as it loads, page by page.
+        let growing = (!self.synced()).then(|| self.start_growing());
         self.listed_page(0, 0, None);
         let mut budget = yielding::MAX_YIELD;
         loop {
             let before = budget;
-            if self.yields.wait(&mut budget).await {
+            // A list being sent to WatchLists as it loads does not yield: they wait for it.
+            // (Besides this one and the feed's, each of them holds a reference.)
+            let read = growing.as_ref().is_some_and(|g| Arc::strong_count(g) > 2);
+            if !read && self.yields.wait(&mut budget).await {
                 let waited = (before - budget).as_secs_f64();
                 tracing::debug!(resource = %r.plural, fmt = ?self.fmt, waited, "the list yielded to a client passed through");
                 if budget.is_zero() {
@@ -177,10 +188,14 @@ impl Feed {
                 Format::Protobuf => fetch(&self.upstream, &path, wire::PROTOBUF).await?,
             };
             bytes += got.len() as u64;
+            let before = listed.objects.len();
             let next = match self.fmt {
                 Format::Json => decode::json_page(r, &got, custom, &mut listed)?,
                 Format::Protobuf => decode::pb_page(r, &got, &mut listed)?,
             };
+            if let Some(g) = &growing {
+                g.push(listed.objects[before..].iter().cloned());
+            }
             self.listed_page((listed.objects.len() + listed.skipped.len()) as u64, bytes, next.remaining);
             if next.cont.is_empty() {
                 return Ok((listed, next.rv));

@@ -10,7 +10,7 @@ mod watch;
 
 pub use get::get;
 pub use list::{list, page, Page};
-pub use watch::{watch, watch_proving, EndAfter, WatchBuffers, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFER_BYTES};
+pub use watch::{watch, watch_growing, watch_proving, EndAfter, WatchBuffers, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFER_BYTES};
 
 use crate::api::query::Options;
 use crate::api::selector::{FieldSource, LabelSource};

@@ -146,6 +146,14 @@ pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
 
 /// [`kache_in_front`] of any upstream (a kubeconfig's, say).
 pub async fn kache_over(up: kache::upstream::Upstream, flags: &[&str]) -> TestKache {
+    let k = kache_loading(up, flags).await;
+    // A debug build lists the real apiserver's 30,000 pods in both encodings in 1-2 minutes.
+    assert!(k.serving.serve.wait_synced(Duration::from_secs(300)).await, "preloaded caches sync");
+    k
+}
+
+/// [`kache_over`] without waiting for its preloaded caches to sync.
+pub async fn kache_loading(up: kache::upstream::Upstream, flags: &[&str]) -> TestKache {
     let (stop, stopped) = oneshot::channel::<()>();
     let serving = start_serve(
         up,
@@ -159,8 +167,6 @@ pub async fn kache_over(up: kache::upstream::Upstream, flags: &[&str]) -> TestKa
     )
     .await
     .expect("kache starts");
-    // A debug build lists the real apiserver's 30,000 pods in both encodings in 1-2 minutes.
-    assert!(serving.serve.wait_synced(Duration::from_secs(300)).await, "preloaded caches sync");
     let api = Api::new(&serving.addr.to_string());
     TestKache { serving, api, _stop: stop }
 }

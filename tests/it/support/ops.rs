@@ -362,6 +362,8 @@ struct ProxyState {
     seen: Mutex<Seen>,
     /// Paths starting with one of these get 403 Forbidden.
     refused: Mutex<Vec<String>>,
+    /// Requests whose path and query hold this wait while it is set.
+    hold: watch::Sender<Option<String>>,
 }
 
 /// An HTTP proxy in front of a plain-HTTP upstream; stops when dropped.
@@ -447,6 +449,8 @@ async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<U
         let mut gate = state.gate.subscribe();
         let _ = gate.wait_for(|open| *open).await;
     }
+    let mut hold = state.hold.subscribe();
+    let _ = hold.wait_for(|h| h.as_deref().is_none_or(|held| !pq.contains(held))).await;
     if state.refused.lock().unwrap().iter().any(|p| req.uri().path().starts_with(p.as_str())) {
         state.seen.lock().unwrap()[index].status = 403;
         return status_body(StatusCode::FORBIDDEN, "refused (test proxy)");
@@ -485,6 +489,7 @@ impl Proxy {
             cut: watch::Sender::new(0),
             seen: Mutex::new(Vec::new()),
             refused: Mutex::new(Vec::new()),
+            hold: watch::Sender::new(None),
         });
         let s = state.clone();
         let task = tokio::spawn(async move {
@@ -512,6 +517,16 @@ impl Proxy {
     /// Answer every request whose path starts with `prefix` with 403 from now on.
     pub fn refuse(&self, prefix: &str) {
         self.state.refused.lock().unwrap().push(prefix.to_string());
+    }
+
+    /// Hold every request whose path and query contain `pattern` until [`Proxy::release`].
+    pub fn hold(&self, pattern: &str) {
+        self.state.hold.send_replace(Some(pattern.to_string()));
+    }
+
+    /// Let the requests [`Proxy::hold`] holds (and later ones) through.
+    pub fn release(&self) {
+        self.state.hold.send_replace(None);
     }
 
     /// Let held resource requests (and later ones) through.

@@ -9,6 +9,7 @@ use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::status::Status;
 use crate::body::{Body, Chunk};
+use crate::cache::feed::growing::{End, Growing, Next};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
@@ -159,10 +160,7 @@ pub async fn watch_proving(
     let include = Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata);
     // Subscribe before reading the snapshot: every event after it is then received (events
     // the snapshot already holds are skipped by RV).
-    let rx_events = match cache.resource.index.as_deref().and_then(|f| opts.fields.exact(f)) {
-        Some(value) => cache.subscribe_indexed(value),
-        None => cache.subscribe(),
-    };
+    let rx_events = subscribe(&cache, &opts);
     let (start_rv, snap) = cache.latest();
     // The Table's columns are those the snapshot's cells were computed with; a change of
     // them comes with a relist, which ends this watch.
@@ -184,21 +182,63 @@ pub async fn watch_proving(
         (Some(from), _) => Backlog::Since(from),
         (None, Some(false)) => Backlog::Nothing,
     };
-    // `timeoutSeconds=0` means "no timeout given": the apiserver then picks its default too.
-    let timeout = opts.watch_timeout().unwrap_or_else(default_timeout);
-    if timeout.is_zero() {
-        // A negative timeout (Go's wrapped multiplication included): the apiserver's watch
-        // context has expired before it starts, and its stream ends at once.
-        return Ok(resp);
-    }
-    // Go's durations end at about 292 years; an `Instant` that far out may not exist.
-    let now = Instant::now();
-    let end = now.checked_add(timeout).unwrap_or_else(|| now + FAR);
+    let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = end_after.map(|e| (e.rv, e.wait));
     let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv), pending_end };
     tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
+}
+
+/// [`watch_proving`] for a WatchList that comes while the cache is still loading its initial
+/// list (`cache::feed::growing`): the list's objects the watch selects are sent as ADDED
+/// events as its pages arrive; once the cache holds the list, the changes after the list's
+/// RV; and the initial-events-end bookmark once the watcher has delivered everything up to
+/// `end_after.rv` (at once when `None`: the list began after the request came, or any
+/// state will do). If the attempt at the list fails, the stream ends without that bookmark
+/// and the client starts its WatchList again, as after any watch that ends early.
+pub async fn watch_growing(
+    cache: Arc<KindCache>,
+    growing: Arc<Growing>,
+    namespace: Option<String>,
+    opts: Options,
+    (fmt, view): (Format, View),
+    settings: WatchSettings,
+    end_after: Option<EndAfter>,
+) -> Result<Response<Body>, Status> {
+    opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
+    let include = Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata);
+    // Not a Table: its columns come with the cache's state, which is not there yet.
+    let enc = Encoder::new(cache.resource.clone(), fmt, view, include, None);
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let resp = respond(StatusCode::OK, enc.content_type(), queued_body(rx));
+    let Some(end) = deadline(&opts) else { return Ok(resp) };
+    let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
+    let pending_end = opts.bookmarks.then(|| end_after.map_or((0, FAR), |e| (e.rv, e.wait)));
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: 0, pending_end };
+    tokio::spawn(w.run_growing(cache, growing, end));
+    Ok(resp)
+}
+
+/// The cache's broadcast for a watch: the index's for a selector pinning the indexed field.
+fn subscribe(cache: &KindCache, opts: &Options) -> broadcast::Receiver<Message> {
+    match cache.resource.index.as_deref().and_then(|f| opts.fields.exact(f)) {
+        Some(value) => cache.subscribe_indexed(value),
+        None => cache.subscribe(),
+    }
+}
+
+/// When a watch ends (`timeoutSeconds`, or the apiserver's default when 0 or none is given);
+/// `None` when it ends before it starts (a negative timeout, Go's wrapped multiplication
+/// included: the apiserver's watch context has expired and its stream ends at once).
+fn deadline(opts: &Options) -> Option<Instant> {
+    let timeout = opts.watch_timeout().unwrap_or_else(default_timeout);
+    if timeout.is_zero() {
+        return None;
+    }
+    // Go's durations end at about 292 years; an `Instant` that far out may not exist.
+    let now = Instant::now();
+    Some(now.checked_add(timeout).unwrap_or_else(|| now + FAR))
 }
 
 /// What a watch sends before following the broadcast.
@@ -397,6 +437,48 @@ impl Watcher {
             };
             if !self.deliver(&mut out, msg, snap_rv, bookmarks, &sent).await {
                 return;
+            }
+        }
+    }
+
+    /// [`watch_growing`]'s stream: the loading list as its pages arrive, then on from the
+    /// cache (which holds the list once it ends) as a watch from the list's RV.
+    async fn run_growing(mut self, cache: Arc<KindCache>, growing: Arc<Growing>, end: Instant) {
+        let Some(rv) = self.growing_state(&growing, end).await else { return };
+        drop(growing);
+        let rx = subscribe(&cache, &self.opts);
+        let (start_rv, snap) = cache.latest();
+        self.last_rv = start_rv.max(snap.rv);
+        self.run(snap, Backlog::Since(rv), rx, end).await
+    }
+
+    /// The loading list's objects this watch selects, as ADDED events as its pages arrive;
+    /// the list's RV once the cache holds it, `None` when the watch ends (the attempt
+    /// failed, the client left or stalled, the deadline passed).
+    async fn growing_state(&self, growing: &Growing, end: Instant) -> Option<u64> {
+        let ns = self.namespace.as_deref();
+        let mut out = Chunks::growing();
+        let mut read = 0;
+        loop {
+            let next = tokio::select! {
+                next = growing.next(read) => next,
+                _ = sleep_until(end) => return None,
+                _ = self.tx.closed() => return None,
+            };
+            let objects = match next {
+                Next::Objects(objects) => objects,
+                Next::End(End::Installed(rv)) => return Some(rv),
+                Next::End(End::Failed) => return None,
+            };
+            read += objects.len();
+            for o in objects.iter().filter(|o| selected(o, ns, &self.opts)) {
+                let Some(f) = self.enc.event(EventType::Added, o) else { continue };
+                if !self.put(&mut out, f).await {
+                    return None;
+                }
+            }
+            if !self.flush(&mut out).await {
+                return None;
             }
         }
     }
