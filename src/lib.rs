@@ -12,6 +12,7 @@
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
 //!   (stored bytes and selector fields), `feed/` (the reflector that fills a `KindCache`:
 //!   `state`, its retry loop as a state machine; `reflector`, LIST + WATCH + relist;
+//!   `stream`, the state read as a WatchList; `growing`, the initial list as it arrives;
 //!   `freshness`, probes; `decode`, JSON and protobuf; `fetch`).
 //! - `upstream/`: the upstream apiserver, the one way to it: the client, its connection
 //!   pools (`pool`), its health as kache's monitor finds it (`health`; kache's own readiness
@@ -55,7 +56,9 @@
 //!
 //! # A WATCH, followed through
 //! 1. Steps 1-4 as for a LIST; `Options::parse` sees `watch=1`; no in-flight permit.
-//! 2. `fresh_enough`: an RV newer than the cache has proven waits on `Feed::prove`.
+//! 2. `fresh_enough`: an RV newer than the cache has proven waits on `Feed::prove`. A
+//!    WatchList of a kind still loading is sent the initial list as it arrives instead
+//!    (`Serve::growing`, `handler::watch_growing`), then goes on from step 5.
 //! 3. `serve::handler::watch` subscribes to the `KindCache` (or a per-node ring) first,
 //!    then takes the snapshot, so no change falls between them.
 //! 4. The backlog: the window's events since the RV (`cache::window::EventWindow::since`),
@@ -67,7 +70,9 @@
 //! 8. A watcher that falls behind by `--watcher-lag` is ended, never skipped silently.
 //! 9. Upstream side: `cache::feed::Feed::run` drives `feed::state::Reflector` (LIST ->
 //!    WATCH from its RV -> resume, relist on 410, back off on errors) through the steps of
-//!    `feed/reflector.rs`; objects are decoded at any depth the apiserver accepts
+//!    `feed/reflector.rs`; the LIST is a WatchList read to its initial-events-end bookmark
+//!    (`feed/stream.rs`: the apiserver answers a paged LIST's later pages from etcd), or
+//!    pages where the upstream has no WatchList; objects are decoded at any depth the apiserver accepts
 //!    (`api::json::with_value`, for built-in kinds without their managedFields), protobuf
 //!    ones only as far as their key and selectable fields (`api::transcode::pb_to_json_only`),
 //!    and one that cannot be is skipped and counted.
