@@ -223,11 +223,6 @@ async fn the_cluster_role_covers_exactly_what_kache_calls() {
             used.insert(n);
         }
     }
-    // kache reads a kind's state as a WatchList (watch); `list` of a kind it watches is for
-    // the consistency probes, relists by metadata and upstreams without WatchList, which a
-    // run need not meet for every kind.
-    let probes: BTreeSet<_> =
-        used.iter().filter(|(_, _, v)| v == "watch").map(|(g, r, _)| (g.clone(), r.clone(), "list".to_string())).collect();
-    let unused: Vec<_> = grants.difference(&used).filter(|g| !probes.contains(*g)).collect();
+    let unused: Vec<_> = grants.difference(&used).collect();
     assert!(unused.is_empty(), "deploy/base/clusterrole.yaml grants what kache never used: {unused:?}\nused: {used:#?}");
 }

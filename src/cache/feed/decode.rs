@@ -224,14 +224,6 @@ pub(super) fn event_object(r: &Resource, fmt: Format, obj: &[u8], custom: Option
     }
 }
 
-/// Whether a BOOKMARK's object ends a WatchList's initial events: it carries the
-/// apiserver's `k8s.io/initial-events-end` annotation (a bookmark's object holds nothing
-/// else but its kind and resourceVersion, JSON or protobuf alike).
-pub(super) fn ends_initial_events(obj: &[u8]) -> bool {
-    const KEY: &[u8] = b"k8s.io/initial-events-end";
-    obj.windows(KEY.len()).any(|w| w == KEY)
-}
-
 /// An object's `metadata.resourceVersion`, read alone (a bookmark's, or that of an object
 /// that cannot be decoded whole).
 pub(super) fn object_rv(fmt: Format, obj: &[u8]) -> Option<u64> {

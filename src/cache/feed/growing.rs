@@ -4,16 +4,13 @@
 //! kache's list and once for the client's WatchList), and the client takes in the first
 //! pages while the rest are on their way (`serve::handler::watch_growing`).
 //!
-//! Each attempt at the initial list has its own [`Growing`]: events are appended as they are
-//! read (a page's objects as ADDED; a streamed list's changes after its snapshot as the
-//! upstream sent them, with the object's previous state), and it ends [`End::Installed`]
-//! once the cache holds the whole list (the cache then follows the upstream from the list's
-//! RV), or [`End::Failed`] when the attempt failed or another replaced it (a reader then
-//! ends its stream without the initial-events-end bookmark, and its client starts its
-//! WatchList again).
+//! Each attempt at the initial list has its own [`Growing`]: objects are appended page by
+//! page, and it ends [`End::Installed`] once the cache holds the whole list (the cache then
+//! follows the upstream from the list's RV), or [`End::Failed`] when the attempt failed or
+//! another replaced it (a reader then ends its stream without the initial-events-end
+//! bookmark, and its client starts its WatchList again).
 
 use crate::cache::object::Object;
-use crate::cache::window::{Event, EventType};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
@@ -30,8 +27,8 @@ pub enum End {
 /// What a reader gets next.
 #[derive(Debug)]
 pub enum Next {
-    /// Events it has not read yet, in order.
-    Events(Vec<Arc<Event>>),
+    /// Objects it has not read yet, in the list's order.
+    Objects(Vec<Arc<Object>>),
     /// The list ended (every object has been read).
     End(End),
 }
@@ -49,13 +46,8 @@ pub struct Growing {
 
 #[derive(Debug, Default)]
 struct Grown {
-    events: Vec<Arc<Event>>,
+    objects: Vec<Arc<Object>>,
     end: Option<End>,
-}
-
-/// `o` listed: an ADDED event with no previous state.
-pub fn added(o: Object) -> Arc<Event> {
-    Arc::new(Event { rv: o.rv, kind: EventType::Added, object: Arc::new(o), prev: None, prev_at_rv: None, at: std::time::Instant::now() })
 }
 
 impl Growing {
@@ -68,11 +60,11 @@ impl Growing {
         self.grown.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Append events (nothing once the attempt has ended).
-    pub fn push(&self, events: impl IntoIterator<Item = Arc<Event>>) {
+    /// Append a page's objects (nothing once the attempt has ended).
+    pub fn push(&self, page: impl IntoIterator<Item = Object>) {
         let mut g = self.grown();
         if g.end.is_none() {
-            g.events.extend(events);
+            g.objects.extend(page.into_iter().map(Arc::new));
             drop(g);
             self.changed.send_modify(|n| *n += 1);
         }
@@ -93,15 +85,15 @@ impl Growing {
         self.grown().end.is_some()
     }
 
-    /// The events from the `from`th on, waiting for some when there are none yet; the end
+    /// The objects from the `from`th on, waiting for some when there are none yet; the end
     /// once they have all been read.
     pub async fn next(&self, from: usize) -> Next {
         let mut rx = self.changed.subscribe();
         loop {
             {
                 let g = self.grown();
-                if g.events.len() > from {
-                    return Next::Events(g.events[from..].to_vec());
+                if g.objects.len() > from {
+                    return Next::Objects(g.objects[from..].to_vec());
                 }
                 if let Some(end) = g.end {
                     return Next::End(end);
@@ -132,7 +124,7 @@ mod tests {
 
     fn names(n: Next) -> Vec<String> {
         match n {
-            Next::Events(v) => v.iter().map(|e| e.object.name().to_string()).collect(),
+            Next::Objects(v) => v.iter().map(|o| o.name().to_string()).collect(),
             Next::End(e) => panic!("ended: {e:?}"),
         }
     }
@@ -140,14 +132,14 @@ mod tests {
     #[tokio::test]
     async fn a_reader_gets_each_page_once_in_order_then_the_end() {
         let g = Arc::new(Growing::new());
-        g.push([added(obj("a")), added(obj("b"))]);
+        g.push([obj("a"), obj("b")]);
         assert_eq!(names(g.next(0).await), ["a", "b"]);
         // Nothing new yet: the reader waits for the next page.
         let reader = {
             let g = g.clone();
             tokio::spawn(async move { names(g.next(2).await) })
         };
-        g.push([added(obj("c"))]);
+        g.push([obj("c")]);
         assert_eq!(reader.await.unwrap(), ["c"]);
         g.finish(End::Installed(7));
         assert!(matches!(g.next(3).await, Next::End(End::Installed(7))));
@@ -158,10 +150,10 @@ mod tests {
     #[tokio::test]
     async fn the_first_end_stands_and_nothing_is_appended_after_it() {
         let g = Growing::new();
-        g.push([added(obj("a"))]);
+        g.push([obj("a")]);
         g.finish(End::Failed);
         g.finish(End::Installed(9));
-        g.push([added(obj("b"))]);
+        g.push([obj("b")]);
         assert!(g.ended());
         assert_eq!(names(g.next(0).await), ["a"]);
         assert!(matches!(g.next(1).await, Next::End(End::Failed)));

@@ -9,8 +9,6 @@
 //! - `freshness`: the upstream's current RV and the probes that prove the cache reached it.
 //! - `decode`: lists, events and objects from JSON or protobuf bytes.
 //! - `fetch`: paths and kache's own GETs.
-//! - `stream`: the whole state as a WatchList (the apiserver's pages after the first come
-//!   from etcd).
 //! - `yielding`: lists wait while a client passed through for want of them streams a state.
 //! - `growing`: the initial list's objects as its pages arrive, for a WatchList that comes
 //!   while the cache loads.
@@ -21,7 +19,6 @@ mod freshness;
 pub mod growing;
 mod reflector;
 mod state;
-mod stream;
 pub mod yielding;
 
 pub use decode::DecodeError;
@@ -65,10 +62,6 @@ pub enum InformerError {
     /// The watch's resourceVersion left the upstream's window: relist.
     #[error("resourceVersion expired")]
     Expired,
-    /// A WatchList's stream ended, or went quiet, without its initial-events-end bookmark
-    /// (a server without WatchList takes it for a plain watch).
-    #[error("the upstream's WatchList sent no initial-events-end bookmark")]
-    NoWatchList,
 }
 
 /// A cache fed from the upstream, and whether it has synced.
@@ -109,8 +102,6 @@ pub struct Feed {
     yields: Arc<yielding::Yield>,
     /// The attempt at the initial list under way, while the feed has not synced.
     growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
-    /// Lists are read as WatchLists, until the upstream refuses one or does not end it.
-    stream_lists: AtomicBool,
 }
 
 /// The initial list's progress: when it started, what its pages brought so far and what
@@ -165,7 +156,6 @@ impl Feed {
             paged: tokio::sync::Notify::new(),
             yields: Arc::default(),
             growing: std::sync::Mutex::new(None),
-            stream_lists: AtomicBool::new(true),
         })
     }
 

@@ -147,22 +147,10 @@ impl Feed {
         self.synced.send_replace(true);
     }
 
-    /// The whole state: streamed as a WatchList (`stream`), or where the upstream does not
-    /// stream lists paged (bounded memory per response); if the pages' snapshot expires
-    /// upstream before the last page (heavy churn, short history), once more as a single
-    /// unpaged LIST, which cannot expire midway.
+    /// The whole state: paged (bounded memory per response); if the pages' snapshot
+    /// expires upstream before the last page (heavy churn, short history), once more as a
+    /// single unpaged LIST, which cannot expire midway.
     async fn list_all(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
-        if self.stream_lists.load(Ordering::Relaxed) {
-            match self.list_streamed(custom).await {
-                // Refused as invalid (a server with WatchList turned off), or not ended:
-                // pages from now on.
-                Err(e @ (InformerError::NoWatchList | InformerError::Status { code: 400 | 422, .. })) => {
-                    tracing::info!(resource = %self.cache.resource.plural, fmt = ?self.fmt, error = %e, "the upstream does not stream lists; listing in pages");
-                    self.stream_lists.store(false, Ordering::Relaxed);
-                }
-                other => return other,
-            }
-        }
         match self.list_pages(Some(PAGE), custom).await {
             Err(InformerError::Expired) => {
                 tracing::info!(resource = %self.cache.resource.plural, "paged list expired mid-way; listing unpaged");
@@ -206,7 +194,7 @@ impl Feed {
                 Format::Protobuf => decode::pb_page(r, &got, &mut listed)?,
             };
             if let Some(g) = &growing {
-                g.push(listed.objects[before..].iter().cloned().map(growing::added));
+                g.push(listed.objects[before..].iter().cloned());
             }
             self.listed_page((listed.objects.len() + listed.skipped.len()) as u64, bytes, next.remaining);
             if next.cont.is_empty() {
@@ -429,9 +417,8 @@ mod tests {
     use std::time::Duration;
 
     /// An upstream that answers a Widget LIST with `list` and the first watch with
-    /// `events` (one JSON line each) and then holds it open; later watches stay silent; a
-    /// WatchList gets 422, as from a server with WatchList turned off. Every path asked for
-    /// is recorded.
+    /// `events` (one JSON line each) and then holds it open; later watches stay silent.
+    /// Every path asked for is recorded.
     async fn upstream(list: Vec<u8>, events: Vec<Vec<u8>>) -> (crate::upstream::Upstream, Arc<Mutex<Vec<String>>>) {
         type Body =
             http_body_util::StreamBody<futures_util::stream::BoxStream<'static, Result<http_body::Frame<Bytes>, std::convert::Infallible>>>;
@@ -450,12 +437,9 @@ mod tests {
                     record.lock().unwrap().push(path.clone());
                     let watch = path.contains("watch=1");
                     let frames: Vec<Bytes> = match path {
-                        // No CRD to read; and an upstream without WatchList (422), so the
-                        // state comes as a LIST.
-                        p if p.contains("customresourcedefinitions") || p.contains("sendInitialEvents") => {
-                            let code = if p.contains("sendInitialEvents") { 422 } else { 404 };
+                        p if p.contains("customresourcedefinitions") => {
                             let body = futures_util::stream::empty().boxed();
-                            let resp = hyper::Response::builder().status(code).body(Body::new(body)).unwrap();
+                            let resp = hyper::Response::builder().status(404).body(Body::new(body)).unwrap();
                             return std::future::ready(Ok::<_, std::convert::Infallible>(resp));
                         }
                         p if p.contains("watch=1") => {
@@ -526,7 +510,7 @@ mod tests {
         assert_eq!(skipped_count("metadata") - no_name, 1);
         assert!(feed.healthy() && !feed.relisting());
         let asked = asked.lock().unwrap().clone();
-        let watches: Vec<&String> = asked.iter().filter(|p| p.contains("watch=1") && !p.contains("sendInitialEvents")).collect();
+        let watches: Vec<&String> = asked.iter().filter(|p| p.contains("watch=1")).collect();
         assert_eq!(watches.len(), 1, "one watch, never resumed: {asked:?}");
         assert!(watches[0].contains("resourceVersion=9&"), "{asked:?}");
         assert_eq!(asked.iter().filter(|p| p.contains("limit=500")).count(), 1, "one list: {asked:?}");

@@ -364,8 +364,6 @@ struct ProxyState {
     refused: Mutex<Vec<String>>,
     /// Requests whose path and query hold this wait while it is set.
     hold: watch::Sender<Option<String>>,
-    /// Requests whose path and query hold one of these get 422 Invalid.
-    invalid: Mutex<Vec<String>>,
 }
 
 /// An HTTP proxy in front of a plain-HTTP upstream; stops when dropped.
@@ -453,10 +451,6 @@ async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<U
     }
     let mut hold = state.hold.subscribe();
     let _ = hold.wait_for(|h| h.as_deref().is_none_or(|held| !pq.contains(held))).await;
-    if state.invalid.lock().unwrap().iter().any(|p| pq.contains(p.as_str())) {
-        state.seen.lock().unwrap()[index].status = 422;
-        return status_body(StatusCode::UNPROCESSABLE_ENTITY, "invalid (test proxy)");
-    }
     if state.refused.lock().unwrap().iter().any(|p| req.uri().path().starts_with(p.as_str())) {
         state.seen.lock().unwrap()[index].status = 403;
         return status_body(StatusCode::FORBIDDEN, "refused (test proxy)");
@@ -496,7 +490,6 @@ impl Proxy {
             seen: Mutex::new(Vec::new()),
             refused: Mutex::new(Vec::new()),
             hold: watch::Sender::new(None),
-            invalid: Mutex::new(Vec::new()),
         });
         let s = state.clone();
         let task = tokio::spawn(async move {
@@ -524,11 +517,6 @@ impl Proxy {
     /// Answer every request whose path starts with `prefix` with 403 from now on.
     pub fn refuse(&self, prefix: &str) {
         self.state.refused.lock().unwrap().push(prefix.to_string());
-    }
-
-    /// Answer every request whose path and query contain `pattern` with 422 from now on.
-    pub fn invalid(&self, pattern: &str) {
-        self.state.invalid.lock().unwrap().push(pattern.to_string());
     }
 
     /// Hold every request whose path and query contain `pattern` until [`Proxy::release`].

@@ -452,7 +452,7 @@ impl Watcher {
         self.run(snap, Backlog::Since(rv), rx, end).await
     }
 
-    /// The loading list's events this watch selects (its objects as ADDED) as they arrive;
+    /// The loading list's objects this watch selects, as ADDED events as its pages arrive;
     /// the list's RV once the cache holds it, `None` when the watch ends (the attempt
     /// failed, the client left or stalled, the deadline passed).
     async fn growing_state(&self, growing: &Growing, end: Instant) -> Option<u64> {
@@ -465,14 +465,14 @@ impl Watcher {
                 _ = sleep_until(end) => return None,
                 _ = self.tx.closed() => return None,
             };
-            let events = match next {
-                Next::Events(events) => events,
+            let objects = match next {
+                Next::Objects(objects) => objects,
                 Next::End(End::Installed(rv)) => return Some(rv),
                 Next::End(End::Failed) => return None,
             };
-            read += events.len();
-            for (kind, o) in events.iter().filter_map(|ev| transition(ev, ns, &self.opts)) {
-                let Some(f) = self.enc.event(kind, o) else { continue };
+            read += objects.len();
+            for o in objects.iter().filter(|o| selected(o, ns, &self.opts)) {
+                let Some(f) = self.enc.event(EventType::Added, o) else { continue };
                 if !self.put(&mut out, f).await {
                     return None;
                 }
