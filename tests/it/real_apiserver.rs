@@ -34,19 +34,31 @@ pub(crate) async fn real(test: &str, preload: &str) -> Option<TestKache> {
     real_with(test, &["--preload", preload]).await
 }
 
-/// [`real`] with kache's flags given whole.
-pub(crate) async fn real_with(test: &str, flags: &[&str]) -> Option<TestKache> {
+/// The real apiserver as kache's upstream, or `None` (after saying why) when the tier is off.
+pub(crate) fn real_upstream(test: &str) -> Option<impl std::future::Future<Output = Upstream>> {
     let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
         eprintln!("{test}: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
         return None;
     };
     let context = std::env::var("KACHE_REAL_CONTEXT").ok();
-    let up = Upstream::load(Some(std::path::Path::new(&path)), context.as_deref()).await.expect("the real apiserver's kubeconfig loads");
+    Some(async move {
+        Upstream::load(Some(std::path::Path::new(&path)), context.as_deref()).await.expect("the real apiserver's kubeconfig loads")
+    })
+}
+
+/// [`real`] with kache's flags given whole.
+pub(crate) async fn real_with(test: &str, flags: &[&str]) -> Option<TestKache> {
+    let up = real_upstream(test)?.await;
     let k = kache_over(up, flags).await;
+    tier_namespace(&k).await;
+    Some(k)
+}
+
+/// The tier's own namespace, made through kache if it is not there.
+async fn tier_namespace(k: &TestKache) {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
     let r = k.api.post("/api/v1/namespaces", &ns).await;
     assert!(r.status == 201 || r.status == 409, "namespace {NS}: {} {}", r.status, r.text());
-    Some(k)
 }
 
 /// Moves the global resourceVersion (a ConfigMap written every 100 ms, through kache) until
@@ -174,11 +186,49 @@ async fn real_a_thousand_watches_from_a_fresh_rv_all_connect_and_get_every_event
 async fn real_watch_list_is_served_from_cache_and_equals_the_apiservers_list() {
     let Some(k) = real("real_watch_list", "pods").await else { return };
     let _w = Writer::start(&k, "rv-mover-4");
-    // The apiserver's own answer, through kube-rs directly (a metadata-only consistent LIST).
+    let (needed, want) = direct_pods().await;
+    let before = k.serving.serve.cache_hits();
+    let mut w = k.api.watch(WATCH_LIST, "application/json").await;
+    assert_eq!(w.status, 200);
+    assert_eq!(k.serving.serve.cache_hits(), before + 1, "the WatchList is answered from cache");
+    let (got, end_rv) = initial_events(&mut w).await;
+    assert!(end_rv >= needed, "the end bookmark ({end_rv}) is at least the RV the client needed");
+    // Pods are quiet: the state at the end bookmark is the LIST's.
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the initial events equal the consistent LIST");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_a_watch_list_while_kache_loads_is_sent_its_list_as_it_arrives() {
+    // kache starts with the pods' JSON list to load (30,000 pods: seconds in a release build,
+    // a minute in a debug one); the WatchList comes while it loads.
+    let Some(up) = real_upstream("real_a_watch_list_while_kache_loads") else { return };
+    let k = crate::support::kache_loading(up.await, &["--preload", "pods", "--preload-encodings", "json"]).await;
+    tier_namespace(&k).await;
+    let _w = Writer::start(&k, "rv-mover-5");
+    let (needed, want) = direct_pods().await;
+    assert!(!k.serving.serve.wait_synced(std::time::Duration::ZERO).await, "the pods' list has not ended yet");
+    let (before, passed) = (k.serving.serve.cache_hits(), k.serving.serve.passed_through("not_synced"));
+    let mut w = k.api.watch(WATCH_LIST, "application/json").await;
+    assert_eq!(w.status, 200);
+    assert_eq!(k.serving.serve.cache_hits(), before + 1, "answered by kache");
+    assert_eq!(k.serving.serve.passed_through("not_synced"), passed, "not passed through");
+    let (got, end_rv) = initial_events(&mut w).await;
+    assert!(end_rv >= needed, "the end bookmark ({end_rv}) is at least the RV the client needed");
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the initial events equal the apiserver's consistent LIST (pods are quiet)");
+}
+
+const WATCH_LIST: &str =
+    "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=300";
+
+/// The apiserver's own consistent LIST of every pod, through kube-rs directly (metadata
+/// only): its RV, and each pod's key and RV in order.
+async fn direct_pods() -> (u64, Vec<(String, u64)>) {
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(direct_client().await);
     let direct = pods.list_metadata(&kube::api::ListParams::default()).await.expect("direct LIST");
-    let needed: u64 = direct.metadata.resource_version.as_deref().unwrap().parse().unwrap();
-    let mut want: Vec<(String, u64)> = direct
+    let rv = direct.metadata.resource_version.as_deref().unwrap().parse().unwrap();
+    let mut pods: Vec<(String, u64)> = direct
         .items
         .iter()
         .map(|p| {
@@ -187,30 +237,27 @@ async fn real_watch_list_is_served_from_cache_and_equals_the_apiservers_list() {
             (format!("{}/{}", m.namespace.as_deref().unwrap_or_default(), m.name.as_deref().unwrap_or_default()), rv)
         })
         .collect();
-    let before = k.serving.serve.cache_hits();
-    let q = "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=300";
-    let mut w = k.api.watch(q, "application/json").await;
-    assert_eq!(w.status, 200);
-    assert_eq!(k.serving.serve.cache_hits(), before + 1, "the WatchList is answered from cache");
+    pods.sort();
+    (rv, pods)
+}
+
+/// A WatchList's initial events up to its initial-events-end bookmark: each pod's key and RV
+/// in order, and the bookmark's RV.
+async fn initial_events(w: &mut crate::support::WatchStream) -> (Vec<(String, u64)>, u64) {
     let end = deadline(300);
     let mut got = Vec::new();
-    let end_rv = loop {
+    loop {
         let e = w.next_json(end).await.item("initial events");
         match e["type"].as_str() {
             Some("ADDED") => got.push((key(&e["object"]), obj_rv(&e["object"]))),
             Some("BOOKMARK") if e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true" => {
-                break e["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap();
+                got.sort();
+                return (got, e["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap());
             }
             Some("BOOKMARK") => {}
             other => panic!("unexpected {other:?}: {e}"),
         }
-    };
-    assert!(end_rv >= needed, "the end bookmark ({end_rv}) is at least the RV the client needed");
-    // Pods are quiet: the state at the end bookmark is the LIST's.
-    got.sort();
-    want.sort();
-    assert_eq!(got.len(), want.len());
-    assert!(got == want, "the initial events equal the consistent LIST");
+    }
 }
 
 /// The real apiserver's client configuration: `KACHE_REAL_KUBECONFIG` at
