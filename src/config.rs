@@ -468,6 +468,16 @@ pub struct SecurityArgs {
     /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
     pub max_concurrent_encodes: usize,
+    /// Niceness, above kache's own, of the low-priority lane: threads of their own
+    /// (`kache-lane`, one per core) that indent `pretty` answers and gzip-compress answers of
+    /// more than 1 MiB, a frame per job, so one client's encodes of large answers take the
+    /// cores only when
+    /// kache's other threads, and processes beside it at its priority (an apiserver on the same
+    /// machine), do not need them (Linux niceness is per thread; between processes it weighs
+    /// when `kernel.sched_autogroup_enabled` is 0). 0 to 19; 0 for no lane: the encodes run
+    /// on the shared blocking pool at kache's priority.
+    #[arg(long, env = "KACHE_LOW_PRIORITY_NICE", default_value_t = crate::lane::NICE, value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub low_priority_nice: i32,
     /// Bytes of events queued for one watch's client that it has not taken yet; past them
     /// the watch waits for the client, and ends it after 15 s without progress (it then
     /// resumes from its resourceVersion). A single event larger than this is queued alone

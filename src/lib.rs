@@ -6,7 +6,7 @@
 //!   authorization, freshness, or a typed `PassThrough` reason), `cost` (whether a
 //!   consistent read waits for a proof or goes upstream at once), `handler/` (`get`, `list`, `watch` from one snapshot; in
 //!   `handler/tests/` the read path against a real apiserver's answers), `respond` (the
-//!   headers every answer carries, a `Status` as a response), `compress` (gzip), `proxy`
+//!   headers every answer carries, a `Status` as a response), `compress` (gzip, `pretty`), `proxy`
 //!   (pass-through, upgrades), `discovery` (which resources the upstream serves).
 //! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
@@ -23,6 +23,8 @@
 //!   `media` (`Accept`: content negotiation); `status`, `resource`, `json`, `time`, `quote`,
 //!   `wire` (protobuf framing), `selector`, `table`, `transcode`.
 //! - `body`: the one HTTP body type, both ways: buffers, stored bytes stitched, streams.
+//! - `lane`: the low-priority lane, niced threads of their own for the per-byte work of
+//!   encoding one client's large answer (`pretty` indentation, gzip).
 //! - `auth/`: client identity (certificates, TokenReview), authorization
 //!   (SubjectAccessReview), impersonation, serving certificates.
 //! - `sim/` (cargo feature `sim`, on by default): the simulated kube-apiserver, its catalogue,
@@ -83,6 +85,7 @@ pub mod auth;
 pub mod body;
 pub mod cache;
 pub mod config;
+pub mod lane;
 pub(crate) mod rate;
 pub mod serve;
 #[cfg(feature = "sim")]

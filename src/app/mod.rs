@@ -52,6 +52,9 @@ pub enum StartError {
     /// The serving certificate, its key or a client CA could not be used.
     #[error("TLS setup failed")]
     Tls(#[from] TlsError),
+    /// The low-priority lane's threads could not be started.
+    #[error("cannot start the low-priority lane")]
+    Lane(#[source] std::io::Error),
 }
 
 /// An error and its causes on one line, each cause after a colon, as Go tools print wrapped
@@ -126,7 +129,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         passthrough_factor: c.consistent_passthrough_factor,
         max_uri_bytes: 64 * 1024,
-        max_encodes: crate::serve::compress::MAX_ENCODES,
+        encodes: crate::serve::compress::Encodes::new(crate::serve::compress::MAX_ENCODES),
         large_per_client: c.max_large_answers_per_client,
         cheaper_upstream_bytes_per_client: c.max_cheaper_upstream_bytes_per_client,
         watch_starts_per_client: c.max_watch_starts_per_client,
@@ -226,7 +229,8 @@ pub async fn start_serve_args(
         Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
-    settings.max_encodes = s.max_concurrent_encodes;
+    let lane = crate::lane::Lane::new(s.low_priority_nice, 0).map_err(StartError::Lane)?;
+    settings.encodes = crate::serve::compress::Encodes::new(s.max_concurrent_encodes).in_lane(lane);
     settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
     settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
     settings.access_log = args.access_log;

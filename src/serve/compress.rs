@@ -5,16 +5,20 @@
 //! protobuf about 12 times), and the indentation of `pretty` answers.
 //!
 //! Neither holds an answer whole: each frame is encoded when the connection asks for the
-//! next one. gzip runs on the blocking pool one frame per job (a 100 MB LIST is about a
+//! next one. gzip runs off the async workers one frame per job (a 100 MB LIST is about a
 //! second of one core at level 1, what the apiserver spends on the same answer), and so does
-//! the indentation of every frame over 16 KiB, so the async workers that answer everyone's
-//! cheap reads never spend a frame's work on one client's encode; a job encodes and returns,
-//! so no blocking thread ever waits on a client that does not read.
+//! the indentation of every frame over 16 KiB, so the workers that answer everyone's cheap
+//! reads never spend a frame's work on one client's encode. The jobs of answers over 1 MiB
+//! run in the low-priority lane ([`Lane`]: niced threads of their own), so they take the
+//! cores only when nobody at kache's priority needs them; smaller answers' on the shared
+//! blocking pool. A job encodes and returns, so no thread ever waits on a client that does
+//! not read.
 //! The encodes in progress are bounded ([`Encodes`]); past the bound an answer goes out
 //! as it is (identity encoding, compact JSON), which every client reads.
 
 use crate::api::json::Indenter;
 use crate::body::{Body, BoxError, Chunk};
+use crate::lane::Lane;
 use bytes::{Buf, Bytes};
 use flate2::write::GzEncoder;
 use http::{header, HeaderValue, Response};
@@ -36,19 +40,39 @@ pub const MAX_ENCODES: usize = 64;
 pub const THRESHOLD: u64 = 128 * 1024;
 
 /// The bound on answers being encoded (indented or compressed) at once: each holds a place
-/// until its body has been sent or dropped.
+/// until its body has been sent or dropped; and the lane their jobs run in.
 #[derive(Debug, Clone)]
-pub struct Encodes(Arc<Semaphore>);
+pub struct Encodes {
+    places: Arc<Semaphore>,
+    lane: Lane,
+}
 
 impl Encodes {
-    /// At most `max` encodes at once (0: no bound).
+    /// At most `max` encodes at once (0: no bound), their jobs on the shared blocking pool.
     pub fn new(max: usize) -> Encodes {
-        Encodes(Arc::new(Semaphore::new(if max == 0 { Semaphore::MAX_PERMITS } else { max })))
+        Encodes { places: Arc::new(Semaphore::new(if max == 0 { Semaphore::MAX_PERMITS } else { max })), lane: Lane::default() }
+    }
+
+    /// The same bound, the jobs in `lane`.
+    pub fn in_lane(self, lane: Lane) -> Encodes {
+        Encodes { lane, ..self }
+    }
+
+    /// Where the jobs of an answer of at least `bytes` run: a large answer's (over
+    /// [`LARGE`](super::fair::LARGE), 1 MiB) in the lane, a smaller one's on the shared
+    /// blocking pool at kache's priority, so a namespace's Table (a kubectl's, gzipped) never
+    /// queues behind one client's encodes of a whole cluster's objects.
+    fn lane_for(&self, bytes: u64) -> Lane {
+        if bytes > super::fair::LARGE {
+            self.lane.clone()
+        } else {
+            Lane::default()
+        }
     }
 
     /// A place for one more encode, or `None` (counted) when all are taken.
     fn place(&self) -> Option<OwnedSemaphorePermit> {
-        let place = self.0.clone().try_acquire_owned().ok();
+        let place = self.places.clone().try_acquire_owned().ok();
         if place.is_none() {
             crate::telemetry::limit_hit("max-concurrent-encodes");
         }
@@ -61,8 +85,8 @@ impl Encodes {
 /// (small answers, streams of unknown length such as watches, and while the encodes are at
 /// their bound).
 pub fn gzip(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
-    let big = http_body::Body::size_hint(resp.body()).lower() > THRESHOLD;
-    if !big {
+    let bytes = http_body::Body::size_hint(resp.body()).lower();
+    if bytes <= THRESHOLD {
         return resp;
     }
     let Some(place) = encodes.place() else { return resp };
@@ -71,7 +95,7 @@ pub fn gzip(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
     parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     parts.headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     let enc = GzEncoder::new(Vec::new(), flate2::Compression::new(1));
-    let body = Gzipped { inner: body, enc: Some(enc), job: None, finished: false, _place: place };
+    let body = Gzipped { inner: body, enc: Some(enc), job: None, finished: false, lane: encodes.lane_for(bytes), _place: place };
     Response::from_parts(parts, body.boxed_unsync())
 }
 
@@ -84,26 +108,29 @@ pub fn indented(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
         return resp;
     }
     let Some(place) = encodes.place() else { return resp };
+    let lane = encodes.lane_for(http_body::Body::size_hint(resp.body()).lower());
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
-    let body = Indented { inner: body, state: Some(Indenter::default()), job: None, _place: place };
+    let body = Indented { inner: body, state: Some(Indenter::default()), job: None, lane, _place: place };
     Response::from_parts(parts, body.boxed_unsync())
 }
 
-/// Frames smaller than this are indented where they are polled; larger ones on the blocking
-/// pool, one job per frame.
+/// Frames smaller than this are indented where they are polled; larger ones off the async
+/// workers, one job per frame ([`Encodes::lane_for`]).
 const INDENT_INLINE: usize = 16 * 1024;
 
 /// A body indented frame by frame. Indenting is work per byte (a LIST of every pod is about
 /// half a second of one core): done on the async workers it held them from everyone else's
 /// cheap reads (an honest `spec.nodeName` LIST's p99 rose from 33 to 420 ms behind six pretty
-/// LISTs on two shared cores), so each large frame is one job on the blocking pool, as gzip's.
+/// LISTs on two shared cores), so each large frame is one job off them, as gzip's.
 struct Indented {
     inner: Body,
     /// The indenter's state, while no job holds it.
     state: Option<Indenter>,
     /// The job indenting the last frame.
     job: Option<JoinHandle<(Indenter, Vec<u8>)>>,
+    /// Where the jobs run.
+    lane: Lane,
     _place: OwnedSemaphorePermit,
 }
 
@@ -141,7 +168,7 @@ impl http_body::Body for Indented {
                 };
                 let Some(state) = this.state.take() else { return Poll::Ready(None) };
                 if data.remaining() > INDENT_INLINE {
-                    this.job = Some(tokio::task::spawn_blocking(move || indent(state, data)));
+                    this.job = Some(this.lane.spawn(move || indent(state, data)));
                     continue;
                 }
                 indent(state, data)
@@ -168,7 +195,7 @@ impl http_body::Body for Indented {
 /// What a compression job gives back: the encoder, and the compressed bytes it produced.
 type Job = JoinHandle<(GzEncoder<Vec<u8>>, std::io::Result<Vec<u8>>)>;
 
-/// A body compressed frame by frame, each frame one job on the blocking pool.
+/// A body compressed frame by frame, each frame one job off the async workers.
 struct Gzipped {
     inner: Body,
     /// The encoder, while no job holds it.
@@ -177,6 +204,8 @@ struct Gzipped {
     job: Option<Job>,
     /// Whether the finishing job has been started.
     finished: bool,
+    /// Where the jobs run.
+    lane: Lane,
     _place: OwnedSemaphorePermit,
 }
 
@@ -222,14 +251,14 @@ impl http_body::Body for Gzipped {
                     return Poll::Pending;
                 }
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => this.job = Some(tokio::task::spawn_blocking(move || compress(enc, data))),
+                    Ok(data) => this.job = Some(this.lane.spawn(move || compress(enc, data))),
                     // Trailers (none in kache's answers) are dropped with the length.
                     Err(_) => this.enc = Some(enc),
                 },
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(None) => {
                     this.finished = true;
-                    this.job = Some(tokio::task::spawn_blocking(move || {
+                    this.job = Some(this.lane.spawn(move || {
                         let out = enc.try_finish().map(|()| std::mem::take(enc.get_mut()));
                         (enc, out)
                     }));
@@ -328,6 +357,31 @@ mod tests {
         assert_eq!(third.headers()[header::CONTENT_ENCODING], "gzip", "the place came back when the first was sent");
         let pretty = indented(respond(StatusCode::OK, "application/json", full(&b"{\"a\":1}"[..])), &Encodes::new(1));
         assert_eq!(collect(pretty).await, b"{\n  \"a\": 1\n}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_answers_are_gzipped_and_indented_in_the_lane_smaller_ones_on_the_shared_pool() {
+        let lane = Lane::new(3, 1).unwrap();
+        let encodes = Encodes::new(2).in_lane(lane.clone());
+        let gzipped = |bytes: usize| {
+            let src: Vec<u8> = (0..bytes).map(|i| b"{\"items\":[0123456789]}"[i % 22]).collect();
+            let resp = gzip(respond(StatusCode::OK, "application/json", full(src.clone())), &encodes);
+            async move {
+                let mut out = Vec::new();
+                flate2::read::GzDecoder::new(&collect(resp).await[..]).read_to_end(&mut out).unwrap();
+                assert_eq!(out, src);
+            }
+        };
+        gzipped(super::super::fair::LARGE as usize).await;
+        assert_eq!(lane.jobs(), 0, "1 MiB is compressed on the shared blocking pool");
+        gzipped(super::super::fair::LARGE as usize + 1).await;
+        assert_eq!(lane.jobs(), 2, "the frame and the stream's end, each a job in the lane");
+        let items: Vec<String> = (0..60_000).map(|i| format!("{{\"name\":\"n{i}\"}}")).collect();
+        let src = format!("{{\"kind\":\"List\",\"items\":[{}]}}", items.join(",")).into_bytes();
+        assert!(src.len() as u64 > super::super::fair::LARGE, "{} bytes", src.len());
+        let pretty = collect(indented(respond(StatusCode::OK, "application/json", full(src.clone())), &encodes)).await;
+        assert_eq!(pretty, crate::api::json::indent(&src));
+        assert_eq!(lane.jobs(), 3, "the large frame was indented in the lane");
     }
 
     #[test]

@@ -77,9 +77,9 @@ pub struct ServeSettings {
     pub serve_stale: Duration,
     /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
     pub passthrough_factor: f64,
-    /// Answers being indented (`pretty`) or gzip-compressed at once (0: no bound); past it
-    /// they go out as they are.
-    pub max_encodes: usize,
+    /// The bound on answers being indented (`pretty`) or gzip-compressed at once (past it
+    /// they go out as they are), and the lane their jobs run in.
+    pub encodes: compress::Encodes,
     /// Large answers from memory one client may have being sent at once (0: no bound); past
     /// it they wait for one of the client's own (see [`fair`]).
     pub large_per_client: usize,
@@ -200,7 +200,7 @@ impl Serve {
         let inflight = Inflight::new(settings.inflight);
         let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let settings_factor = settings.passthrough_factor;
-        let settings_max_encodes = settings.max_encodes;
+        let encodes = settings.encodes.clone();
         let large = fair::Large::new(settings.large_per_client);
         let cheaper_upstream =
             crate::rate::Buckets::new(settings.cheaper_upstream_bytes_per_client, "max-cheaper-upstream-bytes-per-client");
@@ -220,7 +220,7 @@ impl Serve {
             passthrough,
             costs: Arc::new(cost::Costs::new(settings_factor)),
             passed: Default::default(),
-            encodes: compress::Encodes::new(settings_max_encodes),
+            encodes,
             large,
             cheaper_upstream,
             watch_starts,
