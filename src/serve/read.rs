@@ -190,22 +190,13 @@ impl Serve {
             return Ok(Status::too_many_requests("Too many requests, please try again later.", 1).into_response(pb));
         }
         let resp = match growing {
-            Some(growing) => {
-                let end_after = self.growing_end(&feed, &growing, opts, arrived).await?;
-                self.count_view(req, &plan, opts);
-                let (ns, settings) = (plan.path.namespace.clone(), self.settings.watch.clone());
-                let resp =
-                    handler::watch_growing(feed.cache.clone(), growing, ns, opts.clone(), (plan.format, plan.view), settings, end_after)
-                        .await;
-                // The other kinds' lists wait while it streams, as for a client passed through.
-                resp.map(|r| r.map(|b| yielding::streaming(b, self.warmup_yields_besides(&feed))))
-            }
+            Some(growing) => self.growing_answer(&feed, growing, &plan, opts, arrived).await?,
             None => {
                 let end_after = self.fresh_enough(&feed, &plan, opts, &client).await?;
-                self.count_view(req, &plan, opts);
                 self.answer(&feed, plan.path, opts, (plan.format, plan.view), end_after).await
             }
         };
+        self.count_view(req, &plan, opts);
         let resp = resp.unwrap_or_else(|status| status.into_response(pb));
         // A large answer waits for a place among its client's (see `fair`).
         let bytes = http_body::Body::size_hint(resp.body()).lower();
@@ -269,6 +260,22 @@ impl Serve {
         }
         feed.next_page(FIRST_PAGE_WAIT).await;
         feed.growing()
+    }
+
+    /// A WatchList sent the loading list of `feed` as it arrives (`handler::watch_growing`);
+    /// the other kinds' lists wait while it streams, as for a client passed through.
+    async fn growing_answer(
+        &self,
+        feed: &Arc<Feed>,
+        growing: Arc<Growing>,
+        plan: &Plan<'_>,
+        opts: &Options,
+        arrived: Instant,
+    ) -> Result<Result<Response<Body>, Status>, PassThrough> {
+        let end_after = self.growing_end(feed, &growing, opts, arrived).await?;
+        let (ns, settings, shape) = (plan.path.namespace.clone(), self.settings.watch.clone(), (plan.format, plan.view));
+        let resp = handler::watch_growing(feed.cache.clone(), growing, ns, opts.clone(), shape, settings, end_after).await;
+        Ok(resp.map(|r| r.map(|b| yielding::streaming(b, self.warmup_yields_besides(feed)))))
     }
 
     /// A WatchList sent a loading list: what its initial-events-end bookmark waits for.
