@@ -22,7 +22,7 @@ pub const NICE: i32 = 10;
 #[derive(Debug, Clone, Default)]
 pub struct Lane(Option<Arc<Threads>>);
 
-/// The lane's threads: the blocking pool of a runtime of their own.
+/// The lane's threads: the blocking pool of a runtime of their own (never driven itself).
 #[derive(Debug)]
 struct Threads {
     /// Taken only when the lane is dropped.
@@ -48,8 +48,9 @@ impl Lane {
             return Ok(Lane(None));
         }
         let threads = if threads == 0 { std::thread::available_parallelism().map_or(2, usize::from) } else { threads };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+        // Only its blocking pool is used: a current-thread runtime has no worker of its own
+        // to idle.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(threads)
             .thread_name("kache-lane")
             .on_thread_start(move || lower_priority(nice))
