@@ -220,7 +220,7 @@ pub struct CacheArgs {
     )]
     pub bookmark_interval_seconds: u64,
     /// Seconds kache waits for the response headers of its own upstream calls (access and
-    /// token reviews, discovery, LIST pages, freshness probes, watches), and for the next
+    /// token reviews, discovery, LISTs, freshness probes, watches), and for the next
     /// bytes of their bodies; past it the call fails and is retried.
     /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(value_parser = seconds, long, env = "KACHE_UPSTREAM_TIMEOUT_SECONDS", default_value_t = 10)]

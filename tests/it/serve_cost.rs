@@ -165,20 +165,20 @@ async fn a_clients_cheaper_upstream_reads_past_its_budget_are_proven_and_answere
     assert_eq!(r.json()["items"].as_array().unwrap().len(), 3, "the three namespaces");
 }
 
-/// kache in front of a proxy that holds the pods list's pages after the first, preloading
-/// the pods in JSON: its initial list is under way and cannot end until `release`.
+/// kache in front of a proxy that passes the first 256 KiB of the pods list (kache's one
+/// unpaged LIST) and holds the rest, preloading the pods in JSON: its initial list is under
+/// way and cannot end until `release`.
 async fn loading(pods: &str) -> (TestSim, Proxy, TestKache) {
     let sim = start(&cluster(&["--nodes", "5", "--pods", pods, "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
     let proxy = Proxy::start(&sim.addr, true).await;
-    proxy.hold("continue=");
+    proxy.hold_body("/api/v1/pods", 256 * 1024);
     let up = kache::app::plain_upstream(&proxy.url()).unwrap();
     let k = kache_loading(up, &["--preload", "pods", "--preload-encodings", "json"]).await;
-    let paged = |p: &Proxy| p.seen().iter().any(|c| c.path.starts_with("/api/v1/pods?") && c.path.contains("continue="));
     eventually(30, 20, || async {
-        if paged(&proxy) {
+        if proxy.body_held() {
             Ok(())
         } else {
-            Err("no second page asked yet".to_string())
+            Err("the pods list has not reached its hold yet".to_string())
         }
     })
     .await;
@@ -199,22 +199,24 @@ async fn added(w: &mut WatchStream, n: usize) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_list_while_the_cache_loads_gets_its_pages_as_they_arrive_and_is_not_passed_through() {
+async fn a_watch_list_while_the_cache_loads_gets_its_pods_as_they_arrive_and_is_not_passed_through() {
     let (sim, proxy, k) = loading("1200").await;
     // A write after kache's list began: the WatchList's state must be at least that new.
     let written = obj_rv(&sim.api.create_cm("default", "after-the-list-began", json!({})).await);
     let before = counts(&k);
     let mut w = k.api.watch(WATCH_LIST, "application/json").await;
     assert_eq!(w.status, 200);
-    // The first page's 500 pods come while the rest of the list is held upstream.
-    let mut names = added(&mut w, 500).await;
+    // The list's first pods come while the rest of it is held upstream.
+    let mut names = added(&mut w, 10).await;
     proxy.release();
-    names.extend(added(&mut w, 700).await);
-    let end = match w.next_json(deadline(30)).await {
-        Next::Item(ev) => ev,
-        other => panic!("no end bookmark: {:?}", matches!(other, Next::End)),
+    let end = loop {
+        let Next::Item(ev) = w.next_json(deadline(30)).await else { panic!("no end bookmark after {} pods", names.len()) };
+        if ev["type"] == "BOOKMARK" {
+            break ev;
+        }
+        assert_eq!(ev["type"], "ADDED", "{ev}");
+        names.push(ev["object"]["metadata"]["name"].as_str().unwrap().to_string());
     };
-    assert_eq!(end["type"], "BOOKMARK", "{end}");
     assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
     assert!(obj_rv(&end["object"]) >= written, "the state is at least as new as the request: {end}");
     let (_, direct) = sim.api.all_pods().await;
@@ -232,10 +234,15 @@ async fn a_watch_list_sent_a_list_that_fails_ends_without_its_end_bookmark() {
     let (_sim, proxy, k) = loading("700").await;
     let mut w = k.api.watch(WATCH_LIST, "application/json").await;
     assert_eq!(w.status, 200);
-    added(&mut w, 500).await;
-    // The second page is refused: the attempt fails, and the client must start again.
-    proxy.refuse("/api/v1/pods");
-    proxy.release();
-    let rest = w.json_until_end(deadline(30)).await;
-    assert!(rest.is_empty(), "nothing after the failed attempt's pages: {rest:?}");
+    let mut names = added(&mut w, 10).await;
+    // The list's connection breaks midway: the attempt fails, and the client must start again.
+    proxy.cut_streams();
+    for ev in w.json_until_end(deadline(30)).await {
+        assert_eq!(ev["type"], "ADDED", "only the failed attempt's pods, no end bookmark: {ev}");
+        names.push(ev["object"]["metadata"]["name"].as_str().unwrap().to_string());
+    }
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert!(names.len() == n && n < 700, "each pod the list brought once, not the whole list: {n}");
 }

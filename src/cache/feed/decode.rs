@@ -44,6 +44,9 @@ pub enum DecodeError {
     /// A LIST without `limit` returned a continue token.
     #[error("an unpaged list returned a continue token")]
     UnpagedContinue,
+    /// A list body that ended before its last item, or does not balance.
+    #[error("a list body cut short")]
+    Truncated,
 }
 
 impl From<ParseError> for DecodeError {
@@ -63,7 +66,7 @@ impl DecodeError {
             DecodeError::TooDeep(_) => "too_deep",
             DecodeError::Transcode(_) | DecodeError::Protobuf(_) => "protobuf",
             DecodeError::Object(_) | DecodeError::ResourceVersion(_) => "metadata",
-            DecodeError::EventType(_) | DecodeError::UnpagedContinue => "other",
+            DecodeError::EventType(_) | DecodeError::UnpagedContinue | DecodeError::Truncated => "other",
         }
     }
 }
@@ -76,7 +79,7 @@ pub(super) struct Listed {
 }
 
 impl Listed {
-    fn push(&mut self, object: Result<Object, DecodeError>) {
+    pub(super) fn push(&mut self, object: Result<Object, DecodeError>) {
         match object {
             Ok(o) => self.objects.push(o),
             Err(e) => self.skipped.push(e),
@@ -148,8 +151,17 @@ pub(super) fn json_page(r: &Resource, body: &[u8], custom: Option<&Arc<CustomCol
     for item in &list.items {
         out.push(json_object(r, item.get().as_bytes(), custom));
     }
-    let remaining = list.metadata.remaining.and_then(|n| u64::try_from(n).ok());
-    Ok(Page { rv: list.rv()?, cont: list.metadata.cont.unwrap_or_default(), remaining })
+    list_page_meta(list.metadata)
+}
+
+/// A JSON list's `metadata` object, read alone: (RV, continue).
+pub(super) fn json_list_meta(meta: &[u8]) -> Result<Page, DecodeError> {
+    list_page_meta(serde_json::from_slice(meta)?)
+}
+
+fn list_page_meta(meta: ListMetaJson) -> Result<Page, DecodeError> {
+    let remaining = meta.remaining.and_then(|n| u64::try_from(n).ok());
+    Ok(Page { rv: parse_rv(&meta.resource_version)?, cont: meta.cont.unwrap_or_default(), remaining })
 }
 
 /// What a list page says of the list: its resourceVersion, the continue token of the next
@@ -208,7 +220,7 @@ pub(super) fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, DecodeError
 }
 
 /// [`pb_object`], decoding only what `proj` names (`read_projection`: one per page, not per object).
-fn pb_object_reading(r: &Resource, bare: &[u8], proj: &Projection) -> Result<Object, DecodeError> {
+pub(super) fn pb_object_reading(r: &Resource, bare: &[u8], proj: &Projection) -> Result<Object, DecodeError> {
     let v = match MessageType::for_kind(&r.group, &r.version, &r.kind) {
         Some(ty) => pb_to_json_only(ty, bare, proj)?,
         None => wire::object_meta_json(bare).ok_or(DecodeError::Protobuf("object metadata"))?,
@@ -250,7 +262,7 @@ fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<Page, DecodeErr
 }
 
 /// resourceVersion (2), continue (3) and remainingItemCount (4) of a protobuf ListMeta.
-fn pb_list_meta(m: &[u8]) -> Result<Page, DecodeError> {
+pub(super) fn pb_list_meta(m: &[u8]) -> Result<Page, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("list metadata");
     let (mut p, mut page) = (0, Page::default());
     while p < m.len() {

@@ -8,6 +8,7 @@
 //! - `reflector`: the LIST and WATCH steps it drives, relists by metadata.
 //! - `freshness`: the upstream's current RV and the probes that prove the cache reached it.
 //! - `decode`: lists, events and objects from JSON or protobuf bytes.
+//! - `streamed`: an unpaged LIST's items cut from its body as they arrive.
 //! - `fetch`: paths and kache's own GETs.
 //! - `yielding`: lists wait while a client passed through for want of them streams a state.
 //! - `growing`: the initial list's objects as its pages arrive, for a WatchList that comes
@@ -19,6 +20,7 @@ mod freshness;
 pub mod growing;
 mod reflector;
 mod state;
+mod streamed;
 pub mod yielding;
 
 pub use decode::DecodeError;
@@ -77,6 +79,8 @@ pub struct Feed {
     broken_since: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Relisting after 410: the previous list is served meanwhile, but it gets no events.
     relisting: AtomicBool,
+    /// The last unpaged LIST broke off midway: the next one is paged.
+    paged_next: AtomicBool,
     preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
     /// The upstream refused the one-name probe for this kind (400): probe with a `limit=1`
@@ -143,6 +147,7 @@ impl Feed {
             healthy: AtomicBool::new(false),
             broken_since: std::sync::Mutex::new(None),
             relisting: AtomicBool::new(false),
+            paged_next: AtomicBool::new(false),
             preloaded: AtomicBool::new(false),
             probe: tokio::sync::Mutex::new(None),
             upstream,

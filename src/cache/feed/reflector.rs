@@ -5,12 +5,12 @@
 use super::decode::{self, Identity, ListJson, Listed, RawEvent};
 use super::fetch::{collection_path, error_response, fetch, next_data, object_at_path, page_path};
 use super::state::Steps;
-use super::{growing, yielding};
+use super::{growing, streamed, yielding};
 use super::{DecodeError, Feed, InformerError};
 use crate::api::media::Format;
 use crate::api::table::CustomColumns;
 use crate::api::wire;
-use crate::cache::object::{Key, Object};
+use crate::cache::object::{read_projection, Key, Object};
 use crate::cache::window::EventType;
 use crate::cache::Relisted;
 use crate::telemetry;
@@ -147,20 +147,101 @@ impl Feed {
         self.synced.send_replace(true);
     }
 
-    /// The whole state: paged (bounded memory per response); if the pages' snapshot
-    /// expires upstream before the last page (heavy churn, short history), once more as a
-    /// single unpaged LIST, which cannot expire midway.
+    /// The whole state: one unpaged LIST read as it arrives ([`streamed`]), which a
+    /// kube-apiserver answers from its watch cache. After one broke off midway (an upstream
+    /// that cuts long answers), the next is paged; if that one's snapshot expires before its
+    /// last page (heavy churn, short history), it is listed unpaged again.
     async fn list_all(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
-        match self.list_pages(Some(PAGE), custom).await {
+        if !self.paged_next.swap(false, Ordering::Relaxed) {
+            let listed = self.list_streamed(custom).await;
+            if let Err(e @ (InformerError::Transport(_) | InformerError::Stalled(_) | InformerError::Decode(DecodeError::Truncated))) =
+                &listed
+            {
+                tracing::info!(resource = %self.cache.resource.plural, error = %e, "the unpaged list broke off; the next is paged");
+                self.paged_next.store(true, Ordering::Relaxed);
+            }
+            return listed;
+        }
+        match self.list_pages(custom).await {
             Err(InformerError::Expired) => {
                 tracing::info!(resource = %self.cache.resource.plural, "paged list expired mid-way; listing unpaged");
-                self.list_pages(None, custom).await
+                self.list_streamed(custom).await
             }
             other => other,
         }
     }
 
-    async fn list_pages(&self, page: Option<u64>, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
+    /// The whole state as one unpaged LIST, each item decoded as soon as it has come (and
+    /// sent to the WatchLists reading the initial list). Every [`PAGE`] items count as a
+    /// page: the list's progress is told (`listed_page`, with what remains from a `limit=1`
+    /// LIST asked alongside) and it yields to clients passed through (see `list_pages`).
+    async fn list_streamed(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
+        let r = &self.cache.resource;
+        let growing = (!self.synced()).then(|| self.start_growing());
+        self.listed_page(0, 0, None);
+        let accept = match self.fmt {
+            Format::Json => "application/json",
+            Format::Protobuf => wire::PROTOBUF,
+        };
+        let path = collection_path(r);
+        let (total, resp) = tokio::join!(self.count(), self.upstream.get(&path, accept));
+        let (resp, idle) = (resp?, self.upstream.timeouts().own);
+        if resp.status().as_u16() != 200 {
+            return Err(error_response(resp, idle).await);
+        }
+        let (mut body, mut stream) = (resp.into_body(), streamed::StreamedList::new(self.fmt));
+        let proj = read_projection(r);
+        let (mut listed, mut bytes, mut told, mut budget) = (Listed::default(), 0, 0, yielding::MAX_YIELD);
+        while let Some(data) = next_data(&mut body, idle).await? {
+            bytes += data.len() as u64;
+            let before = listed.objects.len();
+            stream.push(&data, &mut |item| match self.fmt {
+                Format::Json => listed.push(decode::json_object(r, item, custom)),
+                Format::Protobuf => listed.push(decode::pb_object_reading(r, item, &proj)),
+            })?;
+            if let Some(g) = growing.as_ref().filter(|_| listed.objects.len() > before) {
+                g.push(listed.objects[before..].iter().cloned());
+            }
+            let n = (listed.objects.len() + listed.skipped.len()) as u64;
+            if n >= told + PAGE {
+                told = n;
+                self.listed_page(n, bytes, total.map(|t| t.saturating_sub(n)));
+                self.yield_to_clients(growing.as_ref(), &mut budget).await;
+            }
+        }
+        let meta = stream.finish()?;
+        self.listed_page((listed.objects.len() + listed.skipped.len()) as u64, bytes, Some(0));
+        Ok((listed, meta.rv))
+    }
+
+    /// How many objects the kind has, from a `limit=1` LIST (its `remainingItemCount`, which
+    /// the apiserver gives when there is no selector); `None` when it cannot tell.
+    async fn count(&self) -> Option<u64> {
+        let path = page_path(&collection_path(&self.cache.resource), Some(1), "");
+        let body = fetch(&self.upstream, &path, "application/json").await.ok()?;
+        let mut one = Listed::default();
+        let page = decode::json_page(&self.cache.resource, &body, None, &mut one).ok()?;
+        Some(page.remaining? + (one.objects.len() + one.skipped.len()) as u64)
+    }
+
+    /// Between pages of a list kache is loading: wait while a client passed through for
+    /// want of it streams a state (at most `budget` in all), unless a WatchList is being
+    /// sent this very list (it waits for it; besides this one and the feed's, each of them
+    /// holds a reference).
+    async fn yield_to_clients(&self, growing: Option<&Arc<growing::Growing>>, budget: &mut std::time::Duration) {
+        let before = *budget;
+        if growing.is_some_and(|g| Arc::strong_count(g) > 2) || !self.yields.wait(budget).await {
+            return;
+        }
+        let (r, waited) = (&self.cache.resource, (before - *budget).as_secs_f64());
+        tracing::debug!(resource = %r.plural, fmt = ?self.fmt, waited, "the list yielded to a client passed through");
+        if budget.is_zero() {
+            tracing::info!(resource = %r.plural, "the list yielded its longest to clients' passed-through reads; it goes on");
+        }
+    }
+
+    /// The whole state in pages of [`PAGE`] objects.
+    async fn list_pages(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
         let r = &self.cache.resource;
         let base = collection_path(r);
         let mut listed = Listed::default();
@@ -171,18 +252,8 @@ impl Feed {
         self.listed_page(0, 0, None);
         let mut budget = yielding::MAX_YIELD;
         loop {
-            let before = budget;
-            // A list being sent to WatchLists as it loads does not yield: they wait for it.
-            // (Besides this one and the feed's, each of them holds a reference.)
-            let read = growing.as_ref().is_some_and(|g| Arc::strong_count(g) > 2);
-            if !read && self.yields.wait(&mut budget).await {
-                let waited = (before - budget).as_secs_f64();
-                tracing::debug!(resource = %r.plural, fmt = ?self.fmt, waited, "the list yielded to a client passed through");
-                if budget.is_zero() {
-                    tracing::info!(resource = %r.plural, "the list yielded its longest to clients' passed-through reads; it goes on");
-                }
-            }
-            let path = page_path(&base, page, &cont);
+            self.yield_to_clients(growing.as_ref(), &mut budget).await;
+            let path = page_path(&base, Some(PAGE), &cont);
             let got = match self.fmt {
                 Format::Json => fetch(&self.upstream, &path, "application/json").await?,
                 Format::Protobuf => fetch(&self.upstream, &path, wire::PROTOBUF).await?,
@@ -199,9 +270,6 @@ impl Feed {
             self.listed_page((listed.objects.len() + listed.skipped.len()) as u64, bytes, next.remaining);
             if next.cont.is_empty() {
                 return Ok((listed, next.rv));
-            }
-            if page.is_none() {
-                return Err(DecodeError::UnpagedContinue.into());
             }
             cont = next.cont;
         }
@@ -513,7 +581,8 @@ mod tests {
         let watches: Vec<&String> = asked.iter().filter(|p| p.contains("watch=1")).collect();
         assert_eq!(watches.len(), 1, "one watch, never resumed: {asked:?}");
         assert!(watches[0].contains("resourceVersion=9&"), "{asked:?}");
-        assert_eq!(asked.iter().filter(|p| p.contains("limit=500")).count(), 1, "one list: {asked:?}");
+        let lists = asked.iter().filter(|p| p.ends_with("/widgets")).count();
+        assert_eq!(lists, 1, "one list, unpaged: {asked:?}");
         task.abort();
     }
 }

@@ -362,8 +362,10 @@ struct ProxyState {
     seen: Mutex<Seen>,
     /// Paths starting with one of these get 403 Forbidden.
     refused: Mutex<Vec<String>>,
-    /// Requests whose path and query hold this wait while it is set.
-    hold: watch::Sender<Option<String>>,
+    /// The answer to this exact path and query stops after this many bytes while it is set.
+    body_hold: watch::Sender<Option<(String, usize)>>,
+    /// A body held by `body_hold` has reached its hold.
+    body_held: AtomicBool,
 }
 
 /// An HTTP proxy in front of a plain-HTTP upstream; stops when dropped.
@@ -394,10 +396,21 @@ pub fn is_discovery(path: &str) -> bool {
     }
 }
 
-/// A response body that fails (so the connection is reset) when the proxy cuts it.
+/// A response body that fails (so the connection is reset) when the proxy cuts it, and
+/// stops after its first bytes while [`Proxy::hold_body`] holds it.
 struct Cut {
     inner: Incoming,
     cut: Pin<Box<dyn Future<Output = ()> + Send>>,
+    hold: Option<BodyHold>,
+}
+
+/// A body held after `pass` more bytes until the proxy's release; `stash` is the rest of the
+/// frame that reached the hold.
+struct BodyHold {
+    pass: usize,
+    stash: Option<Bytes>,
+    state: Arc<ProxyState>,
+    release: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 impl http_body::Body for Cut {
@@ -408,11 +421,37 @@ impl http_body::Body for Cut {
         if self.cut.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(Err("cut by the test proxy".into())));
         }
-        Pin::new(&mut self.inner).poll_frame(cx).map_err(Into::into)
+        if let Some(h) = self.hold.as_mut().filter(|h| h.pass == 0) {
+            h.state.body_held.store(true, Ordering::SeqCst);
+            if h.release.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let stash = h.stash.take();
+            self.hold = None;
+            if let Some(rest) = stash {
+                return Poll::Ready(Some(Ok(Frame::data(rest))));
+            }
+        }
+        let frame = match std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
+            Some(Ok(frame)) => frame,
+            other => return Poll::Ready(other.map(|r| r.map_err(Into::into))),
+        };
+        let Some(h) = self.hold.as_mut() else { return Poll::Ready(Some(Ok(frame))) };
+        let mut data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => return Poll::Ready(Some(Ok(frame))),
+        };
+        if data.len() > h.pass {
+            h.stash = Some(data.split_off(h.pass));
+            h.pass = 0;
+        } else {
+            h.pass -= data.len();
+        }
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.hold.as_ref().is_none_or(|h| h.stash.is_none()) && self.inner.is_end_stream()
     }
 }
 
@@ -449,8 +488,6 @@ async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<U
         let mut gate = state.gate.subscribe();
         let _ = gate.wait_for(|open| *open).await;
     }
-    let mut hold = state.hold.subscribe();
-    let _ = hold.wait_for(|h| h.as_deref().is_none_or(|held| !pq.contains(held))).await;
     if state.refused.lock().unwrap().iter().any(|p| req.uri().path().starts_with(p.as_str())) {
         state.seen.lock().unwrap()[index].status = 403;
         return status_body(StatusCode::FORBIDDEN, "refused (test proxy)");
@@ -473,7 +510,15 @@ async fn proxy_one(state: Arc<ProxyState>, req: Request<Incoming>) -> Response<U
             std::future::pending::<()>().await;
         }
     });
-    resp.map(|inner| Cut { inner, cut }.boxed_unsync())
+    let hold = state.body_hold.borrow().as_ref().filter(|(held, _)| *held == pq).map(|(_, pass)| *pass);
+    let hold = hold.map(|pass| {
+        let mut release = state.body_hold.subscribe();
+        let release = Box::pin(async move {
+            let _ = release.wait_for(Option::is_none).await;
+        });
+        BodyHold { pass, stash: None, state: state.clone(), release }
+    });
+    resp.map(|inner| Cut { inner, cut, hold }.boxed_unsync())
 }
 
 impl Proxy {
@@ -489,7 +534,8 @@ impl Proxy {
             cut: watch::Sender::new(0),
             seen: Mutex::new(Vec::new()),
             refused: Mutex::new(Vec::new()),
-            hold: watch::Sender::new(None),
+            body_hold: watch::Sender::new(None),
+            body_held: AtomicBool::new(false),
         });
         let s = state.clone();
         let task = tokio::spawn(async move {
@@ -519,14 +565,20 @@ impl Proxy {
         self.state.refused.lock().unwrap().push(prefix.to_string());
     }
 
-    /// Hold every request whose path and query contain `pattern` until [`Proxy::release`].
-    pub fn hold(&self, pattern: &str) {
-        self.state.hold.send_replace(Some(pattern.to_string()));
+    /// Pass the first `pass` bytes of the answer to exactly `path_and_query` and hold the
+    /// rest until [`Proxy::release`].
+    pub fn hold_body(&self, path_and_query: &str, pass: usize) {
+        self.state.body_hold.send_replace(Some((path_and_query.to_string(), pass)));
     }
 
-    /// Let the requests [`Proxy::hold`] holds (and later ones) through.
+    /// Whether an answer [`Proxy::hold_body`] holds has reached its hold.
+    pub fn body_held(&self) -> bool {
+        self.state.body_held.load(Ordering::SeqCst)
+    }
+
+    /// Let the bodies [`Proxy::hold_body`] holds (and later ones) through.
     pub fn release(&self) {
-        self.state.hold.send_replace(None);
+        self.state.body_hold.send_replace(None);
     }
 
     /// Let held resource requests (and later ones) through.
