@@ -79,8 +79,8 @@ pub struct Feed {
     broken_since: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Relisting after 410: the previous list is served meanwhile, but it gets no events.
     relisting: AtomicBool,
-    /// The last unpaged LIST broke off midway: the next one is paged.
-    paged_next: AtomicBool,
+    /// An unpaged LIST broke off midway: this feed lists in pages from then on.
+    pages_only: AtomicBool,
     preloaded: AtomicBool,
     probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
     /// The upstream refused the one-name probe for this kind (400): probe with a `limit=1`
@@ -147,7 +147,7 @@ impl Feed {
             healthy: AtomicBool::new(false),
             broken_since: std::sync::Mutex::new(None),
             relisting: AtomicBool::new(false),
-            paged_next: AtomicBool::new(false),
+            pages_only: AtomicBool::new(false),
             preloaded: AtomicBool::new(false),
             probe: tokio::sync::Mutex::new(None),
             upstream,

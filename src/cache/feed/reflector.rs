@@ -148,17 +148,19 @@ impl Feed {
     }
 
     /// The whole state: one unpaged LIST read as it arrives ([`streamed`]), which a
-    /// kube-apiserver answers from its watch cache. After one broke off midway (an upstream
-    /// that cuts long answers), the next is paged; if that one's snapshot expires before its
-    /// last page (heavy churn, short history), it is listed unpaged again.
+    /// kube-apiserver answers from its watch cache. Once one broke off midway (a kube-apiserver
+    /// ends any LIST at its `--request-timeout`, 1 minute by default, and kache's own lists
+    /// pause while clients passed through stream), this feed pages from then on; if a paged
+    /// list's snapshot expires before its last page (heavy churn, short history), that one
+    /// list is unpaged.
     async fn list_all(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
-        if !self.paged_next.swap(false, Ordering::Relaxed) {
+        if !self.pages_only.load(Ordering::Relaxed) {
             let listed = self.list_streamed(custom).await;
             if let Err(e @ (InformerError::Transport(_) | InformerError::Stalled(_) | InformerError::Decode(DecodeError::Truncated))) =
                 &listed
             {
-                tracing::info!(resource = %self.cache.resource.plural, error = %e, "the unpaged list broke off; the next is paged");
-                self.paged_next.store(true, Ordering::Relaxed);
+                tracing::info!(resource = %self.cache.resource.plural, error = %e, "the unpaged list broke off; this kind is paged from now on");
+                self.pages_only.store(true, Ordering::Relaxed);
             }
             return listed;
         }
@@ -484,17 +486,20 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
-    /// An upstream that answers a Widget LIST with `list` and the first watch with
+    /// An upstream that answers a Widget LIST with `list(path)` and the first watch with
     /// `events` (one JSON line each) and then holds it open; later watches stay silent.
     /// Every path asked for is recorded.
-    async fn upstream(list: Vec<u8>, events: Vec<Vec<u8>>) -> (crate::upstream::Upstream, Arc<Mutex<Vec<String>>>) {
+    async fn upstream(
+        list: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
+        events: Vec<Vec<u8>>,
+    ) -> (crate::upstream::Upstream, Arc<Mutex<Vec<String>>>) {
         type Body =
             http_body_util::StreamBody<futures_util::stream::BoxStream<'static, Result<http_body::Frame<Bytes>, std::convert::Infallible>>>;
         use futures_util::StreamExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let asked = Arc::new(Mutex::new(Vec::new()));
-        let (list, events) = (Bytes::from(list), Arc::new(Mutex::new(Some(events))));
+        let (list, events) = (Arc::new(list), Arc::new(Mutex::new(Some(events))));
         let record = asked.clone();
         tokio::spawn(async move {
             loop {
@@ -513,7 +518,7 @@ mod tests {
                         p if p.contains("watch=1") => {
                             events.lock().unwrap().take().unwrap_or_default().into_iter().map(Bytes::from).collect()
                         }
-                        _ => vec![list.clone()],
+                        p => vec![Bytes::from(list(&p))],
                     };
                     let frames = futures_util::stream::iter(frames.into_iter().map(|b| Ok(http_body::Frame::data(b))));
                     let body = if watch { frames.chain(futures_util::stream::pending()).boxed() } else { frames.boxed() };
@@ -564,7 +569,7 @@ mod tests {
             event("ADDED", &nested_widget("deeper-than-go-too", 13, MAX_DEPTH + 1)),
             event("MODIFIED", &nested_widget("plain", 14, 4)),
         ];
-        let (up, asked) = upstream(list, events).await;
+        let (up, asked) = upstream(move |_| list.clone(), events).await;
         let cache = Arc::new(KindCache::new(Arc::new(r), 0, Default::default()));
         let feed = Feed::new(cache.clone(), Format::Json, up);
         let task = tokio::spawn(feed.clone().run());
@@ -583,6 +588,31 @@ mod tests {
         assert!(watches[0].contains("resourceVersion=9&"), "{asked:?}");
         let lists = asked.iter().filter(|p| p.ends_with("/widgets")).count();
         assert_eq!(lists, 1, "one list, unpaged: {asked:?}");
+        task.abort();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_kind_whose_unpaged_list_breaks_off_is_listed_in_pages() {
+        let r = Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() };
+        let list = [
+            &b"{\"apiVersion\":\"v1\",\"kind\":\"WidgetList\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..],
+            &[nested_widget("a", 5, 3), nested_widget("b", 6, 3)].join(&b","[..]),
+            b"]}",
+        ]
+        .concat();
+        // The unpaged answer ends after its first item, as a LIST cut at the apiserver's
+        // request timeout does; pages come whole.
+        let cut = list[..list.len() / 2].to_vec();
+        let (up, asked) = upstream(move |path| if path.contains("limit=500") { list.clone() } else { cut.clone() }, Vec::new()).await;
+        let cache = Arc::new(KindCache::new(Arc::new(r), 0, Default::default()));
+        let feed = Feed::new(cache.clone(), Format::Json, up);
+        let task = tokio::spawn(feed.clone().run());
+        assert!(feed.wait_synced(Duration::from_secs(60)).await, "the feed syncs from pages");
+        assert_eq!(cache.snapshot().objects.len(), 2);
+        let asked = asked.lock().unwrap().clone();
+        let lists: Vec<&String> = asked.iter().filter(|p| p.ends_with("/widgets") || p.contains("limit=500")).collect();
+        assert_eq!(lists.len(), 2, "{asked:?}");
+        assert!(lists[0].ends_with("/widgets") && lists[1].contains("limit=500"), "unpaged, then paged: {asked:?}");
         task.abort();
     }
 }
