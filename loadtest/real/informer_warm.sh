@@ -7,7 +7,7 @@
 # kinds when no content type is set, so the "default" rows speak protobuf too (a CPU profile,
 # informer-sync -cpuprofile, shows Pod.Unmarshal in both; runs before 2026-11-26's fifth
 # session labelled these rows "json").
-#   bash loadtest/real/informer_warm.sh target/release/kache [rounds]
+#   [ENCS="default protobuf"] bash loadtest/real/informer_warm.sh target/release/kache [rounds]
 # Prints one line per sync: "<default|protobuf> <mode> <kache|direct> <seconds>".
 set -euo pipefail
 KB=$(realpath "$1"); ROUNDS=${2:-3}
@@ -22,7 +22,7 @@ sync() { # encoding mode where
   "$REAL/bin/informer-sync" "${args[@]}" 2>&1 | tail -1 | sed -n 's/.* in \([0-9.]*\) s.*/\1/p'
 }
 for _ in $(seq "$ROUNDS"); do
-  for enc in default protobuf; do
+  for enc in ${ENCS:-default protobuf}; do
     for mode in watchlist list; do
       for where in kache direct; do
         echo "$enc $mode $where $(sync "$enc" "$mode" "$where")"
