@@ -171,7 +171,7 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Deadlines for response headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
-    /// kache's own calls: reviews, discovery, LIST pages, freshness and health probes,
+    /// kache's own calls: reviews, discovery, LISTs, freshness and health probes,
     /// watches (whose headers a healthy apiserver sends at once).
     pub own: Duration,
     /// Clients' requests passed through.

@@ -1,4 +1,4 @@
-//! What the upstream sends a feed, decoded: LIST pages (JSON or protobuf), metadata lists,
+//! What the upstream sends a feed, decoded: LIST pages and items (JSON or protobuf), metadata lists,
 //! watch events cut from the stream, bookmarks and in-stream errors. Pure functions over
 //! bytes. An item or event object that cannot be decoded is the caller's to skip; a page or
 //! frame that cannot be read fails the request.
@@ -71,7 +71,7 @@ impl DecodeError {
     }
 }
 
-/// Objects decoded from LIST pages, and why the items left out could not be.
+/// Objects decoded from a LIST (pages, or one streamed answer), and why the items left out could not be.
 #[derive(Debug, Default)]
 pub(super) struct Listed {
     pub(super) objects: Vec<Object>,

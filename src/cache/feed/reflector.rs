@@ -186,7 +186,9 @@ impl Feed {
             Format::Protobuf => wire::PROTOBUF,
         };
         let path = collection_path(r);
-        let (total, resp) = tokio::join!(self.count(), self.upstream.get(&path, accept));
+        // The count is cheap (milliseconds); the list does not wait long for it.
+        let count = async { tokio::time::timeout(std::time::Duration::from_secs(1), self.count()).await.ok().flatten() };
+        let (total, resp) = tokio::join!(count, self.upstream.get(&path, accept));
         let (resp, idle) = (resp?, self.upstream.timeouts().own);
         if resp.status().as_u16() != 200 {
             return Err(error_response(resp, idle).await);
