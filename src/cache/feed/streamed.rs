@@ -96,75 +96,84 @@ impl JsonScan {
     fn run(&mut self, buf: &[u8], meta: &mut Option<Page>, item: &mut dyn FnMut(&[u8])) -> Result<usize, DecodeError> {
         let mut i = self.pos;
         while i < buf.len() {
-            let c = buf[i];
-            if self.in_str {
-                if self.escaped {
-                    self.escaped = false;
-                } else if c == b'\\' {
-                    self.escaped = true;
-                } else if c == b'"' {
-                    self.in_str = false;
-                    self.reading_key = false;
-                } else if self.reading_key {
-                    self.key.push(c);
-                } else if let Some(n) = memchr::memchr2(b'"', b'\\', &buf[i..]) {
-                    // Nothing in a string matters but its end and its escapes.
-                    i += n;
-                    continue;
-                } else {
-                    i = buf.len();
-                    continue;
-                }
-                i += 1;
-                continue;
-            }
-            match c {
-                b'"' => {
-                    self.in_str = true;
-                    if self.depth == 1 && self.expect_key {
-                        self.reading_key = true;
-                        self.key.clear();
-                    }
-                }
-                b'{' | b'[' => {
-                    self.depth += 1;
-                    match self.depth {
-                        1 => self.expect_key = true,
-                        2 if c == b'{' && self.key == b"metadata" => self.start = Some(i),
-                        2 if c == b'[' && self.key == b"items" => self.in_items = true,
-                        3 if self.in_items => self.start = Some(i),
-                        _ => {}
-                    }
-                }
-                b'}' | b']' => {
-                    match self.depth {
-                        0 => return Err(DecodeError::Protobuf("JSON list: unbalanced")),
-                        1 => self.closed = true,
-                        2 if self.in_items => self.in_items = false,
-                        2 => {
-                            if let Some(s) = self.start.take() {
-                                *meta = Some(decode::json_list_meta(&buf[s..=i])?);
-                            }
-                        }
-                        3 if self.in_items => {
-                            if let Some(s) = self.start.take() {
-                                item(&buf[s..=i]);
-                            }
-                        }
-                        _ => {}
-                    }
-                    self.depth -= 1;
-                }
-                b':' if self.depth == 1 => self.expect_key = false,
-                b',' if self.depth == 1 => self.expect_key = true,
-                _ => {}
-            }
-            i += 1;
+            i = if self.in_str {
+                self.in_string(buf, i)
+            } else {
+                self.structural(buf, i, meta, item)?;
+                i + 1
+            };
         }
         let keep_from = self.start.unwrap_or(i);
         self.start = self.start.map(|s| s - keep_from);
         self.pos = i - keep_from;
         Ok(keep_from)
+    }
+
+    /// The byte at `i` inside a string; returns the index of the next byte that matters.
+    fn in_string(&mut self, buf: &[u8], i: usize) -> usize {
+        let c = buf[i];
+        if self.escaped {
+            self.escaped = false;
+        } else if c == b'\\' {
+            self.escaped = true;
+        } else if c == b'"' {
+            self.in_str = false;
+            self.reading_key = false;
+        } else if self.reading_key {
+            self.key.push(c);
+        } else {
+            // Nothing in a value's string matters but its end and its escapes.
+            return memchr::memchr2(b'"', b'\\', &buf[i..]).map_or(buf.len(), |n| i + n);
+        }
+        i + 1
+    }
+
+    /// The byte at `i` outside strings: nesting, the top-level keys, and the ends of the
+    /// items and of `metadata`.
+    fn structural(&mut self, buf: &[u8], i: usize, meta: &mut Option<Page>, item: &mut dyn FnMut(&[u8])) -> Result<(), DecodeError> {
+        let c = buf[i];
+        match c {
+            b'"' => {
+                self.in_str = true;
+                if self.depth == 1 && self.expect_key {
+                    self.reading_key = true;
+                    self.key.clear();
+                }
+            }
+            b'{' | b'[' => {
+                self.depth += 1;
+                match self.depth {
+                    1 => self.expect_key = true,
+                    2 if c == b'{' && self.key == b"metadata" => self.start = Some(i),
+                    2 if c == b'[' && self.key == b"items" => self.in_items = true,
+                    3 if self.in_items => self.start = Some(i),
+                    _ => {}
+                }
+            }
+            b'}' | b']' => {
+                match self.depth {
+                    0 => return Err(DecodeError::Truncated),
+                    1 => self.closed = true,
+                    2 if self.in_items => self.in_items = false,
+                    2 => {
+                        if let Some(s) = self.start.take() {
+                            *meta = Some(decode::json_list_meta(&buf[s..=i])?);
+                        }
+                    }
+                    3 if self.in_items => {
+                        if let Some(s) = self.start.take() {
+                            item(&buf[s..=i]);
+                        }
+                    }
+                    _ => {}
+                }
+                self.depth -= 1;
+            }
+            b':' if self.depth == 1 => self.expect_key = false,
+            b',' if self.depth == 1 => self.expect_key = true,
+            _ => {}
+        }
+        Ok(())
     }
 }
 
@@ -347,5 +356,6 @@ mod tests {
         }
         let json = br#"{"metadata":{"resourceVersion":"1"},"items":[{}]"#;
         assert!(matches!(cut(Format::Json, json, 5), Err(DecodeError::Truncated)));
+        assert!(matches!(cut(Format::Json, b"}{}", 1), Err(DecodeError::Truncated)), "a close before any open");
     }
 }
