@@ -436,17 +436,12 @@ impl Serve {
     }
 
     /// What a read passed through because its kind had not synced holds to make kache's
-    /// own lists wait: every feed's (its kind's lists and the others' share the upstream
-    /// and the cores with it).
-    fn warmup_yields(&self) -> Vec<Arc<feed::yielding::Yield>> {
-        self.feeds.iter().filter(|e| !e.value().synced()).map(|e| e.value().yields()).collect()
-    }
-
-    /// [`Serve::warmup_yields`] but `feed`'s own (a WatchList sent `feed`'s list as it
-    /// loads must not hold that list).
-    fn warmup_yields_besides(&self, feed: &Arc<Feed>) -> Vec<Arc<feed::yielding::Yield>> {
-        let others = self.feeds.iter().filter(|e| !e.value().synced() && !Arc::ptr_eq(e.value(), feed));
-        others.map(|e| e.value().yields()).collect()
+    /// own lists wait: every loading feed's (its kind's lists and the others' share the
+    /// upstream and the cores with it) but `besides`'s (a WatchList sent that feed's list as
+    /// it loads must not hold that list).
+    fn warmup_yields(&self, besides: Option<&Arc<Feed>>) -> Vec<Arc<feed::yielding::Yield>> {
+        let loading = self.feeds.iter().filter(|e| !e.value().synced() && besides.is_none_or(|f| !Arc::ptr_eq(e.value(), f)));
+        loading.map(|e| e.value().yields()).collect()
     }
 
     pub(crate) fn resource(&self, p: &ResourcePath) -> Option<ResourceRef> {
@@ -568,7 +563,7 @@ impl Serve {
             Err(status) => return (status.into_response(protobuf), Source::Kache),
         };
         self.count_passthrough(reason);
-        let yields = if reason == PassThrough::NotSynced { self.warmup_yields() } else { Vec::new() };
+        let yields = if reason == PassThrough::NotSynced { self.warmup_yields(None) } else { Vec::new() };
         let held = limit::Held::new([Some(permit), place]);
         let resp = proxy::forward(&self.upstream, req, creds, held).await;
         let resp = match doc {

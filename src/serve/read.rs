@@ -240,12 +240,12 @@ impl Serve {
 
     /// The initial list under way, if a watch that starts with the state (a WatchList, or a
     /// watch from no resourceVersion or "0" that the apiserver takes for one) can be sent it
-    /// as its pages arrive (`handler::watch_growing`) rather than be passed through: the
+    /// as it arrives (`handler::watch_growing`) rather than be passed through: the
     /// upstream then encodes the state once, not once for kache and again for the client.
     /// Not a Table (its columns come with the cache's state).
     ///
-    /// Not weighed by the cost rule: the pages come from the same upstream at the rate it
-    /// would stream the client the same state, and kache reads a page in a fraction of its
+    /// Not weighed by the cost rule: the list comes from the same upstream at the rate it
+    /// would stream the client the same state, and kache reads it in a fraction of its
     /// transfer (protobuf: 6 us a pod); the list yields to nothing while it is sent
     /// (`cache::feed::yielding`), and the other kinds' lists yield to it. A kind's first
     /// request waits up to [`FIRST_PAGE_WAIT`] for its list to start.
@@ -275,7 +275,7 @@ impl Serve {
         let end_after = self.growing_end(feed, &growing, opts, arrived).await?;
         let (ns, settings, shape) = (plan.path.namespace.clone(), self.settings.watch.clone(), (plan.format, plan.view));
         let resp = handler::watch_growing(feed.cache.clone(), growing, ns, opts.clone(), shape, settings, end_after).await;
-        Ok(resp.map(|r| r.map(|b| yielding::streaming(b, self.warmup_yields_besides(feed)))))
+        Ok(resp.map(|r| r.map(|b| yielding::streaming(b, self.warmup_yields(Some(feed))))))
     }
 
     /// A WatchList sent a loading list: what its initial-events-end bookmark waits for.

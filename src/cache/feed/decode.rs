@@ -104,6 +104,13 @@ struct ListMetaJson {
     remaining: Option<i64>,
 }
 
+impl ListMetaJson {
+    /// `remainingItemCount`, when given (a negative count is none).
+    fn remaining(&self) -> Option<u64> {
+        self.remaining.and_then(|n| u64::try_from(n).ok())
+    }
+}
+
 /// A JSON list with its items undecoded (skipping over an item is iterative, so any depth
 /// passes).
 #[derive(Deserialize)]
@@ -117,6 +124,11 @@ impl ListJson<'_> {
     /// The list's resourceVersion.
     pub(super) fn rv(&self) -> Result<u64, DecodeError> {
         parse_rv(&self.metadata.resource_version)
+    }
+
+    /// How many objects the pages after this one hold (`remainingItemCount`), when given.
+    pub(super) fn remaining(&self) -> Option<u64> {
+        self.metadata.remaining()
     }
 }
 
@@ -160,7 +172,7 @@ pub(super) fn json_list_meta(meta: &[u8]) -> Result<Page, DecodeError> {
 }
 
 fn list_page_meta(meta: ListMetaJson) -> Result<Page, DecodeError> {
-    let remaining = meta.remaining.and_then(|n| u64::try_from(n).ok());
+    let remaining = meta.remaining();
     Ok(Page { rv: parse_rv(&meta.resource_version)?, cont: meta.cont.unwrap_or_default(), remaining })
 }
 

@@ -1,11 +1,11 @@
-//! The initial list's objects as its pages arrive, so that a WatchList that comes while the
+//! The initial list's objects as they arrive, so that a WatchList that comes while the
 //! cache is still loading is sent the state as kache reads it, instead of being passed
 //! through: the upstream then encodes the kind's state once, for kache, not twice (once for
 //! kache's list and once for the client's WatchList), and the client takes in the first
-//! pages while the rest are on their way (`serve::handler::watch_growing`).
+//! objects while the rest are on their way (`serve::handler::watch_growing`).
 //!
-//! Each attempt at the initial list has its own [`Growing`]: objects are appended page by
-//! page, and it ends [`End::Installed`] once the cache holds the whole list (the cache then
+//! Each attempt at the initial list has its own [`Growing`]: objects are appended as the
+//! list brings them, and it ends [`End::Installed`] once the cache holds the whole list (the cache then
 //! follows the upstream from the list's RV), or [`End::Failed`] when the attempt failed or
 //! another replaced it (a reader then ends its stream without the initial-events-end
 //! bookmark, and its client starts its WatchList again).
@@ -33,10 +33,10 @@ pub enum Next {
     End(End),
 }
 
-/// One attempt at a kind's initial list, as its pages arrive.
+/// One attempt at a kind's initial list, as its objects arrive.
 #[derive(Debug)]
 pub struct Growing {
-    /// When the attempt asked for its first page: a reader that arrived before it needs
+    /// When the attempt asked for the list: a reader that arrived before it needs
     /// no other proof that the list's state is at least as new as its arrival.
     pub started: Instant,
     grown: Mutex<Grown>,
@@ -60,7 +60,7 @@ impl Growing {
         self.grown.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Append a page's objects (nothing once the attempt has ended).
+    /// Append objects the list brought (nothing once the attempt has ended).
     pub fn push(&self, page: impl IntoIterator<Item = Object>) {
         let mut g = self.grown();
         if g.end.is_none() {

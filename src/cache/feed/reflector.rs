@@ -223,9 +223,9 @@ impl Feed {
     async fn count(&self) -> Option<u64> {
         let path = page_path(&collection_path(&self.cache.resource), Some(1), "");
         let body = fetch(&self.upstream, &path, "application/json").await.ok()?;
-        let mut one = Listed::default();
-        let page = decode::json_page(&self.cache.resource, &body, None, &mut one).ok()?;
-        Some(page.remaining? + (one.objects.len() + one.skipped.len()) as u64)
+        // The page's item is counted, not decoded.
+        let page: ListJson<'_> = serde_json::from_slice(&body).ok()?;
+        Some(page.remaining()? + page.items.len() as u64)
     }
 
     /// Between pages of a list kache is loading: wait while a client passed through for
