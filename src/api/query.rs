@@ -69,6 +69,11 @@ pub fn watch_requested(query: Option<&str>) -> bool {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "watch").is_some_and(|(_, v)| boolean(&v))
 }
 
+/// Whether a watch asks for its initial events (`sendInitialEvents=true`: a WatchList).
+pub fn initial_events_requested(query: Option<&str>) -> bool {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "sendInitialEvents").is_some_and(|(_, v)| boolean(&v))
+}
+
 /// The apiserver's check of the `timeout` query parameter (its request-deadline filter, ahead
 /// of authentication): on a request that is not long-running, a first `timeout` value that
 /// is not a Go duration is a 400. A valid one only shortens the apiserver's own deadline,

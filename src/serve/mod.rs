@@ -598,6 +598,7 @@ impl Handler for Serve {
         let protobuf = crate::api::media::wants_protobuf(req.headers());
         let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
         let gzip = accepts_gzip(req.headers());
+        let watch_list = watch && query::initial_events_requested(req.uri().query());
         let admitted = self.admit(&req).await.and_then(|caller| {
             let place = self.watch_place(&req, caller.as_ref(), watch)?;
             Ok((caller, place))
@@ -620,7 +621,7 @@ impl Handler for Serve {
                 }
             },
         };
-        let (resp, bytes) = shaped(resp, source, pretty, gzip, &self.encodes);
+        let (resp, bytes) = shaped(resp, source, Shape { pretty, gzip, watch_list }, &self.encodes);
         let seconds = started.elapsed().as_secs_f64();
         self.metrics.record(verb, source.label(), resp.status().as_u16(), seconds, bytes);
         if self.settings.access_log {
@@ -668,16 +669,30 @@ impl Access<'_> {
     }
 }
 
+/// How the client asked for an answer: indented, compressed, and whether it is a WatchList.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    pretty: bool,
+    gzip: bool,
+    watch_list: bool,
+}
+
 /// `resp` as the client asked for it, with its body's length for the metrics when kache
 /// answers it from memory. The upstream indents and compresses its own answers: those passed
 /// through and those kept from before an outage are sent as the upstream sent them. kache's
 /// are indented as they are sent (only for the humans who ask), and large cached ones
-/// compressed for clients that ask.
-fn shaped(resp: Response<Body>, source: Source, pretty: bool, gzip: bool, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
+/// compressed for clients that ask; so are WatchLists answered from memory
+/// ([`compress::gzip_watch`]), which the apiserver sends as they are.
+fn shaped(resp: Response<Body>, source: Source, shape: Shape, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
     let ours = matches!(source, Source::Kache | Source::Cache);
     let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
-    let resp = if pretty && ours { compress::indented(resp, encodes) } else { resp };
-    let resp = if gzip && source == Source::Cache { compress::gzip(resp, encodes) } else { resp };
+    let resp = if shape.pretty && ours { compress::indented(resp, encodes) } else { resp };
+    let cached_ok = source == Source::Cache && resp.status() == http::StatusCode::OK;
+    let resp = match (shape.gzip && source == Source::Cache, shape.watch_list) {
+        (true, true) if cached_ok => compress::gzip_watch(resp, encodes),
+        (true, false) => compress::gzip(resp, encodes),
+        _ => resp,
+    };
     (resp, bytes)
 }
 
@@ -722,7 +737,12 @@ mod tests {
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 
-        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, true, true, &compress::Encodes::new(4));
+        let (sent, bytes) = shaped(
+            kept.answer(&key).expect("kept"),
+            Source::Kept,
+            Shape { pretty: true, gzip: true, watch_list: false },
+            &compress::Encodes::new(4),
+        );
         assert_eq!(bytes, Some(gz.len() as u64));
         assert_eq!(sent.headers().get_all(CONTENT_ENCODING).iter().count(), 1);
         assert_eq!(sent.headers().get(CONTENT_ENCODING).unwrap(), "gzip");

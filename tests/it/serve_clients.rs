@@ -457,6 +457,63 @@ async fn large_cached_answers_are_gzipped_for_clients_that_ask_as_the_apiserver_
     assert_eq!(a["items"], b["items"], "the same list, compressed");
 }
 
+/// A WatchList answered from memory to a client that accepts gzip (as every Go client does)
+/// comes compressed: its initial events and bookmark decodable as soon as they are sent, and
+/// a live event after them decodable as soon as it is sent, the same events as a WatchList
+/// unasked for gzip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_list_is_gzipped_for_clients_that_ask_and_each_event_decodes_as_it_comes() {
+    use http_body_util::BodyExt as _;
+    let sim = sim_with(&[]).await;
+    let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
+    let path =
+        "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+    let open = |gzip: bool| {
+        let mut req = http::Request::get(format!("{}{path}", k.api.base)).header("accept", "application/json");
+        if gzip {
+            req = req.header("accept-encoding", "gzip");
+        }
+        k.api.client.request(req.body(http_body_util::Full::new(bytes::Bytes::new())).unwrap())
+    };
+    // What a streaming reader has decoded of `gz` so far.
+    let decoded = |gz: &[u8]| -> String {
+        let mut d = flate2::Decompress::new(false);
+        let mut out = Vec::with_capacity(gz.len() * 50 + 4096);
+        d.decompress_vec(gz.get(10..).unwrap_or_default(), &mut out, flate2::FlushDecompress::Sync).expect("deflate");
+        String::from_utf8(out).unwrap()
+    };
+    let events = |text: &str| -> Vec<(String, String)> {
+        text.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|e| (e["type"].as_str().unwrap().to_string(), e["object"]["metadata"]["name"].as_str().unwrap_or("").to_string()))
+            .collect()
+    };
+    let mut zipped = open(true).await.expect("response");
+    assert_eq!(zipped.status(), 200);
+    assert_eq!(zipped.headers()["content-encoding"], "gzip");
+    let mut plain = open(false).await.expect("response");
+    assert!(plain.headers().get("content-encoding").is_none(), "no gzip unasked");
+    let (mut gz, mut text) = (Vec::new(), String::new());
+    while !decoded(&gz).contains("k8s.io/initial-events-end") {
+        gz.extend_from_slice(&zipped.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap());
+    }
+    while !text.contains("k8s.io/initial-events-end") {
+        text.push_str(std::str::from_utf8(&plain.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap()).unwrap());
+    }
+    let initial = events(&decoded(&gz));
+    assert!(initial.len() > 1, "{initial:?}");
+    assert_eq!(initial, events(&text), "the same initial events and bookmark");
+
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after-the-list"}});
+    let r = k.api.post("/api/v1/namespaces/default/configmaps", &cm).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let added = ("ADDED".to_string(), "after-the-list".to_string());
+    while !events(&decoded(&gz)).contains(&added) {
+        gz.extend_from_slice(&zipped.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap());
+    }
+    assert_eq!(events(&decoded(&gz))[initial.len()..], [added], "the live event, alone, after the initial ones");
+}
+
 /// A feed whose encoding the upstream refuses (406: a custom resource taken for built-in
 /// and asked for in protobuf) stops at once, says why, and never retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

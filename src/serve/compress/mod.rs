@@ -16,6 +16,10 @@
 //! The encodes in progress are bounded ([`Encodes`]); past the bound an answer goes out
 //! as it is (identity encoding, compact JSON), which every client reads.
 
+mod watch;
+
+pub use watch::gzip_watch;
+
 use crate::api::json::Indenter;
 use crate::body::{Body, BoxError, Chunk};
 use crate::lane::Lane;

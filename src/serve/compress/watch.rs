@@ -1,0 +1,370 @@
+//! gzip for a WatchList stream answered from memory.
+//!
+//! A client-go informer starts with a WatchList: every object as an event, then its
+//! bookmark, then live events, on one stream. Unlike a LIST, the apiserver does not compress
+//! watches, and a Go client reading an uncompressed stream of 30,000 pods sends the server
+//! one HTTP/2 WINDOW_UPDATE (a TLS record and a `write`) for every ~4 KB it reads: a Go CPU
+//! profile of the informer puts 9% of its time there, and its sync took 1.8 times its LIST
+//! mode's. Compressed, it reads ten times the objects per read.
+//!
+//! So a WatchList to a client that accepts gzip is one gzip member in two parts:
+//! - while the stream has more ready (the initial events), its frames are deflated at level
+//!   1, as kache's LISTs are; when it has nothing more ready, what was deflated is flushed
+//!   (a sync flush: everything so far decodable), and the deflater is dropped with its
+//!   place among the encodes ([`Encodes`]);
+//! - from then on each frame goes out as a stored deflate block (five bytes of header, the
+//!   event's bytes as they are), so a watch that lives for days holds a CRC and a count, not
+//!   a compressor's window and tables.
+//!
+//! One member, as every gzip reader reads (some, such as OkHttp's, read no second member).
+
+use super::{Encodes, INDENT_INLINE};
+use crate::body::{Body, BoxError, Chunk};
+use crate::lane::Lane;
+use bytes::{Buf, Bytes};
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
+use http::{header, HeaderValue, Response};
+use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinHandle;
+
+/// A gzip member's header: deflate, no name or time, unknown OS (as Go's writer and flate2's).
+const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
+/// The largest stored block.
+const STORED_MAX: usize = 0xffff;
+
+/// `resp`, a WatchList's stream, gzip-encoded as this module says; as it is while the
+/// encodes are at their bound.
+pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
+    let Some(place) = encodes.place() else { return resp };
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    parts.headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    let gz = Gz { deflate: Some(Box::new(Compress::new(Compression::new(1), false))), crc: Crc::new(), started: false };
+    let lane = encodes.lane_for(crate::serve::fair::LARGE + 1);
+    let body = WatchGzipped { inner: body, gz: Some(gz), job: None, finished: false, dirty: false, lane, place: Some(place) };
+    Response::from_parts(parts, body.boxed_unsync())
+}
+
+/// The member's state, moved into a job while one runs.
+struct Gz {
+    /// Raw deflate while the initial burst lasts; `None` once the stream has caught up.
+    deflate: Option<Box<Compress>>,
+    /// CRC and length of every byte taken, for the trailer.
+    crc: Crc,
+    /// Whether the header has gone out.
+    started: bool,
+}
+
+/// What a job gives back: the state, and the bytes it wrote.
+type Job = JoinHandle<(Gz, io::Result<Vec<u8>>)>;
+
+impl Gz {
+    /// `out`, begun with the header if it has not gone out yet.
+    fn out(&mut self, capacity: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(capacity + HEADER.len());
+        if !self.started {
+            out.extend_from_slice(&HEADER);
+            self.started = true;
+        }
+        out
+    }
+
+    /// `data` deflated.
+    fn deflate(&mut self, mut data: Chunk) -> io::Result<Vec<u8>> {
+        let mut out = self.out(data.remaining() / 4 + 64);
+        while data.has_remaining() {
+            let piece = data.chunk();
+            self.crc.update(piece);
+            let n = piece.len();
+            self.run(piece, FlushCompress::None, &mut out)?;
+            data.advance(n);
+        }
+        Ok(out)
+    }
+
+    /// Everything deflated so far made decodable, and the deflater dropped: the stream has
+    /// caught up, and what follows goes stored.
+    fn caught_up(&mut self) -> io::Result<Vec<u8>> {
+        let mut out = self.out(64);
+        self.run(&[], FlushCompress::Sync, &mut out)?;
+        self.deflate = None;
+        Ok(out)
+    }
+
+    /// `data` as stored blocks.
+    fn stored(&mut self, mut data: Chunk) -> Vec<u8> {
+        let mut out = self.out(data.remaining() + 5 * (data.remaining() / STORED_MAX + 1));
+        let mut block = Vec::new();
+        while data.has_remaining() {
+            let piece = data.chunk();
+            self.crc.update(piece);
+            block.extend_from_slice(piece);
+            let n = piece.len();
+            data.advance(n);
+        }
+        for part in block.chunks(STORED_MAX) {
+            // BFINAL 0, BTYPE 00 (stored), padded to the byte; LEN and its complement.
+            let len = part.len() as u16;
+            out.push(0);
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&(!len).to_le_bytes());
+            out.extend_from_slice(part);
+        }
+        out
+    }
+
+    /// The member's end: the final block and the trailer.
+    fn finish(&mut self) -> io::Result<Vec<u8>> {
+        let mut out = self.out(64);
+        if self.deflate.is_some() {
+            self.run(&[], FlushCompress::Finish, &mut out)?;
+        } else {
+            // An empty final stored block.
+            out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+        }
+        out.extend_from_slice(&self.crc.sum().to_le_bytes());
+        out.extend_from_slice(&self.crc.amount().to_le_bytes());
+        Ok(out)
+    }
+
+    /// Feed `input` to the deflater with `flush`, appending to `out` until it has taken all
+    /// of it and has nothing more to give.
+    fn run(&mut self, input: &[u8], flush: FlushCompress, out: &mut Vec<u8>) -> io::Result<()> {
+        let Some(c) = self.deflate.as_mut() else { return Ok(()) };
+        let start = c.total_in();
+        loop {
+            out.reserve(input.len() / 2 + 4096);
+            let taken = usize::try_from(c.total_in() - start).unwrap_or(usize::MAX);
+            let status = c.compress_vec(&input[taken.min(input.len())..], out, flush).map_err(io::Error::other)?;
+            let all_taken = c.total_in() - start == input.len() as u64;
+            let room_left = out.len() < out.capacity();
+            let done = match flush {
+                FlushCompress::Finish => status == Status::StreamEnd,
+                _ => all_taken && room_left,
+            };
+            if done {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A WatchList's body gzip-encoded, as the module says.
+struct WatchGzipped {
+    inner: Body,
+    /// The state, while no job holds it.
+    gz: Option<Gz>,
+    /// The job deflating the last frame, or flushing.
+    job: Option<Job>,
+    /// Whether the inner body has ended (and the trailer gone out).
+    finished: bool,
+    /// Whether bytes went into the deflater since the stream last caught up.
+    dirty: bool,
+    /// Where the deflate jobs run.
+    lane: Lane,
+    /// A place among the encodes, held while the deflater lives.
+    place: Option<OwnedSemaphorePermit>,
+}
+
+fn data(out: Vec<u8>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
+    Poll::Ready(Some(Ok(Frame::data(Chunk::One(Bytes::from(out))))))
+}
+
+impl WatchGzipped {
+    /// Run `work` on `gz`: off the async workers when `large`, here otherwise (the bytes, if
+    /// it ran here).
+    fn start(
+        &mut self,
+        mut gz: Gz,
+        large: bool,
+        work: impl FnOnce(&mut Gz) -> io::Result<Vec<u8>> + Send + 'static,
+    ) -> Option<io::Result<Vec<u8>>> {
+        if large {
+            self.job = Some(self.lane.spawn(move || {
+                let out = work(&mut gz);
+                (gz, out)
+            }));
+            return None;
+        }
+        let out = work(&mut gz);
+        self.gz = Some(gz);
+        Some(out)
+    }
+}
+
+impl http_body::Body for WatchGzipped {
+    type Data = Chunk;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
+        let this = &mut *self;
+        loop {
+            let ran = if let Some(job) = this.job.as_mut() {
+                let (gz, out) = ready!(Pin::new(job).poll(cx)).map_err(|e| Box::new(e) as BoxError)?;
+                this.job = None;
+                this.gz = Some(gz);
+                Some(out)
+            } else {
+                if this.finished {
+                    return Poll::Ready(None);
+                }
+                let Some(gz) = this.gz.take() else { return Poll::Ready(None) };
+                match Pin::new(&mut this.inner).poll_frame(cx) {
+                    Poll::Pending if gz.deflate.is_some() && this.dirty => {
+                        this.dirty = false;
+                        this.start(gz, false, Gz::caught_up)
+                    }
+                    Poll::Pending => {
+                        this.gz = Some(gz);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                        Ok(bytes) if gz.deflate.is_some() => {
+                            this.dirty = true;
+                            let large = bytes.remaining() > INDENT_INLINE;
+                            this.start(gz, large, move |gz| gz.deflate(bytes))
+                        }
+                        Ok(bytes) => this.start(gz, false, move |gz| Ok(gz.stored(bytes))),
+                        // Trailers (none in a watch) are dropped.
+                        Err(_) => {
+                            this.gz = Some(gz);
+                            None
+                        }
+                    },
+                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                    Poll::Ready(None) => {
+                        this.finished = true;
+                        this.start(gz, false, Gz::finish)
+                    }
+                }
+            };
+            if this.gz.as_ref().is_some_and(|gz| gz.deflate.is_none()) {
+                this.place = None;
+            }
+            if let Some(out) = ran {
+                let out = out?;
+                if !out.is_empty() {
+                    return data(out);
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::respond::respond;
+    use http::StatusCode;
+    use std::io::Read;
+    use tokio::sync::mpsc;
+
+    /// A watch-like body: frames as `tx` sends them, pending in between.
+    fn channel_body() -> (mpsc::UnboundedSender<Vec<u8>>, Response<Body>) {
+        let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|v| (Ok::<_, BoxError>(Frame::data(Chunk::One(Bytes::from(v)))), rx))
+        });
+        let body = http_body_util::StreamBody::new(stream).boxed_unsync();
+        (tx, respond(StatusCode::OK, "application/vnd.kubernetes.protobuf;stream=watch", body))
+    }
+
+    fn vec(mut c: Chunk) -> Vec<u8> {
+        c.copy_to_bytes(c.remaining()).to_vec()
+    }
+
+    /// Event-like bytes: compressible, as objects of one kind are.
+    fn events(n: usize, tag: u8) -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("{{\"type\":\"ADDED\",\"object\":{{\"name\":\"pod-{tag}-{i}\",\"phase\":\"Running\"}}}}\n").into_bytes())
+            .collect()
+    }
+
+    /// What a streaming reader has decoded from `gz` so far (header skipped, no trailer
+    /// needed).
+    fn decodable(gz: &[u8]) -> Vec<u8> {
+        let Some(deflated) = gz.get(HEADER.len()..) else { return Vec::new() };
+        let mut d = flate2::Decompress::new(false);
+        let mut out = Vec::with_capacity(gz.len() * 20 + 1024);
+        d.decompress_vec(deflated, &mut out, flate2::FlushDecompress::Sync).unwrap();
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_watch_list_is_deflated_until_it_catches_up_then_each_event_goes_stored() {
+        let encodes = Encodes::new(1);
+        let (tx, resp) = channel_body();
+        let resp = gzip_watch(resp, &encodes);
+        assert_eq!(resp.headers()[header::CONTENT_ENCODING], "gzip");
+        assert!(encodes.place().is_none(), "the deflater holds a place");
+        let mut body = resp.into_body();
+
+        // The initial burst: three frames ready at once, one over the inline size.
+        let burst = [events(200, 1), events(2000, 2), events(10, 3)];
+        for f in &burst {
+            tx.send(f.clone()).unwrap();
+        }
+        let mut sent = Vec::new();
+        let mut frames = 0;
+        // The stream has caught up when a frame makes every event so far decodable.
+        while decodable(&sent) != burst.concat() {
+            sent.extend_from_slice(&vec(body.frame().await.unwrap().unwrap().into_data().unwrap()));
+            frames += 1;
+            assert!(frames < 10, "the burst never became decodable");
+        }
+        let all: usize = burst.iter().map(Vec::len).sum();
+        assert!(sent.len() < all / 5, "{} bytes for {all}", sent.len());
+        assert!(encodes.place().is_some(), "the place is given back when the stream catches up");
+
+        // A live event: its bytes as they are, in a stored block that decodes at once.
+        let live = events(1, 4);
+        tx.send(live.clone()).unwrap();
+        let frame = vec(body.frame().await.unwrap().unwrap().into_data().unwrap());
+        assert_eq!(&frame[5..], &live[..], "a stored block: header, then the event");
+        sent.extend_from_slice(&frame);
+        assert_eq!(decodable(&sent), [burst.concat(), live.clone()].concat());
+
+        // The end: one member that a gzip reader checks whole (CRC and length).
+        drop(tx);
+        while let Some(f) = body.frame().await {
+            sent.extend_from_slice(&vec(f.unwrap().into_data().unwrap()));
+        }
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&sent[..]).read_to_end(&mut out).unwrap();
+        assert_eq!(out, [burst.concat(), live].concat());
+    }
+
+    #[tokio::test]
+    async fn an_event_larger_than_a_stored_block_goes_in_several() {
+        let mut gz = Gz { deflate: None, crc: Crc::new(), started: true };
+        let event: Vec<u8> = (0..STORED_MAX * 2 + 10).map(|i| (i % 251) as u8).collect();
+        let mut sent = gz.stored(Chunk::One(Bytes::from(event.clone())));
+        sent.extend(gz.finish().unwrap());
+        let mut member = HEADER.to_vec();
+        member.extend(sent);
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&member[..]).read_to_end(&mut out).unwrap();
+        assert_eq!(out, event);
+    }
+
+    #[tokio::test]
+    async fn a_watch_list_past_the_encodes_bound_goes_out_as_it_is() {
+        let encodes = Encodes::new(1);
+        let _held = encodes.place().unwrap();
+        let (_tx, resp) = channel_body();
+        let resp = gzip_watch(resp, &encodes);
+        assert!(resp.headers().get(header::CONTENT_ENCODING).is_none());
+    }
+}
