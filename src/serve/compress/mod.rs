@@ -18,7 +18,7 @@
 
 mod watch;
 
-pub use watch::gzip_watch;
+pub use watch::{gzip_watch, InitialState};
 
 use crate::api::json::Indenter;
 use crate::body::{Body, BoxError, Chunk};

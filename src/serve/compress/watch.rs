@@ -8,15 +8,21 @@
 //! mode's. Compressed, it reads ten times the objects per read.
 //!
 //! So a WatchList to a client that accepts gzip is one gzip member in two parts:
-//! - while the stream has more ready (the initial events), its frames are deflated at level
-//!   1, as kache's LISTs are; when it has nothing more ready, what was deflated is flushed
-//!   (a sync flush: everything so far decodable), and the deflater is dropped with its
-//!   place among the encodes ([`Encodes`]);
+//! - until the watch has sent its initial state ([`InitialState`]), its frames are deflated
+//!   at level 1, as kache's LISTs are, and whenever the stream has nothing more ready what
+//!   was deflated is flushed (a sync flush: everything so far decodable);
+//! - once the state has been sent and the stream has nothing more ready, the deflater is
+//!   flushed and dropped with its place among the encodes ([`Encodes`]);
 //! - from then on each frame goes out as a stored deflate block (five bytes of header, the
 //!   event's bytes as they are), so a watch that lives for days holds a CRC and a count, not
 //!   a compressor's window and tables.
 //!
 //! One member, as every gzip reader reads (some, such as OkHttp's, read no second member).
+//!
+//! Only a stream that carries an [`InitialState`] is compressed: a WatchList answered from
+//! the cache's state. One sent a kind's list as it loads (kache just started) is not: on the
+//! two cores kache shared with an apiserver and an informer started with it, deflating cost
+//! kache 0.7 s more CPU per 30,000 pods and the informer synced later (BENCHMARKS.md).
 
 use super::{Encodes, INDENT_INLINE};
 use crate::body::{Body, BoxError, Chunk};
@@ -29,6 +35,8 @@ use http_body_util::BodyExt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
@@ -39,9 +47,26 @@ const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 /// The largest stored block.
 const STORED_MAX: usize = 0xffff;
 
-/// `resp`, a WatchList's stream, gzip-encoded as this module says; as it is while the
-/// encodes are at their bound.
+/// Whether a watch has sent its initial state: set by the watcher, read by the encoding of
+/// its stream (a response extension).
+#[derive(Debug, Clone, Default)]
+pub struct InitialState(Arc<AtomicBool>);
+
+impl InitialState {
+    /// The state has been handed to the client's connection.
+    pub fn sent(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn is_sent(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// `resp`, a WatchList's stream, gzip-encoded as this module says; as it is when it carries
+/// no [`InitialState`] and while the encodes are at their bound.
 pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
+    let Some(state) = resp.extensions().get::<InitialState>().cloned() else { return resp };
     let Some(place) = encodes.place() else { return resp };
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
@@ -49,7 +74,7 @@ pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
     parts.headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     let gz = Gz { deflate: Some(Box::new(Compress::new(Compression::new(1), false))), crc: Crc::new(), started: false };
     let lane = encodes.lane_for(crate::serve::fair::LARGE + 1);
-    let body = WatchGzipped { inner: body, gz: Some(gz), job: None, finished: false, dirty: false, lane, place: Some(place) };
+    let body = WatchGzipped { inner: body, gz: Some(gz), job: None, finished: false, dirty: false, lane, place: Some(place), state };
     Response::from_parts(parts, body.boxed_unsync())
 }
 
@@ -87,6 +112,13 @@ impl Gz {
             self.run(piece, FlushCompress::None, &mut out)?;
             data.advance(n);
         }
+        Ok(out)
+    }
+
+    /// Everything deflated so far made decodable.
+    fn flush(&mut self) -> io::Result<Vec<u8>> {
+        let mut out = self.out(64);
+        self.run(&[], FlushCompress::Sync, &mut out)?;
         Ok(out)
     }
 
@@ -172,6 +204,8 @@ struct WatchGzipped {
     lane: Lane,
     /// A place among the encodes, held while the deflater lives.
     place: Option<OwnedSemaphorePermit>,
+    /// Whether the watch has sent its initial state.
+    state: InitialState,
 }
 
 fn data(out: Vec<u8>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
@@ -220,7 +254,7 @@ impl http_body::Body for WatchGzipped {
                 match Pin::new(&mut this.inner).poll_frame(cx) {
                     Poll::Pending if gz.deflate.is_some() && this.dirty => {
                         this.dirty = false;
-                        this.start(gz, false, Gz::caught_up)
+                        this.start(gz, false, if this.state.is_sent() { Gz::caught_up } else { Gz::flush })
                     }
                     Poll::Pending => {
                         this.gz = Some(gz);
@@ -271,14 +305,26 @@ mod tests {
     use std::io::Read;
     use tokio::sync::mpsc;
 
-    /// A watch-like body: frames as `tx` sends them, pending in between.
-    fn channel_body() -> (mpsc::UnboundedSender<Vec<u8>>, Response<Body>) {
+    /// A watch-like body: frames as `tx` sends them, pending in between; its initial state
+    /// marked sent when `sent`.
+    fn channel_body_with(sent: bool) -> (mpsc::UnboundedSender<Vec<u8>>, Response<Body>, InitialState) {
         let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
         let stream = futures_util::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|v| (Ok::<_, BoxError>(Frame::data(Chunk::One(Bytes::from(v)))), rx))
         });
         let body = http_body_util::StreamBody::new(stream).boxed_unsync();
-        (tx, respond(StatusCode::OK, "application/vnd.kubernetes.protobuf;stream=watch", body))
+        let mut resp = respond(StatusCode::OK, "application/vnd.kubernetes.protobuf;stream=watch", body);
+        let state = InitialState::default();
+        if sent {
+            state.sent();
+        }
+        resp.extensions_mut().insert(state.clone());
+        (tx, resp, state)
+    }
+
+    fn channel_body() -> (mpsc::UnboundedSender<Vec<u8>>, Response<Body>) {
+        let (tx, resp, _) = channel_body_with(true);
+        (tx, resp)
     }
 
     fn vec(mut c: Chunk) -> Vec<u8> {
@@ -346,6 +392,35 @@ mod tests {
         assert_eq!(out, [burst.concat(), live].concat());
     }
 
+    /// A WatchList's stream may pause while its state is sent (a client reading faster than
+    /// the watcher encodes): each pause flushes what was sent, and the deflater lives on
+    /// until the watch marks its state sent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_watch_list_keeps_deflating_across_pauses_until_its_state_is_sent() {
+        let encodes = Encodes::new(1);
+        let (tx, resp, state) = channel_body_with(false);
+        let mut body = gzip_watch(resp, &encodes).into_body();
+        let (mut sent, mut expected) = (Vec::new(), Vec::new());
+        for part in 0..3 {
+            let objects = events(300, part);
+            tx.send(objects.clone()).unwrap();
+            expected.extend(objects);
+            while decodable(&sent) != expected {
+                sent.extend(vec(body.frame().await.unwrap().unwrap().into_data().unwrap()));
+            }
+            assert!(encodes.place().is_none(), "still deflating after pause {part}");
+        }
+        state.sent();
+        let tail = events(5, 9);
+        tx.send(tail.clone()).unwrap();
+        expected.extend(tail);
+        while decodable(&sent) != expected {
+            sent.extend(vec(body.frame().await.unwrap().unwrap().into_data().unwrap()));
+        }
+        assert!(encodes.place().is_some(), "the deflater is dropped once the state is sent and the stream caught up");
+        assert!(sent.len() < expected.len() / 5, "{} bytes for {}", sent.len(), expected.len());
+    }
+
     #[tokio::test]
     async fn an_event_larger_than_a_stored_block_goes_in_several() {
         let mut gz = Gz { deflate: None, crc: Crc::new(), started: true };
@@ -357,6 +432,14 @@ mod tests {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&member[..]).read_to_end(&mut out).unwrap();
         assert_eq!(out, event);
+    }
+
+    #[tokio::test]
+    async fn a_stream_without_an_initial_state_goes_out_as_it_is() {
+        let (_tx, mut resp) = channel_body();
+        resp.extensions_mut().clear();
+        let resp = gzip_watch(resp, &Encodes::new(1));
+        assert!(resp.headers().get(header::CONTENT_ENCODING).is_none());
     }
 
     #[tokio::test]

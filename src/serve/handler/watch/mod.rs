@@ -14,6 +14,7 @@ use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
+use crate::serve::compress::InitialState;
 use crate::serve::respond::respond;
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -167,7 +168,7 @@ pub async fn watch_proving(
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let resp = respond(StatusCode::OK, enc.content_type(), queued_body(rx));
+    let (resp, state) = streaming(enc.content_type(), rx, true);
     // The apiserver (with WatchList on, as it is by default) takes a watch from no
     // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
     // `sendInitialEvents=true`: its initial events then end with the initial-events-end
@@ -185,7 +186,7 @@ pub async fn watch_proving(
     let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = end_after.map(|e| (e.rv, e.wait));
-    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv), pending_end };
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv), pending_end, state };
     tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
 }
@@ -211,13 +212,27 @@ pub async fn watch_growing(
     // Not a Table: its columns come with the cache's state, which is not there yet.
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, None);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let resp = respond(StatusCode::OK, enc.content_type(), queued_body(rx));
+    // Not compressed (no `InitialState` in the response): on the cores kache shares with an
+    // apiserver and an informer starting with it, deflating cost more CPU than it spared.
+    let (resp, state) = streaming(enc.content_type(), rx, false);
     let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = opts.bookmarks.then(|| end_after.map_or((0, FAR), |e| (e.rv, e.wait)));
-    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: 0, pending_end };
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: 0, pending_end, state };
     tokio::spawn(w.run_growing(cache, growing, end));
     Ok(resp)
+}
+
+/// A watch's response, its body the chunks `rx` receives, and the mark of its initial state
+/// sent ([`InitialState`]), also in the response's extensions when the stream may be
+/// `compressed` ([`crate::serve::compress::gzip_watch`]).
+fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, compressed: bool) -> (Response<Body>, InitialState) {
+    let mut resp = respond(StatusCode::OK, content_type, queued_body(rx));
+    let state = InitialState::default();
+    if compressed {
+        resp.extensions_mut().insert(state.clone());
+    }
+    (resp, state)
 }
 
 /// The cache's broadcast for a watch: the index's for a selector pinning the indexed field.
@@ -293,6 +308,8 @@ struct Watcher {
     /// reaches this RV, or the stream ends when this long has passed after the state was
     /// sent ([`watch_proving`]).
     pending_end: Option<(u64, Duration)>,
+    /// Marked once the backlog (a WatchList's initial state) has been queued.
+    state: InitialState,
 }
 
 impl Watcher {
@@ -400,6 +417,7 @@ impl Watcher {
         if !self.backlog(&snap, backlog).await {
             return;
         }
+        self.state.sent();
         drop(snap);
         let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, &crate::telemetry::resource_labels(&self.enc.res));
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);

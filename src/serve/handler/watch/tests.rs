@@ -26,6 +26,7 @@ fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
         tx,
         last_rv: 0,
         pending_end: None,
+        state: InitialState::default(),
     }
 }
 
