@@ -687,9 +687,10 @@ fn shaped(resp: Response<Body>, source: Source, shape: Shape, encodes: &compress
     let ours = matches!(source, Source::Kache | Source::Cache);
     let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
     let resp = if shape.pretty && ours { compress::indented(resp, encodes) } else { resp };
-    let cached_ok = source == Source::Cache && resp.status() == http::StatusCode::OK;
+    // A WatchList's stream carries what `gzip_watch` needs; its refusals do not, and go as
+    // they are.
     let resp = match (shape.gzip && source == Source::Cache, shape.watch_list) {
-        (true, true) if cached_ok => compress::gzip_watch(resp, encodes),
+        (true, true) => compress::gzip_watch(resp, encodes),
         (true, false) => compress::gzip(resp, encodes),
         _ => resp,
     };

@@ -7,7 +7,7 @@
 //! profile of the informer puts 9% of its time there, and its sync took 1.8 times its LIST
 //! mode's. Compressed, it reads ten times the objects per read.
 //!
-//! So a WatchList to a client that accepts gzip is one gzip member in two parts:
+//! So a WatchList to a client that accepts gzip is one gzip member, sent in three steps:
 //! - until the watch has sent its initial state ([`InitialState`]), its frames are deflated
 //!   at level 1, as kache's LISTs are, and whenever the stream has nothing more ready what
 //!   was deflated is flushed (a sync flush: everything so far decodable);
@@ -133,22 +133,20 @@ impl Gz {
 
     /// `data` as stored blocks.
     fn stored(&mut self, mut data: Chunk) -> Vec<u8> {
-        let mut out = self.out(data.remaining() + 5 * (data.remaining() / STORED_MAX + 1));
-        let mut block = Vec::new();
+        let mut out = self.out(data.remaining() + 5 * (data.remaining() / STORED_MAX + 2));
         while data.has_remaining() {
             let piece = data.chunk();
             self.crc.update(piece);
-            block.extend_from_slice(piece);
+            for part in piece.chunks(STORED_MAX) {
+                // BFINAL 0, BTYPE 00 (stored), padded to the byte; LEN and its complement.
+                let len = part.len() as u16;
+                out.push(0);
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(&(!len).to_le_bytes());
+                out.extend_from_slice(part);
+            }
             let n = piece.len();
             data.advance(n);
-        }
-        for part in block.chunks(STORED_MAX) {
-            // BFINAL 0, BTYPE 00 (stored), padded to the byte; LEN and its complement.
-            let len = part.len() as u16;
-            out.push(0);
-            out.extend_from_slice(&len.to_le_bytes());
-            out.extend_from_slice(&(!len).to_le_bytes());
-            out.extend_from_slice(part);
         }
         out
     }
