@@ -463,7 +463,7 @@ pub struct SecurityArgs {
     #[arg(long, env = "KACHE_WRITE_TIMEOUT_SECONDS", default_value_t = crate::serve::server::WRITE_TIMEOUT.as_secs())]
     pub write_timeout_seconds: u64,
     /// Answers being indented (`pretty`, or a curl, Wget or browser user agent) or
-    /// gzip-compressed at once; each is encoded a frame at a time as it is sent, never held
+    /// gzip-compressed at once (a WatchList's while its initial state is sent); each is encoded a frame at a time as it is sent, never held
     /// whole. Past it an answer goes out compact or uncompressed
     /// (`kache_limit_hits_total{limit="max-concurrent-encodes"}`); 0 for no bound.
     #[arg(long, env = "KACHE_MAX_CONCURRENT_ENCODES", default_value_t = crate::serve::compress::MAX_ENCODES)]
