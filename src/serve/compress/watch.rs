@@ -58,7 +58,7 @@ impl InitialState {
         self.0.store(true, Ordering::Release);
     }
 
-    fn is_sent(&self) -> bool {
+    pub(crate) fn is_sent(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
 }

@@ -308,7 +308,7 @@ struct Watcher {
     /// reaches this RV, or the stream ends when this long has passed after the state was
     /// sent ([`watch_proving`]).
     pending_end: Option<(u64, Duration)>,
-    /// Marked once the backlog (a WatchList's initial state) has been queued.
+    /// Marked as the backlog's (a WatchList's initial state's) last chunk is queued.
     state: InitialState,
 }
 
@@ -409,6 +409,10 @@ impl Watcher {
             },
             Backlog::Nothing => {}
         }
+        // Marked before the last chunk is queued: once the client's connection has taken
+        // it, the stream's encoding sees the state sent (`gzip_watch` then drops its
+        // compressor at the next pause instead of keeping it until a later event).
+        self.state.sent();
         self.flush(&mut out).await
     }
 
@@ -417,7 +421,6 @@ impl Watcher {
         if !self.backlog(&snap, backlog).await {
             return;
         }
-        self.state.sent();
         drop(snap);
         let sent = metrics::counter!(crate::telemetry::WATCH_EVENTS_SENT, &crate::telemetry::resource_labels(&self.enc.res));
         let early = end.checked_sub(self.settings.bookmark_before_end).unwrap_or(end);

@@ -44,16 +44,21 @@ async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundarie
     }
     let b = w.enc.bookmark(500, true);
     frames.push(b.head.to_vec());
+    let state = w.state.clone();
     let reader = tokio::spawn(async move {
-        let mut chunks = Vec::new();
+        // Each chunk, and whether the state was marked sent when it was taken.
+        let mut taken = Vec::new();
         while let Some(c) = rx.recv().await {
-            chunks.push(c.chunk);
+            taken.push((c.chunk, state.is_sent()));
         }
-        chunks
+        taken
     });
     assert!(w.backlog(&snap, Backlog::State { end_bookmark: true, rv: 500 }).await);
     drop(w);
-    let chunks = reader.await.unwrap();
+    let taken = reader.await.unwrap();
+    // So a gzip encoding drops its compressor at the pause after the state, not at a later event.
+    assert_eq!(taken.last().map(|t| t.1), Some(true), "the state is marked sent when its last chunk is taken");
+    let chunks: Vec<Bytes> = taken.into_iter().map(|t| t.0).collect();
     assert_eq!(chunks.concat(), frames.concat(), "every frame once, in key order, then the bookmark");
     let mut ends = std::collections::BTreeSet::new();
     let mut at = 0;
