@@ -203,10 +203,12 @@ async fn real_a_watch_list_while_kache_loads_is_sent_its_list_as_it_arrives() {
     // kache starts with the pods' JSON list to load (30,000 pods: seconds in a release build,
     // a minute in a debug one); the WatchList comes while it loads.
     let Some(up) = real_upstream("real_a_watch_list_while_kache_loads") else { return };
+    // The apiserver's own list first (its RV a lower bound for the WatchList's, which comes
+    // later; pods are quiet): read after kache started, it gave kache's list time to end.
+    let (needed, want) = direct_pods().await;
     let k = crate::support::kache_loading(up.await, &["--preload", "pods", "--preload-encodings", "json"]).await;
     tier_namespace(&k).await;
     let _w = Writer::start(&k, "rv-mover-5");
-    let (needed, want) = direct_pods().await;
     assert!(!k.serving.serve.wait_synced(std::time::Duration::ZERO).await, "the pods' list has not ended yet");
     let (before, passed) = (k.serving.serve.cache_hits(), k.serving.serve.passed_through("not_synced"));
     let mut w = k.api.watch(WATCH_LIST, "application/json").await;
