@@ -66,12 +66,17 @@ pub(crate) fn boolean(v: &str) -> bool {
 /// Whether a raw query string asks for a watch (its first `watch` value true), for labelling
 /// a request before its options are parsed.
 pub fn watch_requested(query: Option<&str>) -> bool {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "watch").is_some_and(|(_, v)| boolean(&v))
+    flag(query, "watch")
 }
 
 /// Whether a watch asks for its initial events (`sendInitialEvents=true`: a WatchList).
 pub fn initial_events_requested(query: Option<&str>) -> bool {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "sendInitialEvents").is_some_and(|(_, v)| boolean(&v))
+    flag(query, "sendInitialEvents")
+}
+
+/// Whether the first `key` of `query` is true, as the apiserver reads a boolean parameter.
+fn flag(query: Option<&str>, key: &str) -> bool {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == key).is_some_and(|(_, v)| boolean(&v))
 }
 
 /// The apiserver's check of the `timeout` query parameter (its request-deadline filter, ahead
