@@ -32,6 +32,10 @@ pub const REQUESTS: &str = "kache_requests_total";
 /// non_resource, subresource, unknown_resource, scope, encoding, named_watch, view,
 /// unknown_field, not_synced, no_printer, cheaper_upstream, unproven, unavailable, stale).
 pub const PASSTHROUGH: &str = "kache_passthrough_total";
+/// Consistent LISTs the cost rule sent to the upstream checked against its metadata
+/// instead (`serve::check`), by outcome (`same`: answered from cache, the pages matched;
+/// `proven`: answered from cache, proven meanwhile; `differed`, `failed`: passed through).
+pub const CONSISTENT_CHECKS: &str = "kache_consistent_checks_total";
 /// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
 /// objects, by view (`metadata`, `table`) and verb.
 pub const CACHED_VIEWS: &str = "kache_cached_views_total";
@@ -130,6 +134,9 @@ pub fn install() -> Option<PrometheusHandle> {
                 metrics::counter!(UPSTREAM_FAULTS, "reason" => reason).increment(0);
             }
             register_limits();
+            for outcome in crate::serve::check::Outcome::LABELS {
+                metrics::counter!(CONSISTENT_CHECKS, "outcome" => outcome).increment(0);
+            }
             Some(handle)
         })
         .clone()

@@ -128,6 +128,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         watches_per_client: c.max_watches_per_client,
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         passthrough_factor: c.consistent_passthrough_factor,
+        check_cheaper_reads: c.cheaper_upstream_reads == crate::config::CheaperReads::Check,
         max_uri_bytes: 64 * 1024,
         encodes: crate::serve::compress::Encodes::new(crate::serve::compress::MAX_ENCODES),
         large_per_client: c.max_large_answers_per_client,

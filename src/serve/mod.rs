@@ -7,6 +7,7 @@
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
+pub(crate) mod check;
 pub(crate) mod compress;
 pub(crate) mod cost;
 pub mod discovery;
@@ -77,6 +78,9 @@ pub struct ServeSettings {
     pub serve_stale: Duration,
     /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
     pub passthrough_factor: f64,
+    /// `--cheaper-upstream-reads check`: a consistent LIST the cost rule sends to the
+    /// upstream is checked against its metadata first (see `check`).
+    pub check_cheaper_reads: bool,
     /// The bound on answers being indented (`pretty`) or gzip-compressed at once (past it
     /// they go out as they are), and the lane their jobs run in.
     pub encodes: compress::Encodes,
@@ -182,6 +186,8 @@ pub struct Serve {
     pub(crate) costs: Arc<cost::Costs>,
     /// Requests passed through, per [`PassThrough`] reason.
     passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
+    /// Consistent reads checked against the upstream's metadata, by outcome (`check::Outcome`).
+    checked: [std::sync::atomic::AtomicU64; check::Outcome::LABELS.len()],
     /// Answers being indented or compressed.
     encodes: compress::Encodes,
     /// Every client's large answers being sent.
@@ -220,6 +226,7 @@ impl Serve {
             passthrough,
             costs: Arc::new(cost::Costs::new(settings_factor)),
             passed: Default::default(),
+            checked: Default::default(),
             encodes,
             large,
             cheaper_upstream,
@@ -369,11 +376,14 @@ impl Serve {
         let upstream = self.upstream_check();
         let passed: serde_json::Map<String, serde_json::Value> =
             PassThrough::LABELS.iter().map(|r| (r.to_string(), self.passed_through(r).into())).collect();
+        let checked: serde_json::Map<String, serde_json::Value> =
+            check::Outcome::LABELS.iter().map(|o| (o.to_string(), self.checks(o).into())).collect();
         serde_json::json!({
             "upstream": {"up": upstream.pass, "detail": upstream.detail},
             "inFlightReads": self.in_flight(),
             "cacheHits": self.cache_hits(),
             "passThrough": passed,
+            "consistentChecks": checked,
             "caches": caches,
         })
     }
@@ -393,6 +403,18 @@ impl Serve {
     /// Requests passed through for `reason` (a [`PassThrough`] label) so far.
     pub fn passed_through(&self, reason: &str) -> u64 {
         PassThrough::LABELS.iter().position(|l| *l == reason).map_or(0, |i| self.passed[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Consistent reads checked against the upstream's metadata with `outcome` (`same`,
+    /// `proven`, `differed`, `failed`) so far.
+    pub fn checks(&self, outcome: &str) -> u64 {
+        check::Outcome::LABELS.iter().position(|l| *l == outcome).map_or(0, |i| self.checked[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Count a consistent read checked with `outcome`.
+    pub(crate) fn count_check(&self, outcome: check::Outcome) {
+        self.checked[outcome as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::counter!(telemetry::CONSISTENT_CHECKS, "outcome" => outcome.label()).increment(1);
     }
 
     /// Count a request passed through for `reason`.

@@ -17,10 +17,11 @@ use crate::body::Body;
 use crate::cache::feed::growing::Growing;
 use crate::cache::feed::{yielding, Feed, SyncEstimate};
 use crate::cache::object::{self, Object};
+use crate::serve::check::{self, Outcome};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
-use crate::serve::handler::EndAfter;
+use crate::serve::handler::{EndAfter, Verified};
 use crate::serve::limit::{Guarded, Held, Permit};
 use crate::serve::respond::StatusResponse;
 use crate::serve::Serve;
@@ -130,12 +131,23 @@ impl PassThrough {
 /// A request kache could answer from cache, before authorization.
 struct Plan<'a> {
     path: &'a ResourcePath,
+    /// The request's query string.
+    query: Option<&'a str>,
     resource: ResourceRef,
     format: Format,
     view: View,
     /// The parsed options, or the apiserver's answer to bad ones (given after authorization,
     /// as the apiserver judges options only for authorized requests).
     options: Result<Options, Status>,
+}
+
+/// What the freshness step leaves the answer to do.
+#[derive(Default)]
+struct Fresh {
+    /// A consistent WatchList's end bookmark waits for this RV (see [`Serve::proving`]).
+    end_after: Option<EndAfter>,
+    /// A LIST's page the upstream's metadata showed current (`serve::check`).
+    verified: Option<Verified>,
 }
 
 /// Whether a watch from no resourceVersion sends the state and then the initial-events-end
@@ -192,8 +204,8 @@ impl Serve {
         let resp = match growing {
             Some(growing) => self.growing_answer(&feed, growing, &plan, opts, arrived).await?,
             None => {
-                let end_after = self.fresh_enough(&feed, &plan, opts, &client).await?;
-                self.answer(&feed, plan.path, opts, (plan.format, plan.view), end_after).await
+                let fresh = self.fresh_enough(&feed, &plan, opts, &client).await?;
+                self.answer(&feed, plan.path, opts, (plan.format, plan.view), fresh).await
             }
         };
         self.count_view(req, &plan, opts);
@@ -368,7 +380,7 @@ impl Serve {
     /// the apiserver would answer it (PartialObjectMetadataList for a LIST,
     /// PartialObjectMetadata for a GET or WATCH; the other way round is its 406). The legacy
     /// watch of one named object is the upstream's.
-    fn plan<'a, B>(&self, req: &Request<B>, p: &'a ResourcePath) -> Result<Plan<'a>, PassThrough> {
+    fn plan<'a, B>(&self, req: &'a Request<B>, p: &'a ResourcePath) -> Result<Plan<'a>, PassThrough> {
         if req.method() != Method::GET {
             return Err(PassThrough::Write);
         }
@@ -405,7 +417,7 @@ impl Serve {
         if !served {
             return Err(PassThrough::View);
         }
-        Ok(Plan { path: p, resource, format, view, options })
+        Ok(Plan { path: p, query: req.uri().query(), resource, format, view, options })
     }
 
     /// The client's SubjectAccessReview (cached), when security is on.
@@ -431,10 +443,14 @@ impl Serve {
         p: &ResourcePath,
         opts: &Options,
         (format, view): (Format, View),
-        end_after: Option<EndAfter>,
+        fresh: Fresh,
     ) -> Result<Response<Body>, Status> {
         let cache = &feed.cache;
         let ns = p.namespace.as_deref();
+        if let Some(verified) = fresh.verified {
+            return handler::list_verified(cache, verified, ns, opts, (format, view));
+        }
+        let end_after = fresh.end_after;
         match &p.name {
             Some(name) => {
                 handler::get(cache, ns, name, format, view, Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata))
@@ -458,7 +474,7 @@ impl Serve {
     /// the upstream (a passed-through read), whose states there are not the cache's: a
     /// watch from where a relisted deletion may lie below it, and an exact-RV read in the
     /// span, are the upstream's too (see `cache::Gap`).
-    async fn fresh_enough(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<Option<EndAfter>, PassThrough> {
+    async fn fresh_enough(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<Fresh, PassThrough> {
         let named = plan.path.name.is_some();
         if opts.watch && !named && opts.rv.is_some_and(|n| n > 0 && n < feed.cache.snapshot().window.floor()) {
             return Err(PassThrough::Stale);
@@ -467,18 +483,21 @@ impl Serve {
             return Err(PassThrough::Stale);
         }
         let wait = self.settings.consistent_wait;
+        let latest = |r: Result<(), PassThrough>| r.map(|()| Fresh::default());
         if named || opts.watch {
             return match opts.rv {
                 // A watch's start is not weighed: kache exists to hold watches.
-                None if opts.watch && ends_initial_events(opts) => self.proving(feed, wait).await,
-                None if opts.watch => self.proven(feed, wait).await.map(|()| None),
-                None => self.consistent(feed, plan, opts, client).await.map(|()| None),
-                Some(n) => self.reached(feed, n, wait).await.map(|()| None),
+                None if opts.watch && ends_initial_events(opts) => {
+                    self.proving(feed, wait).await.map(|end_after| Fresh { end_after, verified: None })
+                }
+                None if opts.watch => latest(self.proven(feed, wait).await),
+                None => self.consistent(feed, plan, opts, client).await,
+                Some(n) => latest(self.reached(feed, n, wait).await),
             };
         }
         let past = match opts.list_mode() {
-            ListMode::Consistent => return self.consistent(feed, plan, opts, client).await.map(|()| None),
-            ListMode::NotOlderThan(n) => return self.reached(feed, n, wait).await.map(|()| None),
+            ListMode::Consistent => return self.consistent(feed, plan, opts, client).await,
+            ListMode::NotOlderThan(n) => return latest(self.reached(feed, n, wait).await),
             ListMode::Exact(n) => {
                 self.reached(feed, n, wait).await?;
                 Some(n)
@@ -488,9 +507,27 @@ impl Serve {
         };
         let cache = &feed.cache;
         match past {
+            // A later page of a list read at a state the cache has not proven (a page a
+            // check verified, or the upstream's): checked in its turn.
+            Some(n) if n > cache.progress() && cache.vouches_for(n) => {
+                self.checked(feed, plan, opts).await.map_err(|_| PassThrough::Unproven)
+            }
             Some(n) if !cache.vouches_for(n) || (n <= cache.progress() && cache.at(n).is_err()) => Err(PassThrough::Stale),
-            _ => Ok(None),
+            _ => Ok(Fresh::default()),
         }
+    }
+
+    /// A LIST's page checked against the upstream's metadata (`serve::check`), the outcome
+    /// counted.
+    async fn checked(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<Fresh, Outcome> {
+        let result = check::check(feed, plan.path.namespace.as_deref(), plan.query, opts).await;
+        let outcome = match &result {
+            Ok(Some(_)) => Outcome::Same,
+            Ok(None) => Outcome::Proven,
+            Err(o) => *o,
+        };
+        self.count_check(outcome);
+        result.map(|verified| Fresh { end_after: None, verified })
     }
 
     /// A consistent WatchList: the upstream's current RV, which its end bookmark waits for
@@ -513,7 +550,7 @@ impl Serve {
     /// cost rule, `serve::cost`) and `client` has not spent its budget of such reads. The
     /// proof is waited for no longer than the upstream would take; concurrent readers of a
     /// kind share its probes.
-    async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<(), PassThrough> {
+    async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<Fresh, PassThrough> {
         let kind = kind_key(&feed.cache.resource);
         // Summing stops well past the break-even: beyond it only the proof's bound changes.
         let bytes = match self.costs.break_even(&kind) {
@@ -524,8 +561,13 @@ impl Serve {
             // Within the client's budget of such reads (`--max-cheaper-upstream-bytes-per-client`);
             // past it the read waits for the proof and is answered from memory, so one client
             // cannot make the apiserver do work kache could do instead.
+            // A LIST is checked against the upstream's metadata first; a GET (an etcd read
+            // for the apiserver, as is a check of it) goes through.
             Decision::Upstream if self.cheaper_upstream.take(&client.to_string(), bytes.max(1) as f64) => {
-                return Err(PassThrough::CheaperUpstream { bytes })
+                if plan.path.name.is_some() || !self.settings.check_cheaper_reads {
+                    return Err(PassThrough::CheaperUpstream { bytes });
+                }
+                return self.checked(feed, plan, opts).await.map_err(|_| PassThrough::CheaperUpstream { bytes });
             }
             Decision::Upstream => self.settings.consistent_wait,
             Decision::Prove(bound) => bound,
@@ -541,7 +583,7 @@ impl Serve {
             }
             Err(_) => {}
         }
-        proven
+        proven.map(|()| Fresh::default())
     }
 
     /// Whether the cache has caught up with the upstream's current RV, waiting at most

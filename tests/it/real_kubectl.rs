@@ -635,3 +635,69 @@ async fn real_a_crds_changed_printer_columns_are_printed_from_cache_once_its_wat
     gizmos_crd(&direct, json!([])).await;
     k.api.delete(&format!("{path}/{name}")).await;
 }
+
+/// Merge-patch `path` directly at the apiserver (not through kache).
+async fn direct_merge_patch(direct: &kube::Client, path: &str, patch: &Value) {
+    use http_body_util::BodyExt;
+    let req = http::Request::patch(path)
+        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+        .body(kube::client::Body::from(patch.to_string().into_bytes()))
+        .unwrap();
+    let resp = direct.send(req).await.expect("patch");
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(code, 200, "{path}: {}", String::from_utf8_lossy(&body));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_small_consistent_lists_are_checked_against_the_apiservers_metadata_and_printed_from_cache() {
+    // The default cost rule (factor 1): these reads are ones the apiserver answers sooner than
+    // a freshness proof, so kache checks them against its metadata.
+    let flags = ["--preload", "pods,nodes,namespaces", "--consistent-passthrough-factor", "1"];
+    let Some(k) = real_with("real_small_consistent_lists_checked", &flags).await else { return };
+    let serve = &k.serving.serve;
+    let one = k.api.get_ok(POPULATED_POD).await;
+    let (ns, name) = (
+        one["items"][0]["metadata"]["namespace"].as_str().unwrap().to_string(),
+        one["items"][0]["metadata"]["name"].as_str().unwrap().to_string(),
+    );
+    let _w = Writer::start(&k, "rv-mover-checks");
+    let via = crate::support::Kubectl::new(&format!("http://{}", k.serving.addr));
+    let cache = tempfile::tempdir().unwrap();
+    let checked = || serve.checks("same") + serve.checks("proven");
+    for args in [
+        vec!["get", "pods", "-n", &ns],
+        vec!["get", "pods", "-n", &ns, "--chunk-size=100"],
+        vec!["get", "nodes"],
+        vec!["get", "namespaces"],
+    ] {
+        let (c0, passed) = (checked(), serve.passed_through("cheaper_upstream"));
+        let (hits, _) = prints_the_same(&k, &via, cache.path(), &args).await;
+        let what = format!("kubectl {}", args.join(" "));
+        assert!(hits >= 1 && checked() > c0, "{what}: checked and answered from cache ({hits} hits)");
+        assert_eq!(serve.passed_through("cheaper_upstream"), passed, "{what}: nothing passed through");
+    }
+    // Read your own write: a pod labelled directly at the apiserver is in the next consistent
+    // LIST through kache, whose check sees the pod's new version.
+    let direct = direct_client().await;
+    let mark = format!("m{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    for round in 0..5 {
+        let value = format!("{mark}-{round}");
+        direct_merge_patch(
+            &direct,
+            &format!("/api/v1/namespaces/{ns}/pods/{name}"),
+            &json!({"metadata": {"labels": {"kache-check": value}}}),
+        )
+        .await;
+        let list = k.api.get_ok(&format!("/api/v1/namespaces/{ns}/pods?labelSelector=kache-check%3D{value}")).await;
+        let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, vec![name.as_str()], "round {round}: the write is read back");
+    }
+    eprintln!(
+        "checks: same {}, proven {}, differed {}, failed {}",
+        serve.checks("same"),
+        serve.checks("proven"),
+        serve.checks("differed"),
+        serve.checks("failed")
+    );
+}

@@ -117,8 +117,9 @@ async fn a_custom_resources_table_before_its_crd_was_read_has_no_printer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_consistent_reads_go_upstream_at_once_and_large_ones_wait_for_the_proof() {
-    // Factor 0.01: the upstream is preferred for answers up to about 160 KB (seeded costs).
-    let (sim, k) = setup(&["--consistent-passthrough-factor", "0.01"]).await;
+    // Factor 0.01: the upstream is preferred for answers up to about 160 KB (seeded costs);
+    // those are passed through as they are (not checked).
+    let (sim, k) = setup(&["--consistent-passthrough-factor", "0.01", "--cheaper-upstream-reads", "pass-through"]).await;
     // Three namespaces: a few hundred bytes. Cheaper upstream, and the same answer.
     passes_for(&k, "cheaper_upstream", Some(200), || k.api.get("/api/v1/namespaces")).await;
     // One pod by name: an etcd read for the apiserver.
@@ -138,6 +139,77 @@ async fn small_consistent_reads_go_upstream_at_once_and_large_ones_wait_for_the_
     assert!(list_rv(&got) >= list_rv(&pods), "a consistent read: at least the upstream's RV when asked");
 }
 
+/// The names of a LIST's items (a Table's rows or the objects).
+fn names(list: &serde_json::Value) -> Vec<String> {
+    let items = list["items"].as_array().or_else(|| list["rows"].as_array()).expect("items or rows");
+    items.iter().map(|i| i["metadata"]["name"].as_str().or_else(|| i["object"]["metadata"]["name"].as_str()).unwrap().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_consistent_list_is_checked_against_the_upstreams_metadata_and_answered_from_cache() {
+    let (sim, k) = setup(&["--consistent-passthrough-factor", "0.01"]).await;
+    let serve = &k.serving.serve;
+    let checked = || serve.checks("same") + serve.checks("proven");
+    // The namespaces: the upstream's metadata says the cache holds them as they are.
+    let (hits, before, c0) = (serve.cache_hits(), counts(&k), checked());
+    let upstream_rv = list_rv(&sim.api.get("/api/v1/namespaces").await.json());
+    let r = k.api.get("/api/v1/namespaces").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!((serve.cache_hits(), counts(&k), checked()), (hits + 1, before.clone(), c0 + 1), "checked and answered from cache");
+    assert_eq!(names(&r.json()), names(&sim.api.get("/api/v1/namespaces").await.json()));
+    assert!(list_rv(&r.json()) >= upstream_rv, "at the upstream's RV when checked, not the cache's");
+    // A namespace's pods as a Table, five to a page (as kubectl pages): every page from
+    // cache, each checked or proven at the first page's RV; together the namespace's pods.
+    let direct = sim.api.get("/api/v1/pods").await.json();
+    let ns = direct["items"][0]["metadata"]["namespace"].as_str().unwrap().to_string();
+    let mut want: Vec<String> = direct["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["metadata"]["namespace"] == ns.as_str())
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    want.sort();
+    let (hits, mut got, mut cont, mut pages) = (serve.cache_hits(), Vec::new(), String::new(), 0);
+    loop {
+        let q = if cont.is_empty() { String::new() } else { format!("&continue={cont}") };
+        let r = k.api.get_with(&format!("/api/v1/namespaces/{ns}/pods?limit=5{q}"), &[("accept", TABLE)]).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let page = r.json();
+        assert_eq!(page["kind"], "Table");
+        got.extend(names(&page));
+        pages += 1;
+        cont = page["metadata"]["continue"].as_str().unwrap_or("").to_string();
+        if cont.is_empty() {
+            break;
+        }
+    }
+    got.sort();
+    assert_eq!(got, want, "the namespace's pods, each once");
+    assert!(pages > 1, "{pages} pages");
+    assert_eq!(serve.cache_hits(), hits + pages, "every page from cache");
+    assert_eq!(counts(&k), before, "nothing passed through");
+    // A pod by name goes to the upstream (a check would cost it the same etcd read).
+    let m = &direct["items"][0]["metadata"];
+    let path = format!("/api/v1/namespaces/{ns}/pods/{}", m["name"].as_str().unwrap());
+    passes_for(&k, "cheaper_upstream", Some(200), || k.api.get(&path)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_the_upstream_does_not_answer_passes_the_read_through() {
+    let sim = start(&cluster(SIM)).await;
+    let proxy = Proxy::start(&sim.addr, true).await;
+    let k = kache_in_front(&proxy.addr.to_string(), &["--preload", "pods", "--consistent-passthrough-factor", "0.01"]).await;
+    assert!(k.serving.serve.wait_synced(crate::support::QUICK).await);
+    let ns = sim.api.get("/api/v1/pods").await.json()["items"][0]["metadata"]["namespace"].as_str().unwrap().to_string();
+    // The upstream refuses this namespace's pods to anyone (kache's check included).
+    proxy.refuse(&format!("/api/v1/namespaces/{ns}/pods"));
+    let failed = k.serving.serve.checks("failed");
+    let path = format!("/api/v1/namespaces/{ns}/pods");
+    passes_for(&k, "cheaper_upstream", Some(403), || k.api.get(&path)).await;
+    assert_eq!(k.serving.serve.checks("failed"), failed + 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn factor_zero_answers_every_consistent_read_from_cache() {
     let (_sim, k) = setup(&["--consistent-passthrough-factor", "0"]).await;
@@ -154,7 +226,15 @@ async fn factor_zero_answers_every_consistent_read_from_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clients_cheaper_upstream_reads_past_its_budget_are_proven_and_answered_from_cache() {
     // A budget of 1 byte a second: the first small consistent read spends it (and more).
-    let (_sim, k) = setup(&["--consistent-passthrough-factor", "0.01", "--max-cheaper-upstream-bytes-per-client", "1"]).await;
+    let flags = [
+        "--consistent-passthrough-factor",
+        "0.01",
+        "--max-cheaper-upstream-bytes-per-client",
+        "1",
+        "--cheaper-upstream-reads",
+        "pass-through",
+    ];
+    let (_sim, k) = setup(&flags).await;
     passes_for(&k, "cheaper_upstream", Some(200), || k.api.get("/api/v1/namespaces")).await;
     let hits = k.serving.serve.cache_hits();
     let before = counts(&k);

@@ -294,22 +294,24 @@ pub(super) fn pb_list_meta(m: &[u8]) -> Result<Page, DecodeError> {
 
 /// What a metadata list says of an object: enough to tell whether the cache's copy is it.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Identity {
-    pub(super) key: Key,
-    pub(super) rv: u64,
+pub struct Identity {
+    /// Store key (`namespace/name` or `name`).
+    pub key: Key,
+    /// `metadata.resourceVersion`.
+    pub rv: u64,
 }
 
 /// The identities of a protobuf PartialObjectMetadataList's items (the `k8s\0` envelope),
-/// and its (RV, continue).
-pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Identity>) -> Result<(u64, String), DecodeError> {
+/// and its list metadata.
+pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Identity>) -> Result<Page, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("metadata list");
     let (_, _, raw) = wire::open_envelope(body).ok_or(DecodeError::Protobuf("metadata list envelope"))?;
-    let (mut pos, mut rv, mut cont) = (0, 0, String::new());
+    let (mut pos, mut page) = (0, Page::default());
     while pos < raw.len() {
         let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
         let m = &raw[range];
         match field {
-            1 => Page { rv, cont, .. } = pb_list_meta(m)?,
+            1 => page = pb_list_meta(m)?,
             2 => {
                 // PartialObjectMetadata { metadata: ObjectMeta = 1 }
                 let (mut p, mut meta) = (0, None);
@@ -324,7 +326,7 @@ pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Identity>) -> Result<(u64
             _ => {}
         }
     }
-    Ok((rv, cont))
+    Ok(page)
 }
 
 /// Key and resourceVersion of a protobuf ObjectMeta.
@@ -463,7 +465,7 @@ pub(super) mod tests {
         let (_, kind, _) = wire::open_envelope(&pb).unwrap();
         assert_eq!(kind, "PartialObjectMetadataList");
         let mut got = Vec::new();
-        let (rv, cont) = pb_identities(&pb, &mut got).unwrap();
+        let Page { rv, cont, .. } = pb_identities(&pb, &mut got).unwrap();
         let want: Vec<Identity> = json["items"]
             .as_array()
             .unwrap()

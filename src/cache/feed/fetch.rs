@@ -26,12 +26,16 @@ pub(super) fn object_at_path(r: &Resource, key: &str, rv: u64) -> String {
         Some((ns, name)) => (Some(ns), name),
         None => (None, key),
     };
-    let base = match (ns, r.group.is_empty()) {
+    format!("{}?fieldSelector={}&resourceVersion={rv}&resourceVersionMatch=Exact", scoped_path(r, ns), name_selector(name))
+}
+
+/// The collection path of `r` in `namespace`, or across all namespaces.
+pub(crate) fn scoped_path(r: &Resource, namespace: Option<&str>) -> String {
+    match (namespace, r.group.is_empty()) {
         (Some(ns), true) => format!("/api/{}/namespaces/{ns}/{}", r.version, r.plural),
         (Some(ns), false) => format!("/apis/{}/{}/namespaces/{ns}/{}", r.group, r.version, r.plural),
         (None, _) => collection_path(r),
-    };
-    format!("{base}?fieldSelector={}&resourceVersion={rv}&resourceVersionMatch=Exact", name_selector(name))
+    }
 }
 
 /// The name [`rv_probe_path`] looks up: not a DNS-1123 name (it ends in `-`), so no object

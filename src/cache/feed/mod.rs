@@ -14,6 +14,7 @@
 //! - `growing`: the initial list's objects as its pages arrive, for a WatchList that comes
 //!   while the cache loads.
 
+mod check;
 mod decode;
 pub(crate) mod fetch;
 mod freshness;
@@ -23,7 +24,8 @@ mod state;
 mod streamed;
 pub mod yielding;
 
-pub use decode::DecodeError;
+pub use check::Identities;
+pub use decode::{DecodeError, Identity};
 pub use fetch::collection_path;
 pub(crate) use fetch::fetch;
 

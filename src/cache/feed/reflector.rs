@@ -26,7 +26,7 @@ const PAGE: u64 = 500;
 const FETCH_AT_MOST: usize = 1000;
 
 /// A metadata LIST in protobuf.
-const METADATA_LIST_PB: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+pub(super) const METADATA_LIST_PB: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
 impl Steps for Feed {
     async fn list(&self, relist: bool) -> Result<u64, InformerError> {
@@ -355,11 +355,11 @@ impl Feed {
         let mut cont = String::new();
         loop {
             let body = fetch(&self.upstream, &page_path(&base, Some(PAGE), &cont), METADATA_LIST_PB).await?;
-            let (rv, next) = decode::pb_identities(&body, &mut ids)?;
-            if next.is_empty() {
-                return Ok((ids, rv));
+            let page = decode::pb_identities(&body, &mut ids)?;
+            if page.cont.is_empty() {
+                return Ok((ids, page.rv));
             }
-            cont = next;
+            cont = page.cont;
         }
     }
 

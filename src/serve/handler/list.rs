@@ -47,10 +47,55 @@ impl Selected<'_> {
 /// (`PartialObjectMetadataList`).
 pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format, view: View) -> Result<Response<Body>, Status> {
     let (rv, snap) = snapshot(cache, opts).await?;
+    answer(cache, Verified { snap, rv, remaining: None }, namespace, opts, (fmt, view))
+}
+
+/// A LIST's page found current by the upstream's metadata (`serve::check`): the snapshot
+/// whose page matched the upstream's, item for item, and what the upstream said of it.
+pub struct Verified {
+    /// The snapshot the page is read from.
+    pub snap: Arc<Snapshot>,
+    /// The resourceVersion the page is reported at, and its continue token carries.
+    pub rv: u64,
+    /// The upstream's `remainingItemCount`, reported in place of the snapshot's (the items
+    /// after the page were not compared). `None`: the snapshot's own.
+    pub remaining: Option<Option<u64>>,
+}
+
+/// Answer a LIST from a snapshot checked against the upstream's metadata ([`Verified`]).
+pub fn list_verified(
+    cache: &KindCache,
+    v: Verified,
+    namespace: Option<&str>,
+    opts: &Options,
+    shape: (Format, View),
+) -> Result<Response<Body>, Status> {
+    opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
+    answer(cache, v, namespace, opts, shape)
+}
+
+/// The items a LIST's page holds in `snap`, and whether `limit` cut it: what a check
+/// compares with the upstream's page.
+pub fn page_items<'s>(cache: &KindCache, snap: &'s Snapshot, namespace: Option<&str>, opts: &Options) -> (Vec<&'s Arc<Object>>, bool) {
+    let page = collect(snap, 0, namespace, opts, cache.resource.index.as_deref());
+    (page.items, page.cont.is_some())
+}
+
+fn answer(
+    cache: &KindCache,
+    v: Verified,
+    namespace: Option<&str>,
+    opts: &Options,
+    (fmt, view): (Format, View),
+) -> Result<Response<Body>, Status> {
     let index = cache.resource.index.as_deref();
+    let Verified { snap, rv, remaining } = v;
     // The body holds the snapshot and borrows the items' stored bytes from it.
     let body = try_stitched(snap, |snap| {
-        let page = collect(snap, rv, namespace, opts, index);
+        let mut page = collect(snap, rv, namespace, opts, index);
+        if let (Some(n), true) = (remaining, page.cont.is_some()) {
+            page.remaining = n;
+        }
         match view {
             View::Metadata { beta, .. } => stitch_metadata(cache, &page, fmt, beta),
             View::Table { beta } => stitch_table(cache, snap, &page, beta, opts),

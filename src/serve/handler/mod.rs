@@ -9,7 +9,7 @@ pub(crate) mod table;
 mod watch;
 
 pub use get::get;
-pub use list::{list, page, Page};
+pub use list::{list, list_verified, page, page_items, Page, Verified};
 pub use watch::{watch, watch_growing, watch_proving, EndAfter, WatchBuffers, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFER_BYTES};
 
 use crate::api::query::Options;
