@@ -4,7 +4,8 @@
 //! - `serve/`: everything one request touches, in order: `server` (accept, TLS, HTTP/1.1
 //!   and HTTP/2, drain), `limit` (in-flight caps), `read` (can the cache answer?
 //!   authorization, freshness, or a typed `PassThrough` reason), `cost` (whether a
-//!   consistent read waits for a proof or goes upstream at once), `handler/` (`get`, `list`, `watch` from one snapshot; in
+//!   consistent read waits for a proof or goes upstream at once), `check` (a small
+//!   consistent LIST checked against the upstream's metadata instead), `handler/` (`get`, `list`, `watch` from one snapshot; in
 //!   `handler/tests/` the read path against a real apiserver's answers), `respond` (the
 //!   headers every answer carries, a `Status` as a response), `compress` (gzip, `pretty`), `proxy`
 //!   (pass-through, upgrades), `discovery` (which resources the upstream serves).
@@ -13,7 +14,8 @@
 //!   (stored bytes and selector fields), `feed/` (the reflector that fills a `KindCache`:
 //!   `state`, its retry loop as a state machine; `reflector`, LIST + WATCH + relist;
 //!   `streamed`, an unpaged LIST's items cut as they arrive; `growing`, the initial list
-//!   as it arrives; `freshness`, probes; `decode`, JSON and protobuf; `fetch`).
+//!   as it arrives; `freshness`, probes; `check`, a page's metadata for `serve::check`;
+//!   `decode`, JSON and protobuf; `fetch`).
 //! - `upstream/`: the upstream apiserver, the one way to it: the client, its connection
 //!   pools (`pool`), its health as kache's monitor finds it (`health`; kache's own readiness
 //!   is `serve`'s and `admin`'s), the discovery documents kept for its outages
@@ -45,10 +47,13 @@
 //!    (`Serve::feed`).
 //! 5. `permit` takes an in-flight place (`serve::limit`).
 //! 6. `fresh_enough`: a consistent LIST is weighed by `serve::cost::Costs::decide` (the
-//!    upstream's measured time for the answer's bytes against the expected proof wait):
-//!    cheaper upstream, it passes through at once; else `Serve::consistent` asks
-//!    `cache::feed::Feed::upstream_rv` and `Feed::prove` waits for the cache to be proven
-//!    at that RV (a freshness probe), no longer than the upstream would take.
+//!    upstream's measured time for the answer's bytes against the expected proof wait).
+//!    Cheaper upstream, `serve::check` asks the upstream for the same page as metadata
+//!    (`cache::feed::Feed::page_identities`) and, when the cache's page holds the same
+//!    objects at the same versions, answers it at the upstream's RV
+//!    (`handler::list_verified`); else it passes through. Otherwise `Serve::consistent` asks
+//!    `Feed::upstream_rv` and `Feed::prove` waits for the cache to be proven at that RV (a
+//!    freshness probe), no longer than the upstream would take.
 //! 7. `serve::handler::list` picks a snapshot (`KindCache::latest`, `KindCache::at` for past
 //!    RVs) and selects items (`handler::candidates`, the `spec.nodeName` index, selectors).
 //! 8. `list::stitch` writes the list head and borrows each item's stored bytes.

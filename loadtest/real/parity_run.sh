@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The parity benchmark (issue 22) against a kache this script starts: a release kache in front
+# of the real apiserver with its default settings (plus any flags given after OUT), then
+# parity.py through it and directly, then kache's pass-through and check counters.
+#   bash loadtest/real/parity_run.sh target/release/kache OUT [kache flags...]
+# Writes OUT.txt (the table, then the counters) and OUT.json. Needs ~/real-apiserver of
+# ../shared/real-apiserver.
+set -euo pipefail
+KB=$(realpath "$1"); OUT=$(realpath -m "$2"); shift 2
+REAL=${REAL_APISERVER:-$HOME/real-apiserver}
+HERE=$(cd "$(dirname "$0")" && pwd)
+D=$(mktemp -d)
+"$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --upstream-context admin --listen 127.0.0.1:0 \
+  --addr-file "$D/addr" --admin-listen 127.0.0.1:0 --admin-addr-file "$D/admin" \
+  --client-kubeconfig-out "$D/kache.kubeconfig" "$@" >"$D/kache.log" 2>&1 &
+KP=$!
+trap 'kill $KP 2>/dev/null; rm -rf "$D"' EXIT
+until [ -s "$D/admin" ] && curl -sf "http://$(cat "$D/admin")/readyz" >/dev/null; do sleep 0.5; done
+python3 "$HERE/parity.py" --kache-kubeconfig "$D/kache.kubeconfig" --direct-kubeconfig "$REAL/kubeconfig" \
+  --context admin -n 5 --json "$OUT.json" >"$OUT.txt" 2>&1
+curl -s "http://$(cat "$D/admin")/metrics" | grep -E '^kache_(consistent_checks|passthrough)_total' >>"$OUT.txt"
