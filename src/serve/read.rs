@@ -508,10 +508,12 @@ impl Serve {
         let cache = &feed.cache;
         match past {
             // A later page of a list read at a state the cache has not proven (a page a
-            // check verified, or the upstream's): checked in its turn.
-            Some(n) if n > cache.progress() && cache.vouches_for(n) => {
-                self.checked(feed, plan, opts).await.map_err(|_| PassThrough::Unproven)
-            }
+            // check verified, or the upstream's): checked in its turn, or (with checks off)
+            // answered once the cache is proven at that state.
+            Some(n) if n > cache.progress() && cache.vouches_for(n) => match self.settings.check_cheaper_reads {
+                true => self.checked(feed, plan, opts).await.map_err(|_| PassThrough::Unproven),
+                false => latest(self.reached(feed, n, wait).await),
+            },
             Some(n) if !cache.vouches_for(n) || (n <= cache.progress() && cache.at(n).is_err()) => Err(PassThrough::Stale),
             _ => Ok(Fresh::default()),
         }
