@@ -39,19 +39,25 @@ impl Feed {
                 return Ok(rv);
             }
         }
-        if let Some(why) = self.upstream.suspected() {
-            return Err(InformerError::Transport(why.into()));
-        }
         let started = Instant::now();
-        let body = tokio::select! {
-            body = self.fetch_rv() => body?,
-            why = self.upstream.until_unavailable() => return Err(InformerError::Transport(why.into())),
-        };
+        let body = self.while_up(self.fetch_rv()).await?;
         let list: ListJson<'_> = serde_json::from_slice(&body).map_err(DecodeError::from)?;
         let rv = list.rv()?;
         *last = Some((started, rv));
         metrics::gauge!(telemetry::RV_LAG, &self.labels()).set(rv.saturating_sub(self.cache.progress()) as f64);
         Ok(rv)
+    }
+
+    /// `call` to the upstream, failed at once when the upstream is already found hung or
+    /// unreachable, or when it is found so while `call` waits.
+    pub(super) async fn while_up<T>(&self, call: impl std::future::Future<Output = Result<T, InformerError>>) -> Result<T, InformerError> {
+        if let Some(why) = self.upstream.suspected() {
+            return Err(InformerError::Transport(why.into()));
+        }
+        tokio::select! {
+            result = call => result,
+            why = self.upstream.until_unavailable() => Err(InformerError::Transport(why.into())),
+        }
     }
 
     /// The answer to a probe of the upstream's RV: a LIST of one name ([`rv_probe_path`]), or

@@ -70,7 +70,7 @@ pub fn list_verified(
     opts: &Options,
     shape: (Format, View),
 ) -> Result<Response<Body>, Status> {
-    opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
+    validate_fields(cache, opts)?;
     answer(cache, v, namespace, opts, shape)
 }
 
@@ -115,8 +115,13 @@ pub async fn page(cache: &KindCache, namespace: Option<&str>, opts: &Options) ->
 
 /// Check the field selector, then pick the snapshot the request reads.
 async fn snapshot(cache: &KindCache, opts: &Options) -> Result<(u64, Arc<Snapshot>), Status> {
-    opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
+    validate_fields(cache, opts)?;
     pick(cache, opts).await
+}
+
+/// The apiserver's 400 for a field selector on a field the kind does not select on.
+fn validate_fields(cache: &KindCache, opts: &Options) -> Result<(), Status> {
+    opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))
 }
 
 /// Wait until the cache reaches `rv`, or fail with the apiserver's 504.
