@@ -128,6 +128,16 @@ pub enum CheaperReads {
     PassThrough,
 }
 
+/// `--revision-ledger`: whether consistent reads may be proven by other resources' writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RevisionLedger {
+    /// Proven by the ledger when every revision since the cache's proof was another
+    /// resource's write.
+    On,
+    /// Proven only by bookmarks and checks.
+    Off,
+}
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -228,6 +238,16 @@ pub struct CacheArgs {
     /// objects or their Table. `pass-through`: the read goes to the upstream at once.
     #[arg(long, env = "KACHE_CHEAPER_UPSTREAM_READS", value_enum, default_value_t = CheaperReads::Check)]
     pub cheaper_upstream_reads: CheaperReads,
+    /// Prove a consistent LIST current by the revision ledger: etcd gives every write a
+    /// revision of its own, so when every revision between the cache's last proof and the
+    /// upstream's current resourceVersion (a one-key LIST) was a write kache's watches saw to
+    /// another resource, the cache is current, with no bookmark to wait for and no check to
+    /// send (`kache_consistent_checks_total{outcome="accounted"}`). It pays off when kache
+    /// caches the kinds that move the resourceVersion (leases, configmaps...: `--preload`).
+    /// A resource joins the ledger once its resourceVersions are seen to interleave with the
+    /// other resources' (one etcd); Events never do. `off`: bookmarks and checks only.
+    #[arg(long, env = "KACHE_REVISION_LEDGER", value_enum, default_value_t = RevisionLedger::On)]
+    pub revision_ledger: RevisionLedger,
     /// Seconds between periodic bookmarks on watches kache serves.
     /// A number of seconds or a duration (`90s`, `1m30s`).
     #[arg(

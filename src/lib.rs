@@ -11,10 +11,12 @@
 //!   (pass-through, upgrades), `discovery` (which resources the upstream serves).
 //! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
-//!   (stored bytes and selector fields), `feed/` (the reflector that fills a `KindCache`:
+//!   (stored bytes and selector fields), `ledger` (which resource wrote each recent revision
+//!   of the upstream's storage), `feed/` (the reflector that fills a `KindCache`:
 //!   `state`, its retry loop as a state machine; `reflector`, LIST + WATCH + relist;
 //!   `streamed`, an unpaged LIST's items cut as they arrive; `growing`, the initial list
-//!   as it arrives; `freshness`, probes; `check`, a page's metadata for `serve::check`;
+//!   as it arrives; `freshness`, probes; `account`, its part in the ledger; `check`, a
+//!   page's metadata for `serve::check`;
 //!   `decode`, JSON and protobuf; `fetch`).
 //! - `upstream/`: the upstream apiserver, the one way to it: the client, its connection
 //!   pools (`pool`), its health as kache's monitor finds it (`health`; kache's own readiness
@@ -46,7 +48,10 @@
 //!    `api::query::Options::parse`), `authorize` (cached SubjectAccessReview), the feed
 //!    (`Serve::feed`).
 //! 5. `permit` takes an in-flight place (`serve::limit`).
-//! 6. `fresh_enough`: a consistent LIST is weighed by `serve::cost::Costs::decide` (the
+//! 6. `fresh_enough`: a consistent LIST is first proven by the revision ledger when it can
+//!    be (`Feed::ledger_proof`: the upstream's current RV from `Feed::upstream_rv`, and every
+//!    revision since the cache's progress another resource's write, `cache::ledger`). If not,
+//!    it is weighed by `serve::cost::Costs::decide` (the
 //!    upstream's measured time for the answer's bytes against the expected proof wait).
 //!    Cheaper upstream, `serve::check` asks the upstream for the same page as metadata
 //!    (`cache::feed::Feed::page_identities`) and, when the cache's page holds the same

@@ -32,9 +32,12 @@ pub const REQUESTS: &str = "kache_requests_total";
 /// non_resource, subresource, unknown_resource, scope, encoding, named_watch, view,
 /// unknown_field, not_synced, no_printer, cheaper_upstream, unproven, unavailable, stale).
 pub const PASSTHROUGH: &str = "kache_passthrough_total";
-/// Consistent LISTs the cost rule sent to the upstream checked against its metadata
-/// instead (`serve::check`), by outcome (`same`: answered from cache, the pages matched;
-/// `proven`: answered from cache, proven meanwhile; `differed`, `failed`: passed through).
+/// Consistent LISTs proven current without waiting for a bookmark, by outcome:
+/// `accounted`: by the revision ledger (`cache::ledger`), every revision since the cache's
+/// last proof another resource's write; or checked against the upstream's metadata
+/// (`serve::check`) where the cost rule would send them upstream: `same`, answered from
+/// cache, the pages matched; `proven`, answered from cache, proven meanwhile; `differed`,
+/// `failed`, passed through.
 pub const CONSISTENT_CHECKS: &str = "kache_consistent_checks_total";
 /// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
 /// objects, by view (`metadata`, `table`) and verb.

@@ -129,6 +129,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         serve_stale: Duration::from_secs(c.serve_stale_seconds),
         passthrough_factor: c.consistent_passthrough_factor,
         check_cheaper_reads: c.cheaper_upstream_reads == crate::config::CheaperReads::Check,
+        revision_ledger: c.revision_ledger == crate::config::RevisionLedger::On,
         max_uri_bytes: 64 * 1024,
         encodes: crate::serve::compress::Encodes::new(crate::serve::compress::MAX_ENCODES),
         large_per_client: c.max_large_answers_per_client,

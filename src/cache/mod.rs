@@ -4,6 +4,7 @@
 //! instead of delaying the writer or anyone else.
 
 pub mod feed;
+pub mod ledger;
 pub(crate) mod object;
 pub(crate) mod store;
 pub(crate) mod window;

@@ -40,11 +40,14 @@ pub(crate) enum Outcome {
     Differed,
     /// The upstream did not answer the check (an error, or found down): passed through.
     Failed,
+    /// No check was needed: the revision ledger proved the cache current (every revision
+    /// since its last proof was another resource's write; `cache::ledger`).
+    Accounted,
 }
 
 impl Outcome {
     /// Every outcome's label, in declaration order.
-    pub(crate) const LABELS: [&'static str; 4] = ["same", "proven", "differed", "failed"];
+    pub(crate) const LABELS: [&'static str; 5] = ["same", "proven", "differed", "failed", "accounted"];
 
     /// The metric label.
     pub(crate) fn label(self) -> &'static str {

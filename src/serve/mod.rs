@@ -81,6 +81,9 @@ pub struct ServeSettings {
     /// `--cheaper-upstream-reads check`: a consistent LIST the cost rule sends to the
     /// upstream is checked against its metadata first (see `check`).
     pub check_cheaper_reads: bool,
+    /// `--revision-ledger on`: a consistent LIST is first proven by the revision ledger
+    /// (`cache::ledger`).
+    pub revision_ledger: bool,
     /// The bound on answers being indented (`pretty`) or gzip-compressed at once (past it
     /// they go out as they are), and the lane their jobs run in.
     pub encodes: compress::Encodes,
@@ -255,12 +258,14 @@ impl Serve {
     /// Wait until every started feed has synced, or `timeout` passes.
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
         let feeds: Vec<Arc<Feed>> = self.feeds.iter().map(|e| e.value().clone()).collect();
-        for f in feeds {
-            if !f.wait_synced(timeout).await {
-                return false;
-            }
-        }
-        true
+        futures_util::future::join_all(feeds.iter().map(|f| f.wait_synced(timeout))).await.into_iter().all(|ok| ok)
+    }
+
+    /// Wait until every started feed's resource is trusted by the revision ledger
+    /// (`cache::ledger`; Events' never are), or `timeout` passes.
+    pub async fn wait_ledger(&self, timeout: Duration) -> bool {
+        let feeds: Vec<Arc<Feed>> = self.feeds.iter().map(|e| e.value().clone()).collect();
+        futures_util::future::join_all(feeds.iter().map(|f| f.wait_in_ledger(timeout))).await.into_iter().all(|ok| ok)
     }
 
     /// Readiness checks for the upstream and every preloaded cache. A failing check counts

@@ -15,7 +15,7 @@ use crate::api::table::Printer;
 use crate::auth::{Attributes, Caller};
 use crate::body::Body;
 use crate::cache::feed::growing::Growing;
-use crate::cache::feed::{yielding, Feed, SyncEstimate};
+use crate::cache::feed::{yielding, Feed, LedgerProof, SyncEstimate};
 use crate::cache::object::{self, Object};
 use crate::serve::check::{self, Outcome};
 use crate::serve::cost::Decision;
@@ -510,6 +510,7 @@ impl Serve {
             // A later page of a list read at a state the cache has not proven (a page a
             // check verified, or the upstream's): checked in its turn, or (with checks off)
             // answered once the cache is proven at that state.
+            Some(n) if n > cache.progress() && self.settings.revision_ledger && feed.account_for(n).await => Ok(Fresh::default()),
             Some(n) if n > cache.progress() && cache.vouches_for(n) => match self.settings.check_cheaper_reads {
                 true => self.checked(feed, plan, opts).await.map_err(|_| PassThrough::Unproven),
                 false => latest(self.reached(feed, n, wait).await),
@@ -547,7 +548,7 @@ impl Serve {
             tracing::debug!(error = %e, "consistency probe failed; passing through");
             PassThrough::Unavailable
         })?;
-        if feed.cache.progress() >= rv {
+        if feed.cache.progress() >= rv || (self.settings.revision_ledger && feed.account_for(rv).await) {
             return Ok(None);
         }
         feed.want(rv);
@@ -560,6 +561,19 @@ impl Serve {
     /// proof is waited for no longer than the upstream would take; concurrent readers of a
     /// kind share its probes.
     async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<Fresh, PassThrough> {
+        // A LIST is first proven by the revision ledger, when its kind's writes can be told
+        // from the rest (`cache::ledger`): one shared probe, no bookmark, no check.
+        let mut known = None;
+        if plan.path.name.is_none() && self.settings.revision_ledger {
+            match feed.ledger_proof().await {
+                LedgerProof::Proven => {
+                    self.count_check(Outcome::Accounted);
+                    return Ok(Fresh::default());
+                }
+                LedgerProof::Open(rv) => known = Some(rv),
+                LedgerProof::Unused => {}
+            }
+        }
         let kind = kind_key(&feed.cache.resource);
         // Summing stops well past the break-even: beyond it only the proof's bound changes.
         let bytes = match self.costs.break_even(&kind) {
@@ -582,7 +596,10 @@ impl Serve {
             Decision::Prove(bound) => bound,
         };
         let started = Instant::now();
-        let proven = self.proven(feed, bound).await;
+        let proven = match known {
+            Some(rv) => self.reached(feed, rv, bound).await,
+            None => self.proven(feed, bound).await,
+        };
         match proven {
             Ok(()) => self.costs.observe_proof(&kind, started.elapsed()),
             // Not in time: the proof takes longer than measured so far.

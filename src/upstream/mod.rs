@@ -270,6 +270,9 @@ pub struct Upstream {
     /// When response headers last came from the upstream on any connection: an upstream
     /// that answers is not hung, however slow its `/readyz` (see [`Upstream::suspected`]).
     heard: Arc<health::Heard>,
+    /// Which resource wrote each recent revision of the upstream's storage, as kache's
+    /// watches saw it ([`crate::cache::ledger`]).
+    ledger: Arc<crate::cache::ledger::Ledger>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -331,7 +334,13 @@ impl Upstream {
             probing: Arc::new(tokio::sync::watch::Sender::new(None)),
             kick: Arc::new(tokio::sync::Notify::new()),
             heard,
+            ledger: Arc::default(),
         })
+    }
+
+    /// The revisions of the upstream's storage kache's watches have seen, by resource.
+    pub fn ledger(&self) -> &crate::cache::ledger::Ledger {
+        &self.ledger
     }
 
     /// The same upstream (sharing its connections) with other deadlines.

@@ -17,6 +17,8 @@ mod sim_watch;
 mod serve_clients;
 // Why a read is passed through, and the cost rule of consistent reads.
 mod serve_cost;
+// Consistent reads proven by the revision ledger.
+mod serve_ledger;
 
 // kache through upstream faults (the simulator's fault switches).
 mod faults;

@@ -203,7 +203,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 }
                 "outcome" => {
                     let known: &[&str] = match s.name.as_str() {
-                        "kache_consistent_checks_total" => &["same", "proven", "differed", "failed"],
+                        "kache_consistent_checks_total" => &["same", "proven", "differed", "failed", "accounted"],
                         _ => &["initial", "diffed", "replaced", "failed"],
                     };
                     assert!(known.contains(&value.as_str()), "{}: outcome {value}", s.name)

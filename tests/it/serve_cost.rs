@@ -19,7 +19,8 @@ const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 async fn setup(flags: &[&str]) -> (TestSim, TestKache) {
     let sim = start(&cluster(SIM)).await;
-    let mut f = vec!["--preload", "pods,namespaces"];
+    // The cost rule alone: no read proven by the revision ledger (`serve_ledger`).
+    let mut f = vec!["--preload", "pods,namespaces", "--revision-ledger", "off"];
     f.extend_from_slice(flags);
     let k = kache_in_front(&sim.addr.to_string(), &f).await;
     assert!(k.serving.serve.wait_synced(crate::support::QUICK).await, "preloaded caches sync");
@@ -199,7 +200,11 @@ async fn a_small_consistent_list_is_checked_against_the_upstreams_metadata_and_a
 async fn a_check_the_upstream_does_not_answer_passes_the_read_through() {
     let sim = start(&cluster(SIM)).await;
     let proxy = Proxy::start(&sim.addr, true).await;
-    let k = kache_in_front(&proxy.addr.to_string(), &["--preload", "pods", "--consistent-passthrough-factor", "0.01"]).await;
+    let k = kache_in_front(
+        &proxy.addr.to_string(),
+        &["--preload", "pods", "--consistent-passthrough-factor", "0.01", "--revision-ledger", "off"],
+    )
+    .await;
     assert!(k.serving.serve.wait_synced(crate::support::QUICK).await);
     let ns = sim.api.get("/api/v1/pods").await.json()["items"][0]["metadata"]["namespace"].as_str().unwrap().to_string();
     // The upstream refuses this namespace's pods to anyone (kache's check included).

@@ -14,6 +14,7 @@
 //! - `growing`: the initial list's objects as its pages arrive, for a WatchList that comes
 //!   while the cache loads.
 
+mod account;
 mod check;
 mod decode;
 pub(crate) mod fetch;
@@ -24,6 +25,7 @@ mod state;
 mod streamed;
 pub mod yielding;
 
+pub use account::{LedgerProof, LEDGER_GRACE};
 pub use check::Identities;
 pub use decode::{DecodeError, Identity};
 pub use fetch::collection_path;
@@ -108,6 +110,11 @@ pub struct Feed {
     yields: Arc<yielding::Yield>,
     /// The attempt at the initial list under way, while the feed has not synced.
     growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
+    /// Its resource's number in the upstream's revision ledger (`None`: never recorded).
+    writer: Option<crate::cache::ledger::Writer>,
+    /// The first revision the ledger could not account for in this kind's last proof by it
+    /// (0: none; see [`account`]).
+    ledger_block: AtomicU64,
 }
 
 /// The initial list's progress: when it started, what its pages brought so far and what
@@ -142,6 +149,7 @@ pub enum SyncEstimate {
 impl Feed {
     /// A feed for `cache` (not yet started).
     pub fn new(cache: Arc<KindCache>, fmt: Format, upstream: Upstream) -> Arc<Feed> {
+        let writer = upstream.ledger().writer(&cache.resource.group, &cache.resource.plural);
         Arc::new(Feed {
             cache,
             fmt,
@@ -163,13 +171,23 @@ impl Feed {
             paged: tokio::sync::Notify::new(),
             yields: Arc::default(),
             growing: std::sync::Mutex::new(None),
+            writer,
+            ledger_block: AtomicU64::new(0),
         })
     }
 
     /// Run the reflector until the task is dropped (or the upstream refuses the kind in
     /// this encoding: see [`Feed::refused`]).
     pub async fn run(self: Arc<Self>) {
-        state::drive(&*self).await;
+        // The feed joins the revision ledger once synced, while it runs; `run` ends with it.
+        let joining = async {
+            self.join_ledger().await;
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            () = state::drive(&*self) => {}
+            () = joining => {}
+        }
     }
 
     /// Whether the last LIST or WATCH request reached the upstream.

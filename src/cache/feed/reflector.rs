@@ -461,6 +461,9 @@ impl Feed {
             Ok(o) => o,
             Err(e) => {
                 let orv = decode::object_rv(self.fmt, &ev.object);
+                if let Some(orv) = orv {
+                    self.record(kind, orv);
+                }
                 self.skipped(&[e], orv);
                 *rv = (*rv).max(orv.unwrap_or(0));
                 return Ok(());
@@ -472,6 +475,8 @@ impl Feed {
         if self.cache.apply_newer(kind, object).is_some() {
             metrics::counter!(telemetry::EVENTS_INGESTED, &self.labels()).increment(1);
         }
+        // Recorded once applied: the ledger never proves a kind by its own writes.
+        self.record(kind, orv);
         *rv = (*rv).max(orv);
         Ok(())
     }
