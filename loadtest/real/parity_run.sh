@@ -2,7 +2,7 @@
 # The parity benchmark (issue 22) against a kache this script starts: a release kache in front
 # of the real apiserver with its default settings (plus any flags given after OUT), then
 # parity.py through it and directly, then kache's pass-through and check counters.
-#   bash loadtest/real/parity_run.sh target/release/kache OUT [kache flags...]
+#   [PARITY_ARGS="--only get-pods-A -n 9"] bash loadtest/real/parity_run.sh target/release/kache OUT [kache flags...]
 # Writes OUT.txt (the table, then the counters) and OUT.json. Needs ~/real-apiserver of
 # ../shared/real-apiserver.
 set -euo pipefail
@@ -17,5 +17,5 @@ KP=$!
 trap 'kill $KP 2>/dev/null; rm -rf "$D"' EXIT
 until [ -s "$D/admin" ] && curl -sf "http://$(cat "$D/admin")/readyz" >/dev/null; do sleep 0.5; done
 python3 "$HERE/parity.py" --kache-kubeconfig "$D/kache.kubeconfig" --direct-kubeconfig "$REAL/kubeconfig" \
-  --context admin -n 5 --json "$OUT.json" >"$OUT.txt" 2>&1
+  --context admin ${PARITY_ARGS:--n 5} --json "$OUT.json" >"$OUT.txt" 2>&1
 curl -s "http://$(cat "$D/admin")/metrics" | grep -E '^kache_(consistent_checks|passthrough)_total' >>"$OUT.txt"

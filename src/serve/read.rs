@@ -508,8 +508,9 @@ impl Serve {
         let cache = &feed.cache;
         match past {
             // A later page of a list read at a state the cache has not proven (a page a
-            // check verified, or the upstream's): checked in its turn, or (with checks off)
-            // answered once the cache is proven at that state.
+            // check verified, or the upstream's): proven by the revision ledger if it can be,
+            // else checked in its turn, or (with checks off) answered once the cache is
+            // proven at that state.
             Some(n) if n > cache.progress() && self.settings.revision_ledger && feed.account_for(n).await => Ok(Fresh::default()),
             Some(n) if n > cache.progress() && cache.vouches_for(n) => match self.settings.check_cheaper_reads {
                 true => self.checked(feed, plan, opts).await.map_err(|_| PassThrough::Unproven),

@@ -679,27 +679,29 @@ async fn real_small_consistent_lists_are_checked_against_the_apiservers_metadata
     }
     // Read your own write: a pod labelled directly at the apiserver is in the next consistent
     // LIST through kache, whose check sees the pod's new version.
+    labelled_pod_is_read_back(&k, &ns, &name, "kache-check", 5).await;
+    eprintln!("checks: {}", consistent_counts(serve));
+}
+
+/// Read your own write, `rounds` times: a pod labelled `label` (a new value each round)
+/// directly at the apiserver is the one pod the next consistent LIST by that label through
+/// kache returns.
+async fn labelled_pod_is_read_back(k: &TestKache, ns: &str, name: &str, label: &str, rounds: u32) {
     let direct = direct_client().await;
     let mark = format!("m{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
-    for round in 0..5 {
+    for round in 0..rounds {
         let value = format!("{mark}-{round}");
-        direct_merge_patch(
-            &direct,
-            &format!("/api/v1/namespaces/{ns}/pods/{name}"),
-            &json!({"metadata": {"labels": {"kache-check": value}}}),
-        )
-        .await;
-        let list = k.api.get_ok(&format!("/api/v1/namespaces/{ns}/pods?labelSelector=kache-check%3D{value}")).await;
+        direct_merge_patch(&direct, &format!("/api/v1/namespaces/{ns}/pods/{name}"), &json!({"metadata": {"labels": {label: value}}}))
+            .await;
+        let list = k.api.get_ok(&format!("/api/v1/namespaces/{ns}/pods?labelSelector={label}%3D{value}")).await;
         let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
-        assert_eq!(names, vec![name.as_str()], "round {round}: the write is read back");
+        assert_eq!(names, vec![name], "round {round}: the write is read back");
     }
-    eprintln!(
-        "checks: same {}, proven {}, differed {}, failed {}",
-        serve.checks("same"),
-        serve.checks("proven"),
-        serve.checks("differed"),
-        serve.checks("failed")
-    );
+}
+
+/// How kache's consistent LISTs were proven, by outcome.
+fn consistent_counts(serve: &kache::serve::Serve) -> String {
+    ["accounted", "same", "proven", "differed", "failed"].iter().map(|o| format!("{o} {}", serve.checks(o))).collect::<Vec<_>>().join(", ")
 }
 
 /// The revision ledger against the real apiserver (issue #22): with ConfigMaps cached, the
@@ -729,26 +731,6 @@ async fn real_consistent_lists_are_proven_by_the_revision_ledger_while_configmap
     }
     assert!(serve.checks("accounted") > accounted, "some of them proven by the ledger");
     assert_eq!(serve.passed_through("cheaper_upstream"), passed, "nothing passed through");
-    let direct = direct_client().await;
-    let mark = format!("l{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
-    for round in 0..10 {
-        let value = format!("{mark}-{round}");
-        direct_merge_patch(
-            &direct,
-            &format!("/api/v1/namespaces/{ns}/pods/{name}"),
-            &json!({"metadata": {"labels": {"kache-ledger": value}}}),
-        )
-        .await;
-        let list = k.api.get_ok(&format!("/api/v1/namespaces/{ns}/pods?labelSelector=kache-ledger%3D{value}")).await;
-        let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
-        assert_eq!(names, vec![name.as_str()], "round {round}: the write is read back");
-    }
-    eprintln!(
-        "consistent reads: accounted {}, same {}, proven {}, differed {}, failed {}",
-        serve.checks("accounted"),
-        serve.checks("same"),
-        serve.checks("proven"),
-        serve.checks("differed"),
-        serve.checks("failed")
-    );
+    labelled_pod_is_read_back(&k, &ns, &name, "kache-ledger", 10).await;
+    eprintln!("consistent reads: {}", consistent_counts(serve));
 }

@@ -103,10 +103,10 @@ impl Feed {
 
     /// [`Feed::account_for`], or the first revision of the gap nobody recorded.
     async fn accounting(&self, rv: u64) -> Result<(), u64> {
-        let Some(own) = self.writer else { return Err(self.cache.progress() + 1) };
         if self.cache.progress() >= rv {
             return Ok(());
         }
+        let Some(own) = self.writer.filter(|w| self.upstream.ledger().trusted(*w)) else { return Err(self.cache.progress() + 1) };
         if let Some(blocked) = self.blocked(own).filter(|b| *b <= rv) {
             return Err(blocked);
         }

@@ -25,7 +25,7 @@ mod state;
 mod streamed;
 pub mod yielding;
 
-pub use account::{LedgerProof, LEDGER_GRACE};
+pub use account::LedgerProof;
 pub use check::Identities;
 pub use decode::{DecodeError, Identity};
 pub use fetch::collection_path;
