@@ -2,7 +2,8 @@
 //! extra) and the request's attributes (verb, group, resource, subresource, namespace, name,
 //! and for list/watch the raw field and label selectors, which the node authorizer judges)
 //! are sent as they are; answers are cached by the whole review for a short TTL, allowed
-//! and denied answers each for their own.
+//! and denied answers each for their own. A selected list or watch is allowed without a
+//! review of its own when the whole collection is ([`Authorizer::decide`]).
 
 use super::review::{self, ReviewError};
 use super::ttl::TtlCache;
@@ -93,6 +94,22 @@ pub fn review_spec(id: &Identity, a: &Attributes) -> Value {
     Value::Object(spec)
 }
 
+/// `a` without its selectors, when it is a list or watch of a whole collection (no name,
+/// not even one a `metadata.name` selector gives) that has any.
+fn unselected(a: &Attributes) -> Option<Attributes> {
+    let r = a.resource.as_ref()?;
+    let selected = !r.field_selector.is_empty() || !r.label_selector.is_empty();
+    if !selected || !r.name.is_empty() || !matches!(a.verb.as_str(), "list" | "watch") {
+        return None;
+    }
+    let mut whole = a.clone();
+    if let Some(r) = whole.resource.as_mut() {
+        r.field_selector.clear();
+        r.label_selector.clear();
+    }
+    Some(whole)
+}
+
 /// Everything a review sends, each part written as its length and its bytes (so no two
 /// reviews share a key): cheaper to build per request than the review's JSON.
 fn cache_key(id: &Identity, a: &Attributes) -> Vec<u8> {
@@ -137,11 +154,50 @@ impl Authorizer {
     }
 
     /// Whether `id` may do `a` (from cache, or by asking the upstream).
+    ///
+    /// A list or watch with selectors is allowed when the same request without them is:
+    /// its client may read every object they choose among. So a user with rights on the
+    /// whole collection is asked about once, not once per selector (two hundred node agents
+    /// of one account listing their own node's pods: one review instead of two hundred).
+    /// Where the whole is denied (a node, whose rights depend on the selector), the
+    /// request is asked as it is, and the whole is not asked again for the allow TTL.
     pub async fn decide(&self, id: &Identity, a: &Attributes) -> Result<Decision, Status> {
         let key = cache_key(id, a);
         if let Some(d) = self.cache.get(&key) {
             return Ok(d);
         }
+        if let Some(whole) = unselected(a) {
+            if let Some(d) = self.whole_allowed(id, &whole).await {
+                return Ok(d);
+            }
+        }
+        self.ask(id, a, key).await
+    }
+
+    /// The decision on `whole` (a request stripped of its selectors) if it allows; `None`
+    /// if it denies or cannot be had, or was denied within the allow TTL.
+    async fn whole_allowed(&self, id: &Identity, whole: &Attributes) -> Option<Decision> {
+        let key = cache_key(id, whole);
+        if let Some(d) = self.cache.get(&key) {
+            return d.allowed.then_some(d);
+        }
+        let mut denied = u64::MAX.to_le_bytes().to_vec();
+        denied.extend_from_slice(&key);
+        if self.cache.get(&denied).is_some() {
+            return None;
+        }
+        match self.ask(id, whole, key).await {
+            Ok(d) if d.allowed => Some(d),
+            Ok(d) => {
+                self.cache.insert_for(super::ttl::owner(&id.username), denied, d, self.settings.allow_ttl);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Ask the upstream whether `id` may do `a` (cached under `key`).
+    async fn ask(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Decision, Status> {
         let last = self.cache.get_stale(&key);
         self.reviews.fetch_add(1, Ordering::Relaxed);
         let (cache, allow, deny, owner) =

@@ -248,6 +248,43 @@ async fn a_node_user_lists_and_watches_only_what_it_may() {
     assert!(sim.audit(|r| r.user.username == user).is_empty(), "every read was kache's");
 }
 
+/// A user allowed the whole collection is asked about once per verb, whatever selectors its
+/// lists and watches carry; a node, denied the whole, is asked about its own selector, and
+/// the whole is not asked again for each of its other selectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selected_reads_share_the_decision_on_the_whole_collection() {
+    let sim = SecureSim::start().await;
+    let k = SecureKache::start(&sim, &[]).await;
+    let hidden = secrets_of_b(&sim).await;
+    let alice = k.client(Who::Token("alice-token"));
+    let reviews = sim.access_reviews();
+    for selector in ["labelSelector=app%3Dweb", "labelSelector=app%3Ddb", "fieldSelector=spec.nodeName%3Dnode-0001", "labelSelector=x"] {
+        alice.must(alice.get(&format!("/api/v1/namespaces/a/pods?{selector}")).await);
+        let (status, _, _) = alice.watch_events(&format!("/api/v1/namespaces/a/pods?watch=1&resourceVersion=0&{selector}"), 0).await;
+        assert_eq!(status, 200, "{selector}");
+        assert_denied(
+            &alice.get(&format!("/api/v1/namespaces/b/pods?{selector}")).await,
+            &forbidden("alice", "list", "", "pods", Some("b"), None),
+            &hidden,
+        );
+    }
+    // Namespace a: the whole list, the whole watch. Namespace b: the whole list is denied,
+    // then each selected list is asked as it is (denied), the whole not again.
+    assert_eq!(sim.access_reviews() - reviews, 2 + 1 + 4);
+    let node = k.client(Who::Token("node-token"));
+    let reviews = sim.access_reviews();
+    node.must(node.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0001").await);
+    assert_eq!(sim.access_reviews() - reviews, 2, "the whole (denied), then its own pods (allowed)");
+    let l = node.must(node.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0001,metadata.namespace%3Db").await);
+    assert!(names_of(&l).iter().all(|n| n.starts_with("b/")));
+    assert_denied(
+        &node.get("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0002").await,
+        &forbidden("system:node:node-0001", "list", "", "pods", None, None),
+        &hidden,
+    );
+    assert_eq!(sim.access_reviews() - reviews, 4, "one review for each other selector");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_expired_and_missing_credentials_get_401_cold_and_warm() {
     let sim = SecureSim::start().await;
