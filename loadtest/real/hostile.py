@@ -288,7 +288,7 @@ def cleanup(direct, admin):
 
 
 def start_kache(work):
-    flags = ["--preload", "pods,nodes,namespaces,services,configmaps", "--preload-encodings", "json,protobuf",
+    flags = ["--preload", "pods,nodes,namespaces,services,configmaps,leases.coordination.k8s.io", "--preload-encodings", "json,protobuf",
              "--passthrough-auth", "impersonate", *a.kache_arg]
     return kacheproc.start(a.kache_bin, REAL, work, flags)
 

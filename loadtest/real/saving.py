@@ -184,9 +184,9 @@ PER_CLIENT_BOUNDS_OFF = ["--max-large-answers-per-client", "0", "--max-cheaper-u
 
 
 def start_kache(work):
-    # kache's default kinds (as deploy/replicas runs it: ConfigMaps among them, the writer's
-    # kind), in both encodings the clients ask for.
-    args = ["--preload", "pods,nodes,namespaces,services,configmaps", "--preload-encodings", "json,protobuf", *PER_CLIENT_BOUNDS_OFF,
+    # The kinds deploy/replicas preloads (ConfigMaps among them, the writer's kind, and
+    # Leases, the apiserver's identity lease), in both encodings the clients ask for.
+    args = ["--preload", "pods,nodes,namespaces,services,configmaps,leases.coordination.k8s.io", "--preload-encodings", "json,protobuf", *PER_CLIENT_BOUNDS_OFF,
             *a.kache_arg]
     return kacheproc.start(a.kache_bin, REAL, work, args)
 

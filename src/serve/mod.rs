@@ -282,6 +282,9 @@ impl Serve {
             let check = match (f.synced(), f.healthy()) {
                 // Never fillable: its requests pass through, which is not a reason to be unready.
                 _ if f.refused().is_some() => Check::pass(name, "refused by the upstream; passed through".into()),
+                // kache's identity may not list it (a preloaded kind its RBAC does not grant):
+                // its reads pass through as they would without the preload.
+                (false, _) if f.forbidden() => Check::pass(name, "forbidden to kache's identity (403); passed through, retrying".into()),
                 (true, true) => Check::pass(name, "ok".into()),
                 (false, _) => Check::fail(name, "not synced".into(), true),
                 (true, false) if f.relisting() => Check::fail(name, stale_detail("relisting after 410 Gone", stale, bound), stale >= bound),

@@ -226,3 +226,24 @@ async fn the_cluster_role_covers_exactly_what_kache_calls() {
     let unused: Vec<_> = grants.difference(&used).collect();
     assert!(unused.is_empty(), "deploy/base/clusterrole.yaml grants what kache never used: {unused:?}\nused: {used:#?}");
 }
+
+/// A kind in `--preload` that the ClusterRole does not grant (an operator added it to
+/// KACHE_PRELOAD but not to the role): kache becomes ready all the same, says why that cache
+/// is empty, and its reads pass through as their client (who may read it: 200, or not: 403).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preloaded_kind_kache_may_not_list_does_not_hold_readiness_back() {
+    let mut role = serde_json::from_str::<Value>(&rbac(&cluster_role_rules())).unwrap();
+    role["rules"].as_array_mut().unwrap().push(json!({"name": "alice-secrets", "users": ["alice"], "verbs": ["list"], "apiGroups": [""], "resources": ["secrets"]}));
+    let sim = AuthSim::start(&users(), &role.to_string(), &["--nodes", "5", "--pods", "20", "--namespaces", "2"]).await;
+    let k = KacheBin::spawn_with_token(&format!("http://{}", sim.addr), "kache-token", &["--preload", "pods,secrets"], &[], 120).await;
+    let body = k.readyz_becomes(200, 120).await;
+    let line = body.lines().find(|l| l.contains("cache secrets")).unwrap_or_else(|| panic!("no check of the secrets cache:\n{body}"));
+    assert!(line.contains("forbidden to kache's identity"), "{line}");
+    assert!(body.lines().any(|l| l.contains("cache pods") && l.contains("ok")), "{body}");
+    let path = "/api/v1/namespaces/default/secrets";
+    for (token, want) in [("alice-token", 200), ("worker-token", 403)] {
+        let (code, text) = request_as(k.addr, token, Method::GET, path, None).await;
+        let (direct, _) = request_as(sim.addr, token, Method::GET, path, None).await;
+        assert_eq!((code, direct), (want, want), "{token}: {text}");
+    }
+}

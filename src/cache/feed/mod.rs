@@ -83,6 +83,10 @@ pub struct Feed {
     broken_since: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Relisting after 410: the previous list is served meanwhile, but it gets no events.
     relisting: AtomicBool,
+    /// The upstream's last answer to this feed's LIST was 403: kache's own identity may not
+    /// list the kind (a preloaded kind its RBAC does not grant). The feed keeps retrying on
+    /// its backoff, so a later grant takes effect.
+    forbidden: AtomicBool,
     /// An unpaged LIST broke off midway: this feed lists in pages from then on.
     pages_only: AtomicBool,
     preloaded: AtomicBool,
@@ -157,6 +161,7 @@ impl Feed {
             healthy: AtomicBool::new(false),
             broken_since: std::sync::Mutex::new(None),
             relisting: AtomicBool::new(false),
+            forbidden: AtomicBool::new(false),
             pages_only: AtomicBool::new(false),
             preloaded: AtomicBool::new(false),
             probe: tokio::sync::Mutex::new(None),
@@ -198,6 +203,12 @@ impl Feed {
     /// Why the upstream refused to fill this cache, if it did (the feed has stopped).
     pub fn refused(&self) -> Option<&str> {
         self.refused.get().map(String::as_str)
+    }
+
+    /// Whether the upstream's last answer to this feed's LIST was 403 (kache's identity may
+    /// not list the kind; requests of it pass through, with their client's identity).
+    pub fn forbidden(&self) -> bool {
+        self.forbidden.load(Ordering::Relaxed)
     }
 
     /// Whether the informer is relisting after its watch expired (410): the cache still

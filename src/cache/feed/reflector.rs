@@ -38,6 +38,7 @@ impl Steps for Feed {
         let custom = self.custom_columns().await;
         let listed = self.state(relist, custom.as_ref()).await;
         self.set_healthy(listed.is_ok());
+        self.forbidden.store(matches!(listed, Err(InformerError::Status { code: 403, .. })), Ordering::Relaxed);
         match listed {
             Ok((listed, rv)) => {
                 self.install(listed, rv, custom);
