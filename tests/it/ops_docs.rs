@@ -74,6 +74,10 @@ fn flags_table() -> String {
         let mut meaning = a.get_help().map(|h| h.to_string()).unwrap_or_default();
         let possible: Vec<String> = a.get_possible_values().iter().map(|p| p.get_name().to_string()).collect();
         if takes_value && !possible.is_empty() {
+            // clap drops the period that ends a one-paragraph help.
+            if !meaning.is_empty() && !meaning.ends_with('.') {
+                meaning.push('.');
+            }
             meaning.push_str(&format!(" One of: {}.", possible.join(", ")));
         }
         rows.push(format!("| `--{name}{value}` | {env} | {default} | {} |", cell(&meaning)));

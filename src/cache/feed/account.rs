@@ -2,9 +2,7 @@
 //! revisions its watches bring, earns the ledger's trust once synced, and proves its cache
 //! current by the writes of other resources.
 
-use super::decode::ListJson;
-use super::fetch::{collection_path, fetch, rv_probe_path};
-use super::{DecodeError, Feed, InformerError};
+use super::{Feed, InformerError};
 use crate::cache::ledger::interleaved;
 use crate::cache::window::EventType;
 use std::sync::atomic::Ordering;
@@ -80,18 +78,8 @@ impl Feed {
         }
     }
 
-    /// The LIST this feed learns the upstream's resourceVersion from (see `fetch_rv`).
-    fn probe_path(&self) -> String {
-        match self.probe_whole.load(Ordering::Relaxed) {
-            true => format!("{}?limit=1", collection_path(&self.cache.resource)),
-            false => rv_probe_path(&self.cache.resource),
-        }
-    }
-
     async fn rv_at(&self, path: &str) -> Result<u64, InformerError> {
-        let body = self.while_up(fetch(&self.upstream, path, "application/json")).await?;
-        let list: ListJson<'_> = serde_json::from_slice(&body).map_err(DecodeError::from)?;
-        Ok(list.rv()?)
+        self.while_up(self.list_rv(path)).await
     }
 
     /// Whether the cache is complete up to `rv` by the ledger: every revision between its

@@ -40,9 +40,7 @@ impl Feed {
             }
         }
         let started = Instant::now();
-        let body = self.while_up(self.fetch_rv()).await?;
-        let list: ListJson<'_> = serde_json::from_slice(&body).map_err(DecodeError::from)?;
-        let rv = list.rv()?;
+        let rv = self.while_up(self.fetch_rv()).await?;
         *last = Some((started, rv));
         metrics::gauge!(telemetry::RV_LAG, &self.labels()).set(rv.saturating_sub(self.cache.progress()) as f64);
         Ok(rv)
@@ -60,20 +58,34 @@ impl Feed {
         }
     }
 
-    /// The answer to a probe of the upstream's RV: a LIST of one name ([`rv_probe_path`]), or
-    /// where the upstream refuses that with 400 (a server with no `metadata.name` field
+    /// The upstream's resourceVersion from a probe: a LIST of one name ([`rv_probe_path`]),
+    /// or where the upstream refuses that with 400 (a server with no `metadata.name` field
     /// selector for the kind) a `limit=1` LIST of the collection, from then on.
-    async fn fetch_rv(&self) -> Result<bytes::Bytes, InformerError> {
-        if !self.probe_whole.load(Ordering::Relaxed) {
-            match fetch(&self.upstream, &rv_probe_path(&self.cache.resource), "application/json").await {
-                Err(InformerError::Status { code: 400, body, .. }) => {
-                    tracing::info!(resource = %self.cache.resource.plural, %body, "the upstream refused a one-name probe; probing with limit=1");
-                    self.probe_whole.store(true, Ordering::Relaxed);
-                }
-                other => return other,
+    async fn fetch_rv(&self) -> Result<u64, InformerError> {
+        let whole = self.probe_whole.load(Ordering::Relaxed);
+        match self.list_rv(&self.probe_path()).await {
+            Err(InformerError::Status { code: 400, body, .. }) if !whole => {
+                tracing::info!(resource = %self.cache.resource.plural, %body, "the upstream refused a one-name probe; probing with limit=1");
+                self.probe_whole.store(true, Ordering::Relaxed);
+                self.list_rv(&self.probe_path()).await
             }
+            other => other,
         }
-        fetch(&self.upstream, &format!("{}?limit=1", collection_path(&self.cache.resource)), "application/json").await
+    }
+
+    /// The LIST this feed learns the upstream's resourceVersion from (see [`Feed::fetch_rv`]).
+    pub(super) fn probe_path(&self) -> String {
+        match self.probe_whole.load(Ordering::Relaxed) {
+            true => format!("{}?limit=1", collection_path(&self.cache.resource)),
+            false => rv_probe_path(&self.cache.resource),
+        }
+    }
+
+    /// The resourceVersion of the upstream's answer to the LIST at `path`.
+    pub(super) async fn list_rv(&self, path: &str) -> Result<u64, InformerError> {
+        let body = fetch(&self.upstream, path, "application/json").await?;
+        let list: ListJson<'_> = serde_json::from_slice(&body).map_err(DecodeError::from)?;
+        Ok(list.rv()?)
     }
 
     /// Wait until the cache is proven complete up to `rv` (at most `wait`), starting
