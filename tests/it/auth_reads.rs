@@ -51,6 +51,15 @@ async fn secrets_of_b(sim: &SecureSim) -> Vec<String> {
     out
 }
 
+/// The simulator with its users and RBAC, kache in front of it, and what must never show of
+/// namespace `b`.
+async fn secured() -> (SecureSim, SecureKache, Vec<String>) {
+    let sim = SecureSim::start().await;
+    let k = SecureKache::start(&sim, &[]).await;
+    let hidden = secrets_of_b(&sim).await;
+    (sim, k, hidden)
+}
+
 fn assert_denied(r: &crate::support::Resp, message: &str, hidden: &[String]) {
     assert_eq!(r.status, 403, "{message}: {}", r.text());
     let v = r.json();
@@ -64,9 +73,7 @@ fn assert_denied(r: &crate::support::Resp, message: &str, hidden: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_with_no_rights_gets_403_on_every_cached_read_cold_and_warm() {
-    let sim = SecureSim::start().await;
-    let k = SecureKache::start(&sim, &[]).await;
-    let hidden = secrets_of_b(&sim).await;
+    let (sim, k, hidden) = secured().await;
     let nobody = k.client(Who::Token("nobody-token"));
     for pass in ["cold", "warm"] {
         let (reviews, hits) = (sim.access_reviews(), k.hits());
@@ -159,9 +166,7 @@ async fn pods_in_a_only(k: &SecureKache, who: Who<'_>, user: &str, hidden: &[Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_allowed_pods_in_one_namespace_sees_only_it_by_token_certificate_and_impersonation() {
-    let sim = SecureSim::start().await;
-    let k = SecureKache::start(&sim, &[]).await;
-    let hidden = secrets_of_b(&sim).await;
+    let (sim, k, hidden) = secured().await;
     let (cert, key) = sim.ca.issue("cert-alice", &["readers"]);
     for pass in ["cold", "warm"] {
         let reviews = sim.access_reviews();
@@ -203,9 +208,7 @@ async fn a_user_allowed_pods_in_one_namespace_sees_only_it_by_token_certificate_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_user_lists_and_watches_only_what_it_may() {
-    let sim = SecureSim::start().await;
-    let k = SecureKache::start(&sim, &[]).await;
-    let hidden = secrets_of_b(&sim).await;
+    let (sim, k, hidden) = secured().await;
     let node = k.client(Who::Token("node-token"));
     let user = "system:node:node-0001";
     for pass in ["cold", "warm"] {
@@ -253,9 +256,7 @@ async fn a_node_user_lists_and_watches_only_what_it_may() {
 /// the whole is not asked again for each of its other selectors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn selected_reads_share_the_decision_on_the_whole_collection() {
-    let sim = SecureSim::start().await;
-    let k = SecureKache::start(&sim, &[]).await;
-    let hidden = secrets_of_b(&sim).await;
+    let (sim, k, hidden) = secured().await;
     let alice = k.client(Who::Token("alice-token"));
     let reviews = sim.access_reviews();
     for selector in ["labelSelector=app%3Dweb", "labelSelector=app%3Ddb", "fieldSelector=spec.nodeName%3Dnode-0001", "labelSelector=x"] {
