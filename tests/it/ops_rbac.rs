@@ -233,7 +233,10 @@ async fn the_cluster_role_covers_exactly_what_kache_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preloaded_kind_kache_may_not_list_does_not_hold_readiness_back() {
     let mut role = serde_json::from_str::<Value>(&rbac(&cluster_role_rules())).unwrap();
-    role["rules"].as_array_mut().unwrap().push(json!({"name": "alice-secrets", "users": ["alice"], "verbs": ["list"], "apiGroups": [""], "resources": ["secrets"]}));
+    role["rules"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "alice-secrets", "users": ["alice"], "verbs": ["list"], "apiGroups": [""], "resources": ["secrets"]}));
     let sim = AuthSim::start(&users(), &role.to_string(), &["--nodes", "5", "--pods", "20", "--namespaces", "2"]).await;
     let k = KacheBin::spawn_with_token(&format!("http://{}", sim.addr), "kache-token", &["--preload", "pods,secrets"], &[], 120).await;
     let body = k.readyz_becomes(200, 120).await;
