@@ -17,3 +17,9 @@ pub(crate) mod time;
 pub mod token;
 pub mod transcode;
 pub(crate) mod wire;
+
+/// The response header kache puts on every answer from its cache. A watch so marked may tell
+/// a deletion at a resourceVersion kache chose (a relist's difference), not at the revision
+/// that deleted the object, so a kache reading it (a tier) leaves such deletions out of its
+/// revision ledger; the apiserver always tells a deletion at its own revision.
+pub const FROM_CACHE_HEADER: &str = "kache-from-cache";

@@ -643,7 +643,9 @@ impl Handler for Serve {
             Ok((caller, mut place)) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Ok(resp) => {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    (limit::hold(resp, place.take()), Source::Cache)
+                    let mut resp = limit::hold(resp, place.take());
+                    resp.headers_mut().insert(crate::api::FROM_CACHE_HEADER, http::HeaderValue::from_static("true"));
+                    (resp, Source::Cache)
                 }
                 Err(why) => {
                     reason = Some(why);

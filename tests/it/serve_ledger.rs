@@ -93,3 +93,42 @@ async fn with_the_ledger_off_other_resources_writes_prove_nothing() {
     assert_eq!(serve.checks("accounted"), 0);
     assert_eq!(serve.checks("same") + serve.checks("proven"), checked + 1, "checked, as before the ledger");
 }
+
+/// The upstream's current revision, read at the simulator.
+async fn sim_rv(sim: &TestSim) -> u64 {
+    list_rv(&sim.api.get("/api/v1/namespaces/default/configmaps").await.json())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_resources_deletion_proves_a_read_unless_a_kache_told_it() {
+    let (sim, k1) = setup(&[]).await;
+    // A second kache in front of the first (a tier): the first tells it deletions from its
+    // cache, at resourceVersions a relist of its may have chosen.
+    let k2 =
+        kache_in_front(&k1.serving.addr.to_string(), &["--preload", "pods,configmaps", "--consistent-passthrough-factor", "0.01"]).await;
+    let ns = sim.api.get("/api/v1/pods").await.json()["items"][0]["metadata"]["namespace"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/namespaces/{ns}/pods");
+    for (n, (k, tier)) in [(&k1, false), (&k2, true)].into_iter().enumerate() {
+        let serve = &k.serving.serve;
+        assert!(serve.wait_ledger(QUICK).await, "tier {tier}: pods and configmaps share the upstream's revisions");
+        let cms = serve.cache("", "configmaps", kache::api::media::Format::Json).expect("the configmaps cache");
+        // A ConfigMap written and read back: the pods' cache is proven up to its revision.
+        let name = format!("gone-{n}");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}});
+        assert_eq!(sim.api.post("/api/v1/namespaces/default/configmaps", &cm).await.status, 201);
+        assert!(cms.wait_for(sim_rv(&sim).await, QUICK).await, "tier {tier}: the creation reached kache");
+        assert_eq!(k.api.get(&path).await.status, 200);
+        // Then deleted: the only revision since.
+        let deleted = sim.api.delete(&format!("/api/v1/namespaces/default/configmaps/{name}")).await;
+        assert_eq!(deleted.status, 200, "{}", deleted.text());
+        let rv = sim_rv(&sim).await;
+        assert!(cms.wait_for(rv, QUICK).await, "tier {tier}: the deletion reached kache");
+        assert!(cms.snapshot().get(&format!("default/{name}")).is_none());
+        let (accounted, checked) = (serve.checks("accounted"), serve.checks("same") + serve.checks("proven"));
+        let r = k.api.get(&path).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(list_rv(&r.json()) >= rv, "tier {tier}: at or after the deletion");
+        assert_eq!(serve.checks("accounted") - accounted, u64::from(!tier), "tier {tier}: proven by the deletion's revision");
+        assert_eq!(serve.checks("same") + serve.checks("proven") - checked, u64::from(tier), "tier {tier}: checked instead");
+    }
+}

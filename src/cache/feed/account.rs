@@ -31,10 +31,11 @@ pub enum LedgerProof {
 }
 
 impl Feed {
-    /// Note a revision a watch of this feed's brought (added or modified objects only: a
-    /// deletion may be one a kache upstream told at a resourceVersion of its own choosing).
-    pub(super) fn record(&self, kind: EventType, rv: u64) {
-        if let (Some(w), false) = (self.writer, kind == EventType::Deleted) {
+    /// Note a revision a watch of this feed's brought. A deletion only when `deletions`: the
+    /// apiserver tells one at the revision that deleted the object, a kache upstream may tell
+    /// it at a resourceVersion of its own choosing ([`crate::api::FROM_CACHE_HEADER`]).
+    pub(super) fn record(&self, kind: EventType, rv: u64, deletions: bool) {
+        if let (Some(w), true) = (self.writer, deletions || kind != EventType::Deleted) {
             self.upstream.ledger().record(w, rv);
         }
     }

@@ -428,13 +428,15 @@ impl Feed {
         }
         // The upstream answers again: readiness need not wait for this watch to end.
         self.set_healthy(true);
+        // A kache upstream may tell a deletion at a revision of its own choosing.
+        let deletions = !resp.headers().contains_key(crate::api::FROM_CACHE_HEADER);
         let mut body = resp.into_body();
         let mut buf = BytesMut::new();
         let idle = self.upstream.timeouts().watch_idle;
         while let Some(data) = next_data(&mut body, idle).await? {
             buf.extend_from_slice(&data);
             while let Some(ev) = decode::cut_event(self.fmt, &mut buf)? {
-                self.ingest(ev, rv)?;
+                self.ingest(ev, rv, deletions)?;
             }
         }
         Ok(())
@@ -442,7 +444,9 @@ impl Feed {
 
     /// Apply one watch event: a change to the cache, a bookmark's progress, an ERROR's
     /// failure. An object that cannot be decoded is skipped (the watch goes on past it).
-    fn ingest(&self, ev: RawEvent, rv: &mut u64) -> Result<(), InformerError> {
+    /// `deletions`: whether a deletion's resourceVersion is the revision that deleted it
+    /// (the apiserver's watch), so that the ledger may record it.
+    fn ingest(&self, ev: RawEvent, rv: &mut u64, deletions: bool) -> Result<(), InformerError> {
         let kind = match ev.kind.as_str() {
             "ADDED" => EventType::Added,
             "MODIFIED" => EventType::Modified,
@@ -463,7 +467,7 @@ impl Feed {
             Err(e) => {
                 let orv = decode::object_rv(self.fmt, &ev.object);
                 if let Some(orv) = orv {
-                    self.record(kind, orv);
+                    self.record(kind, orv, deletions);
                 }
                 self.skipped(&[e], orv);
                 *rv = (*rv).max(orv.unwrap_or(0));
@@ -477,7 +481,7 @@ impl Feed {
             metrics::counter!(telemetry::EVENTS_INGESTED, &self.labels()).increment(1);
         }
         // Recorded once applied: the ledger never proves a kind by its own writes.
-        self.record(kind, orv);
+        self.record(kind, orv, deletions);
         *rv = (*rv).max(orv);
         Ok(())
     }
@@ -500,6 +504,15 @@ mod tests {
     async fn upstream(
         list: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
         events: Vec<Vec<u8>>,
+    ) -> (crate::upstream::Upstream, Arc<Mutex<Vec<String>>>) {
+        upstream_marked(list, events, false).await
+    }
+
+    /// [`upstream`], its watches marked as a kache's answers from its cache when `kache`.
+    async fn upstream_marked(
+        list: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
+        events: Vec<Vec<u8>>,
+        kache: bool,
     ) -> (crate::upstream::Upstream, Arc<Mutex<Vec<String>>>) {
         type Body =
             http_body_util::StreamBody<futures_util::stream::BoxStream<'static, Result<http_body::Frame<Bytes>, std::convert::Infallible>>>;
@@ -530,7 +543,11 @@ mod tests {
                     };
                     let frames = futures_util::stream::iter(frames.into_iter().map(|b| Ok(http_body::Frame::data(b))));
                     let body = if watch { frames.chain(futures_util::stream::pending()).boxed() } else { frames.boxed() };
-                    std::future::ready(Ok(hyper::Response::new(Body::new(body))))
+                    let mut resp = hyper::Response::new(Body::new(body));
+                    if kache && watch {
+                        resp.headers_mut().insert(crate::api::FROM_CACHE_HEADER, hyper::header::HeaderValue::from_static("true"));
+                    }
+                    std::future::ready(Ok(resp))
                 });
                 tokio::spawn(async move {
                     let io = hyper_util::rt::TokioIo::new(s);
@@ -597,6 +614,35 @@ mod tests {
         let lists = asked.iter().filter(|p| p.ends_with("/widgets")).count();
         assert_eq!(lists, 1, "one list, unpaged: {asked:?}");
         task.abort();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_ledger_records_deletions_the_apiserver_told_and_not_those_a_kache_told() {
+        for kache in [false, true] {
+            let r = Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() };
+            let list = [
+                &b"{\"apiVersion\":\"v1\",\"kind\":\"WidgetList\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..],
+                &[nested_widget("a", 5, 3), nested_widget("b", 6, 3)].join(&b","[..]),
+                b"]}",
+            ]
+            .concat();
+            let events = vec![event("DELETED", &nested_widget("a", 11, 3)), event("MODIFIED", &nested_widget("b", 12, 3))];
+            let (up, _) = upstream_marked(move |_| list.clone(), events, kache).await;
+            let cache = Arc::new(KindCache::new(Arc::new(r), 0, Default::default()));
+            let feed = Feed::new(cache.clone(), Format::Json, up.clone());
+            let task = tokio::spawn(feed.clone().run());
+            assert!(cache.wait_for(12, Duration::from_secs(60)).await, "both events applied");
+            assert_eq!(cache.snapshot().objects.len(), 1, "a deleted");
+            // Another resource of the same storage asks whether revisions 11 and 12 were
+            // writes of others than its own.
+            let ledger = up.ledger();
+            let other = ledger.writer("", "configmaps").unwrap();
+            ledger.trust(feed.writer.unwrap());
+            ledger.trust(other);
+            assert_eq!(ledger.accounted(other, 10, 11), !kache, "the deletion at 11, told by a kache: {kache}");
+            assert!(ledger.accounted(other, 11, 12), "a modification is recorded whoever tells it");
+            task.abort();
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
