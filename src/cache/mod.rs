@@ -6,6 +6,7 @@
 pub mod feed;
 pub mod ledger;
 pub(crate) mod object;
+mod rings;
 pub(crate) mod store;
 pub(crate) mod window;
 
@@ -15,7 +16,8 @@ use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::window::{Event, EventType};
 use arc_swap::ArcSwap;
-use std::collections::{HashMap, VecDeque};
+use rings::Rings;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -143,15 +145,6 @@ struct Gap {
 /// Relist spans remembered (relists are rare: an upstream restart or a long outage each).
 const GAPS: usize = 16;
 
-/// Largest ring per index value: one node's pods change far less often than all pods, and
-/// every value watched holds a ring (~48 bytes a slot: 1,024 slots were ~48 KB per watched
-/// node, half a GB for 10,000 kubelets). 128 lets every pod a node may run (the kubelet's
-/// default maxPods is 110) change once before its watchers must have caught up; a watcher
-/// that falls further behind is ended and its client resumes from the window. Objects
-/// without the field (`spec.nodeName=`, the scheduler's watch of pending pods) share one
-/// value that can see bursts: its ring is as large as the kind's.
-const INDEXED_RING: usize = 128;
-
 /// The default byte bound of each cache's window: 10,000 changes of objects of about 3 KB
 /// (a typical pod in JSON) fit; larger objects changing fast keep fewer changes.
 pub const DEFAULT_WINDOW_BYTES: usize = 32 << 20;
@@ -205,9 +198,9 @@ pub struct KindCache {
     tx: broadcast::Sender<Message>,
     history: Mutex<VecDeque<Arc<Snapshot>>>,
     writer: Mutex<()>,
-    /// One ring per value of the indexed field that has watchers (a kubelet's node), so a
+    /// One ring per value of the indexed field and per namespace that has watchers, so a
     /// change reaches only the watchers it can concern instead of every watcher.
-    by_index: Mutex<HashMap<Arc<str>, broadcast::Sender<Message>>>,
+    rings: Mutex<Rings>,
     /// The spans recent relists told as differences, newest last.
     gaps: Mutex<VecDeque<Gap>>,
 }
@@ -230,7 +223,7 @@ impl KindCache {
             tx,
             history: Mutex::new(VecDeque::new()),
             writer: Mutex::new(()),
-            by_index: Mutex::new(HashMap::new()),
+            rings: Mutex::new(Rings::default()),
             gaps: Mutex::new(VecDeque::new()),
         }
     }
@@ -274,44 +267,28 @@ impl KindCache {
     /// Subscribe to the changes that concern objects whose indexed field is (or was)
     /// `value`, plus progress and resets.
     pub fn subscribe_indexed(&self, value: &str) -> broadcast::Receiver<Message> {
-        let mut rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
-        let cap = if value.is_empty() { self.limits.watcher_lag.max(16) } else { self.limits.watcher_lag.clamp(16, INDEXED_RING) };
-        rings.entry(Arc::from(value)).or_insert_with(|| broadcast::channel(cap).0).subscribe()
+        self.rings.lock().unwrap_or_else(|e| e.into_inner()).field(value, self.limits.watcher_lag)
+    }
+
+    /// Subscribe to the changes of objects in namespace `ns`, plus progress and resets.
+    pub fn subscribe_namespace(&self, ns: &str) -> broadcast::Receiver<Message> {
+        self.rings.lock().unwrap_or_else(|e| e.into_inner()).namespace(ns, self.limits.watcher_lag)
     }
 
     /// Number of open watchers.
     pub fn watchers(&self) -> usize {
-        let rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
-        self.tx.receiver_count() + rings.values().map(broadcast::Sender::receiver_count).sum::<usize>()
+        self.tx.receiver_count() + self.rings.lock().unwrap_or_else(|e| e.into_inner()).receivers()
     }
 
-    /// Send to every ring (progress and resets concern every watcher), dropping rings
-    /// nobody listens to any more.
+    /// Send to every ring (progress and resets concern every watcher).
     fn send_all(&self, msg: Message) {
-        let _ = self.tx.send(msg.clone());
-        let mut rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
-        rings.retain(|_, tx| tx.receiver_count() > 0);
-        for tx in rings.values() {
-            let _ = tx.send(msg.clone());
-        }
+        self.rings.lock().unwrap_or_else(|e| e.into_inner()).send_all(&msg);
+        let _ = self.tx.send(msg);
     }
 
-    /// Send an event to the rings of the index values of its object before and after.
+    /// Send an event to the narrower rings that concern it.
     fn send_indexed(&self, ev: &Arc<Event>) {
-        let Some(field) = self.resource.index.as_deref() else { return };
-        let rings = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
-        if rings.is_empty() {
-            return;
-        }
-        // The values the store indexes them under, so a watch finds the events of exactly the
-        // objects a LIST of the same value finds.
-        let now = crate::cache::store::indexed_value(&ev.object, field);
-        let before = ev.prev.as_ref().map(|p| crate::cache::store::indexed_value(p, field));
-        for value in [Some(now), before.filter(|b| *b != now)].into_iter().flatten() {
-            if let Some(tx) = rings.get(value) {
-                let _ = tx.send(Message::Event(Arc::downgrade(ev)));
-            }
-        }
+        self.rings.lock().unwrap_or_else(|e| e.into_inner()).send_event(ev, self.resource.index.as_deref());
     }
 
     /// Wait until progress reaches `rv`; false on timeout.
@@ -566,7 +543,7 @@ mod tests {
             assert!(matches!(node.try_recv(), Ok(Message::Event(_))));
         }
         // Falling INDEXED_RING behind ends the node's watcher (it resumes from the window).
-        for i in 0..=INDEXED_RING as u64 {
+        for i in 0..=rings::INDEXED_RING as u64 {
             c.apply(EventType::Modified, on(format!("p{}", i % 110), "node-a", 200 + i));
         }
         assert!(matches!(node.try_recv(), Err(broadcast::error::TryRecvError::Lagged(_))));

@@ -161,7 +161,7 @@ pub async fn watch_proving(
     let include = Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata);
     // Subscribe before reading the snapshot: every event after it is then received (events
     // the snapshot already holds are skipped by RV).
-    let rx_events = subscribe(&cache, &opts);
+    let rx_events = subscribe(&cache, namespace.as_deref(), &opts);
     let (start_rv, snap) = cache.latest();
     // The Table's columns are those the snapshot's cells were computed with; a change of
     // them comes with a relist, which ends this watch.
@@ -235,11 +235,13 @@ fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, compressed:
     (resp, state)
 }
 
-/// The cache's broadcast for a watch: the index's for a selector pinning the indexed field.
-fn subscribe(cache: &KindCache, opts: &Options) -> broadcast::Receiver<Message> {
-    match cache.resource.index.as_deref().and_then(|f| opts.fields.exact(f)) {
-        Some(value) => cache.subscribe_indexed(value),
-        None => cache.subscribe(),
+/// The cache's broadcast for a watch: the index's for a selector pinning the indexed field,
+/// else its namespace's for a watch of one namespace, else the kind's.
+fn subscribe(cache: &KindCache, namespace: Option<&str>, opts: &Options) -> broadcast::Receiver<Message> {
+    match (cache.resource.index.as_deref().and_then(|f| opts.fields.exact(f)), namespace) {
+        (Some(value), _) => cache.subscribe_indexed(value),
+        (None, Some(ns)) => cache.subscribe_namespace(ns),
+        (None, None) => cache.subscribe(),
     }
 }
 
@@ -467,7 +469,7 @@ impl Watcher {
     async fn run_growing(mut self, cache: Arc<KindCache>, growing: Arc<Growing>, end: Instant) {
         let Some(rv) = self.growing_state(&growing, end).await else { return };
         drop(growing);
-        let rx = subscribe(&cache, &self.opts);
+        let rx = subscribe(&cache, self.namespace.as_deref(), &self.opts);
         let (start_rv, snap) = cache.latest();
         self.last_rv = start_rv.max(snap.rv);
         self.run(snap, Backlog::Since(rv), rx, end).await
