@@ -200,7 +200,7 @@ pub struct CacheArgs {
     /// Past snapshots each cache keeps for continue tokens and exact-RV lists.
     #[arg(long, env = "KACHE_SNAPSHOT_HISTORY", default_value_t = 1024)]
     pub snapshot_history: usize,
-    /// Changes a watcher may fall behind before it is ended (its client then resumes); at most 128 for a watch of one node's pods.
+    /// Changes a watcher may fall behind before it is ended (its client then resumes); at most 128 for a watch of one node's pods and 1,024 for a watch of one namespace (each its own ring, woken only by its changes).
     #[arg(long, env = "KACHE_WATCHER_LAG", default_value_t = 8192)]
     pub watcher_lag: usize,
     /// Bytes of Table cells (`kubectl get` rows) kept per object version. A custom
