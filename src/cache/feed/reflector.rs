@@ -559,6 +559,18 @@ mod tests {
         (crate::app::plain_upstream(&format!("http://{addr}")).unwrap(), asked)
     }
 
+    /// The simulator's Widget custom resource, in JSON.
+    fn widgets() -> Resource {
+        Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() }
+    }
+
+    /// A WidgetList at RV 9 of `a` (RV 5) and `b` (RV 6).
+    fn two_widgets() -> Vec<u8> {
+        let items = [nested_widget("a", 5, 3), nested_widget("b", 6, 3)].join(&b","[..]);
+        [&b"{\"apiVersion\":\"v1\",\"kind\":\"WidgetList\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..], &items, b"]}"]
+            .concat()
+    }
+
     fn event(kind: &str, object: &[u8]) -> Vec<u8> {
         [format!("{{\"type\":\"{kind}\",\"object\":").as_bytes(), object, b"}\n"].concat()
     }
@@ -619,13 +631,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_ledger_records_deletions_the_apiserver_told_and_not_those_a_kache_told() {
         for kache in [false, true] {
-            let r = Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() };
-            let list = [
-                &b"{\"apiVersion\":\"v1\",\"kind\":\"WidgetList\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..],
-                &[nested_widget("a", 5, 3), nested_widget("b", 6, 3)].join(&b","[..]),
-                b"]}",
-            ]
-            .concat();
+            let (r, list) = (widgets(), two_widgets());
             let events = vec![event("DELETED", &nested_widget("a", 11, 3)), event("MODIFIED", &nested_widget("b", 12, 3))];
             let (up, _) = upstream_marked(move |_| list.clone(), events, kache).await;
             let cache = Arc::new(KindCache::new(Arc::new(r), 0, Default::default()));
@@ -649,13 +655,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_kind_whose_unpaged_list_breaks_off_is_listed_in_pages() {
-        let r = Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() };
-        let list = [
-            &b"{\"apiVersion\":\"v1\",\"kind\":\"WidgetList\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..],
-            &[nested_widget("a", 5, 3), nested_widget("b", 6, 3)].join(&b","[..]),
-            b"]}",
-        ]
-        .concat();
+        let (r, list) = (widgets(), two_widgets());
         // The unpaged answer ends after its first item, as a LIST cut at the apiserver's
         // request timeout does; pages come whole.
         let cut = list[..list.len() / 2].to_vec();
