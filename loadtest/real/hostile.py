@@ -20,7 +20,8 @@ configmaps in JSON and protobuf, impersonating pass-through, default bounds), th
      event read through kache) is recorded;
    - kubectl (`get pods -n ns-001`, `get pod NAME -n ns-001`) in a loop, timed;
    - an HTTP reader: a consistent GET of one pod, a resourceVersion=0 LIST of ns-001's pods
-     and of one node's pods (`spec.nodeName`), timed.
+     and of one node's pods (`spec.nodeName`), timed; and the same consistent GET sent to
+     the apiserver itself, the reference for the one read kache passes through (not gated).
    kache's RSS is sampled from /proc every 0.2 s (and VmHWM, the kernel's peak, at the end).
 2. Hostile (--seconds): the same honest clients while a hostile tenant, in a process of its
    own, does at once the list below. The tenant's process runs under SCHED_IDLE: a tenant's
@@ -466,10 +467,14 @@ def kubectl_loop(kubeconfig, cachedir, pod, samples, stop):
         i += 1
 
 
-def http_loop(base, token, pod, samples, stop):
+def http_loop(base, token, pod, samples, stop, direct=False):
+    """The HTTP reader's loop; `direct`: only its consistent GET, sent to the apiserver itself
+    (the reference for the one read kache passes through)."""
     reqs = [("GET pod (consistent)", f"/api/v1/namespaces/{a.ns}/pods/{pod}"),
             ("LIST ns pods RV=0", f"/api/v1/namespaces/{a.ns}/pods?resourceVersion=0"),
             ("LIST node's pods RV=0", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{a.node}&resourceVersion=0")]
+    if direct:
+        reqs = [("apiserver's own GET pod (consistent, not gated)", reqs[0][1])]
     c = conn(base)
     i = 0
     while not stop.is_set():
@@ -811,7 +816,8 @@ def main():
         subprocess.run(["kubectl", "--kubeconfig", f"{work}/kache.kubeconfig", "get", "ns"], capture_output=True, env=dict(os.environ, KUBECACHEDIR=cachedir))
         workers = [threading.Thread(target=writer, args=(direct, admin_tok, stop, writes), daemon=True),
                    threading.Thread(target=kubectl_loop, args=(f"{work}/kache.kubeconfig", cachedir, pod, samples, stop), daemon=True),
-                   threading.Thread(target=http_loop, args=(base, admin_tok, pod, samples, stop), daemon=True)]
+                   threading.Thread(target=http_loop, args=(base, admin_tok, pod, samples, stop), daemon=True),
+                   threading.Thread(target=http_loop, args=(direct, admin_tok, pod, samples, stop, True), daemon=True)]
         procs = {"kache": k.pid, "kube-apiserver": pid_file("kube-apiserver"), "etcd": pid_file("etcd")}
         cpu = lambda: ({n: cpu_s(pid) for n, pid in procs.items()}, machine_busy(), {n: run_delay(pid) for n, pid in procs.items()})  # noqa: E731
         c0 = cpu()
