@@ -209,6 +209,10 @@ pub fn depth(bytes: &[u8]) -> usize {
     deepest
 }
 
+/// A newline and the indentation of the first levels, copied whole (one copy rather than a
+/// byte and a fill per line: the lines of a pretty answer are most of its bytes).
+const NEWLINES: &[u8; 1 + 2 * 32] = b"\n                                                                ";
+
 /// [`indent`] a piece at a time: the state between pieces is where the text stands (depth,
 /// inside a string or after its backslash, an opening bracket whose newline waits), so a
 /// body is indented as it is sent, each piece as it comes, and never held whole.
@@ -223,29 +227,48 @@ pub struct Indenter {
 }
 
 impl Indenter {
+    /// Where the string that `src[i..]` continues ends: just past its closing quote (then
+    /// no longer in a string), or the piece's end. Searches for the next quote or backslash
+    /// (`memchr2`) rather than looking at every byte: strings are most of an object's JSON.
+    fn string_end(&mut self, src: &[u8], mut i: usize) -> usize {
+        loop {
+            if self.escaped {
+                // The byte after a backslash, perhaps the first of this piece.
+                if i == src.len() {
+                    return i;
+                }
+                self.escaped = false;
+                i += 1;
+            }
+            match memchr::memchr2(b'"', b'\\', &src[i..]) {
+                None => return src.len(),
+                Some(at) if src[i + at] == b'\\' => {
+                    self.escaped = true;
+                    i += at + 1;
+                }
+                Some(at) => {
+                    self.in_string = false;
+                    return i + at + 1;
+                }
+            }
+        }
+    }
+
     /// Indent the next piece of the compact text, appending to `out`.
     pub fn feed(&mut self, src: &[u8], out: &mut Vec<u8>) {
-        let newline = |out: &mut Vec<u8>, depth: usize| {
-            out.push(b'\n');
-            out.resize(out.len() + 2 * depth, b' ');
+        let newline = |out: &mut Vec<u8>, depth: usize| match NEWLINES.get(..1 + 2 * depth) {
+            Some(line) => out.extend_from_slice(line),
+            None => {
+                out.push(b'\n');
+                out.resize(out.len() + 2 * depth, b' ');
+            }
         };
         let mut i = 0;
         while i < src.len() {
             if self.in_string {
                 // Copy the string's bytes up to its closing quote (or the piece's end).
                 let start = i;
-                while i < src.len() {
-                    let c = src[i];
-                    i += 1;
-                    if self.escaped {
-                        self.escaped = false;
-                    } else if c == b'\\' {
-                        self.escaped = true;
-                    } else if c == b'"' {
-                        self.in_string = false;
-                        break;
-                    }
-                }
+                i = self.string_end(src, i);
                 out.extend_from_slice(&src[start..i]);
                 continue;
             }
@@ -344,6 +367,17 @@ mod tests {
             b"{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [\n    1,\n    {\n      \"d\": \"x,\\\"y:{\"\n    }\n  ]\n}"
         );
         assert_eq!(indent(&indent(b"{\"a\":[1]}")), indent(b"{\"a\":[1]}"), "indented input is read again the same");
+    }
+
+    #[test]
+    fn indents_deeper_than_its_ready_made_lines() {
+        let levels = NEWLINES.len(); // past the levels NEWLINES holds
+        let pad = |d: usize| "  ".repeat(d);
+        let mut want = vec!["{".to_string()];
+        want.extend((1..levels).map(|d| format!("{}\"a\": {{", pad(d))));
+        want.push(format!("{}\"a\": 1", pad(levels)));
+        want.extend((0..levels).rev().map(|d| format!("{}}}", pad(d))));
+        assert_eq!(String::from_utf8(indent(&nested(levels))).unwrap(), want.join("\n"));
     }
 
     proptest::proptest! {
