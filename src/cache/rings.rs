@@ -37,13 +37,12 @@ impl Rings {
     /// Subscribe to the ring of the indexed field's `value` (`lag`: the kind's ring size).
     pub(super) fn field(&mut self, value: &str, lag: usize) -> broadcast::Receiver<Message> {
         let cap = if value.is_empty() { lag.max(16) } else { lag.clamp(16, INDEXED_RING) };
-        self.field.entry(Arc::from(value)).or_insert_with(|| broadcast::channel(cap).0).subscribe()
+        subscribe(&mut self.field, value, cap)
     }
 
     /// Subscribe to the ring of namespace `ns`.
     pub(super) fn namespace(&mut self, ns: &str, lag: usize) -> broadcast::Receiver<Message> {
-        let cap = lag.clamp(16, NAMESPACE_RING);
-        self.namespace.entry(Arc::from(ns)).or_insert_with(|| broadcast::channel(cap).0).subscribe()
+        subscribe(&mut self.namespace, ns, lag.clamp(16, NAMESPACE_RING))
     }
 
     /// Watchers subscribed to a ring.
@@ -84,6 +83,11 @@ impl Rings {
     }
 }
 
+/// Subscribe to the ring of `key` in `rings`, made with `cap` slots if nobody watches it yet.
+fn subscribe(rings: &mut HashMap<Arc<str>, broadcast::Sender<Message>>, key: &str, cap: usize) -> broadcast::Receiver<Message> {
+    rings.entry(Arc::from(key)).or_insert_with(|| broadcast::channel(cap).0).subscribe()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,8 +95,12 @@ mod tests {
     use crate::cache::window::EventType;
     use crate::cache::{KindCache, Limits};
 
+    fn pods() -> crate::api::resource::ResourceRef {
+        Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap())
+    }
+
     fn pod(ns: &str, name: &str, rv: u64) -> Object {
-        let r = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap());
+        let r = pods();
         let v =
             serde_json::json!({"metadata": {"name": name, "namespace": ns, "resourceVersion": rv.to_string()}, "spec": {"nodeName": "n"}});
         Object::new(&r, &v, Some(&crate::cache::object::item_json(&v)), None).unwrap()
@@ -111,8 +119,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_namespaces_watchers_get_its_changes_and_everyones_progress_and_the_kinds_get_all() {
-        let r = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap());
-        let c = KindCache::new(r, 1, Limits::default());
+        let c = KindCache::new(pods(), 1, Limits::default());
         let (mut a, mut b, mut all) = (c.subscribe_namespace("a"), c.subscribe_namespace("b"), c.subscribe());
         c.apply(EventType::Added, pod("a", "p1", 2));
         c.apply(EventType::Added, pod("b", "p2", 3));
@@ -131,8 +138,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_namespace_watcher_further_behind_than_its_ring_learns_it_lagged() {
-        let r = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap());
-        let c = KindCache::new(r, 1, Limits::default());
+        let c = KindCache::new(pods(), 1, Limits::default());
         let mut a = c.subscribe_namespace("a");
         for i in 0..=NAMESPACE_RING as u64 {
             c.apply(EventType::Added, pod("a", &format!("p{i}"), 2 + i));
