@@ -318,6 +318,16 @@ pub struct CacheArgs {
     /// a resourceVersion (an informer's every restart) is not counted; 0 for no bound.
     #[arg(long, env = "KACHE_MAX_WATCH_STARTS_PER_CLIENT", default_value_t = 20)]
     pub max_watch_starts_per_client: u64,
+    /// Consistent reads a second (LISTs, and GETs kache answers from memory) one client may
+    /// have kache prove, ten seconds' worth at once. Each proof costs the apiserver a request
+    /// (its current resourceVersion, or a check of the page), shared only with the reads of
+    /// the kind that arrive while it is on its way, so a client reading in a loop would have
+    /// kache ask the apiserver as often. Past it the client's reads queue, each answered when
+    /// the rate has paid for it, as the apiserver's priority and fairness queues
+    /// (`kache_limit_hits_total{limit="max-consistent-reads-per-client"}` counts the waits);
+    /// reads at a resourceVersion need no proof and are not counted; 0 for no bound.
+    #[arg(long, env = "KACHE_MAX_CONSISTENT_READS_PER_CLIENT", default_value_t = 20)]
+    pub max_consistent_reads_per_client: u64,
     /// Seconds kache keeps serving reads from memory, and judging clients by their last
     /// known TokenReview and SubjectAccessReview decisions, while its informers cannot
     /// reach the upstream; past it cached reads get 503 and /readyz fails. A token revoked

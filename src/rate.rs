@@ -1,13 +1,16 @@
 //! Token buckets per key (a source address, a client): what one key may spend a second,
-//! a second's worth at once unless said otherwise. Three bounds use them: reviews of tokens
+//! a second's worth at once unless said otherwise. Four bounds use them: reviews of tokens
 //! kache has never judged, per source address (`--max-token-review-rate-per-address`), the
 //! bytes of consistent reads a client has kache pass to the apiserver as the cheaper way
-//! (`--max-cheaper-upstream-bytes-per-client`), and a client's watch starts that each need a
-//! consistency proof (`--max-watch-starts-per-client`, ten seconds' worth at once).
+//! (`--max-cheaper-upstream-bytes-per-client`), a client's watch starts that each need a
+//! consistency proof (`--max-watch-starts-per-client`, ten seconds' worth at once, refused
+//! past it), and a client's consistent reads that each need one
+//! (`--max-consistent-reads-per-client`, ten seconds' worth at once, queued past it).
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Mutex;
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// Keys remembered before idle ones (full buckets) are forgotten.
@@ -46,10 +49,45 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
     /// burst goes once the bucket is full, and the debt is repaid before the key spends
     /// again.
     pub fn take(&self, key: &K, cost: f64) -> bool {
-        let (rate, burst) = (self.per_second, self.burst);
-        if rate == 0.0 {
+        if self.per_second == 0.0 {
             return true;
         }
+        let burst = self.burst;
+        let spent = self.with_bucket(key, |b| {
+            let may = b.left >= cost.min(burst);
+            if may {
+                b.left -= cost;
+            }
+            may
+        });
+        if !spent {
+            crate::telemetry::limit_hit(self.limit);
+        }
+        spent
+    }
+
+    /// How long `key` waits before it spends one: nothing while its bucket holds one; past
+    /// that its spends queue, each reserved at once and due when the rate has paid for it
+    /// (a wait is counted as a hit).
+    pub fn queue(&self, key: &K) -> Duration {
+        let rate = self.per_second;
+        if rate == 0.0 {
+            return Duration::ZERO;
+        }
+        let left = self.with_bucket(key, |b| {
+            b.left -= 1.0;
+            b.left
+        });
+        if left >= 0.0 {
+            return Duration::ZERO;
+        }
+        crate::telemetry::limit_hit(self.limit);
+        Duration::from_secs_f64(-left / rate)
+    }
+
+    /// `f` on `key`'s bucket, brought up to date.
+    fn with_bucket<R>(&self, key: &K, f: impl FnOnce(&mut Bucket) -> R) -> R {
+        let (rate, burst) = (self.per_second, self.burst);
         let now = Instant::now();
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         if keys.len() >= KEYS && !keys.contains_key(key) {
@@ -59,12 +97,7 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
         let b = keys.entry(key.clone()).or_insert(Bucket { left: burst, at: now });
         b.left = (b.left + now.duration_since(b.at).as_secs_f64() * rate).min(burst);
         b.at = now;
-        if b.left >= cost.min(burst) {
-            b.left -= cost;
-            return true;
-        }
-        crate::telemetry::limit_hit(self.limit);
-        false
+        f(b)
     }
 
     /// Keys remembered now.
@@ -115,6 +148,23 @@ mod tests {
         assert!(!b.take(&"tenant", 1.0), "still 1,000 in debt");
         tokio::time::advance(Duration::from_millis(1001)).await;
         assert!(b.take(&"tenant", 1.0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_burst_spends_queue_each_due_when_the_rate_has_paid_for_it() {
+        let b = Buckets::with_burst(4, 8, "max-consistent-reads-per-client");
+        let waits: Vec<_> = (0..12).map(|_| b.queue(&"tenant")).collect();
+        assert!(waits[..8].iter().all(Duration::is_zero), "the burst at once: {waits:?}");
+        let ms: Vec<_> = waits[8..].iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [250, 500, 750, 1000], "then one every quarter second, in order");
+        assert_eq!(b.queue(&"other"), Duration::ZERO, "another key does not wait");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(b.queue(&"tenant").as_millis(), 250, "the queue ahead was paid for, not skipped");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!((0..8).all(|_| b.queue(&"tenant").is_zero()), "never more than the burst saved up");
+        assert!(!b.queue(&"tenant").is_zero());
+        let unbounded = Buckets::<&str>::new(0, LIMIT);
+        assert!((0..1000).all(|_| unbounded.queue(&"tenant").is_zero()));
     }
 
     #[tokio::test(start_paused = true)]

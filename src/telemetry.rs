@@ -89,6 +89,7 @@ pub const LIMITS: &[&str] = &[
     "max-cheaper-upstream-bytes-per-client",
     "max-concurrent-encodes",
     "max-concurrent-reviews",
+    "max-consistent-reads-per-client",
     "max-large-answers-per-client",
     "max-passthrough-per-client",
     "max-table-cell-bytes-per-object",

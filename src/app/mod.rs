@@ -135,6 +135,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         large_per_client: c.max_large_answers_per_client,
         cheaper_upstream_bytes_per_client: c.max_cheaper_upstream_bytes_per_client,
         watch_starts_per_client: c.max_watch_starts_per_client,
+        consistent_reads_per_client: c.max_consistent_reads_per_client,
         access_log: false,
     }
 }

@@ -96,6 +96,9 @@ pub struct ServeSettings {
     /// Watches a second one client may start from no resourceVersion (0: no bound), ten
     /// seconds' worth at once; past it 429.
     pub watch_starts_per_client: u64,
+    /// Consistent reads a second one client may have proven (0: no bound), ten seconds'
+    /// worth at once; past it they queue.
+    pub consistent_reads_per_client: u64,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
     pub access_log: bool,
 }
@@ -199,6 +202,8 @@ pub struct Serve {
     pub(crate) cheaper_upstream: crate::rate::Buckets<String>,
     /// Each client's budget of watch starts that need a consistency proof.
     pub(crate) watch_starts: crate::rate::Buckets<String>,
+    /// Each client's budget of consistent reads that need a proof, and the reads queued now.
+    pub(crate) consistent_reads: (crate::rate::Buckets<String>, std::sync::atomic::AtomicUsize),
 }
 
 impl Serve {
@@ -216,6 +221,9 @@ impl Serve {
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let starts = settings.watch_starts_per_client;
         let watch_starts = crate::rate::Buckets::with_burst(starts, starts.saturating_mul(10), "max-watch-starts-per-client");
+        let reads = settings.consistent_reads_per_client;
+        let consistent_reads =
+            (crate::rate::Buckets::with_burst(reads, reads.saturating_mul(10), "max-consistent-reads-per-client"), Default::default());
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -234,6 +242,7 @@ impl Serve {
             large,
             cheaper_upstream,
             watch_starts,
+            consistent_reads,
             watches,
         });
         for name in serve.settings.preload.clone() {

@@ -560,12 +560,16 @@ impl Serve {
     /// or passed through at once when the upstream is expected to answer it sooner (the
     /// cost rule, `serve::cost`) and `client` has not spent its budget of such reads. The
     /// proof is waited for no longer than the upstream would take; concurrent readers of a
-    /// kind share its probes.
+    /// kind share its probes; a client's proofs past its rate queue ([`Serve::queue_for_proof`]).
     async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<Fresh, PassThrough> {
         // A LIST is first proven by the revision ledger, when its kind's writes can be told
         // from the rest (`cache::ledger`): one shared probe, no bookmark, no check.
+        let named = plan.path.name.is_some();
+        if !named {
+            self.queue_for_proof(client).await;
+        }
         let mut known = None;
-        if plan.path.name.is_none() && self.settings.revision_ledger {
+        if !named && self.settings.revision_ledger {
             match feed.ledger_proof().await {
                 LedgerProof::Proven => {
                     self.count_check(Outcome::Accounted);
@@ -588,7 +592,7 @@ impl Serve {
             // A LIST is checked against the upstream's metadata first; a GET (an etcd read
             // for the apiserver, as is a check of it) goes through.
             Decision::Upstream if self.cheaper_upstream.take(&client.to_string(), bytes.max(1) as f64) => {
-                if plan.path.name.is_some() || !self.settings.check_cheaper_reads {
+                if named || !self.settings.check_cheaper_reads {
                     return Err(PassThrough::CheaperUpstream { bytes });
                 }
                 return self.checked(feed, plan, opts).await.map_err(|_| PassThrough::CheaperUpstream { bytes });
@@ -596,6 +600,9 @@ impl Serve {
             Decision::Upstream => self.settings.consistent_wait,
             Decision::Prove(bound) => bound,
         };
+        if named {
+            self.queue_for_proof(client).await;
+        }
         let started = Instant::now();
         let proven = match known {
             Some(rv) => self.reached(feed, rv, bound).await,
@@ -611,6 +618,25 @@ impl Serve {
             Err(_) => {}
         }
         proven.map(|()| Fresh::default())
+    }
+
+    /// Wait for `client`'s turn to have a consistent read proven: at once within its budget
+    /// (`--max-consistent-reads-per-client`), past it when the rate has paid for the read.
+    /// Each proof is a request to the apiserver (`Feed::upstream_rv`, or a check) that
+    /// concurrent readers of a kind share but a loop of reads does not.
+    async fn queue_for_proof(&self, client: &str) {
+        let (budget, queued) = &self.consistent_reads;
+        let wait = budget.queue(&client.to_string());
+        if !wait.is_zero() {
+            queued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _counted = Queued(queued);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Consistent reads queued now for their client's turn (`--max-consistent-reads-per-client`).
+    pub fn consistent_reads_queued(&self) -> usize {
+        self.consistent_reads.1.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the cache has caught up with the upstream's current RV, waiting at most
@@ -662,4 +688,13 @@ fn answer_bytes(feed: &Feed, plan: &Plan<'_>, opts: &Options, cap: u64) -> u64 {
         }
     }
     total
+}
+
+/// A read counted among the queued until it is dropped (answered, or its client gone).
+struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }

@@ -195,3 +195,45 @@ async fn a_clients_large_lists_wait_for_its_own_while_its_small_reads_go() {
     assert_eq!(second.status, 200, "sent once the first ended");
     assert_eq!(kache.serving.serve.large_answers_waiting(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_consistent_reads_past_its_rate_queue_while_another_clients_go() {
+    use crate::support::auth::{SecureKache, SecureSim, Who};
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    let sim = SecureSim::start().await;
+    // One proof a second for each client, ten at once.
+    let k = SecureKache::start(&sim, &["--max-consistent-reads-per-client", "1"]).await;
+    let alice = std::sync::Arc::new(k.client(Who::Token("alice-token")));
+    // Forty consistent LISTs at once: each would need a proof, a request to the upstream.
+    let mut reads: FuturesUnordered<_> = (0..40)
+        .map(|_| {
+            let alice = alice.clone();
+            tokio::spawn(async move { alice.get("/api/v1/namespaces/a/pods").await.status })
+        })
+        .collect();
+    let serve = k.serving.serve.clone();
+    eventually(30, 50, || {
+        let serve = serve.clone();
+        async move {
+            match serve.consistent_reads_queued() {
+                n if n >= 20 => Ok(()),
+                n => Err(format!("{n} queued")),
+            }
+        }
+    })
+    .await;
+    // Another client's reads are not held back by alice's queue, which still holds most of
+    // hers (the last is due some thirty seconds after the first ten).
+    let bob = k.client(Who::Token("bob-token"));
+    for _ in 0..5 {
+        assert_eq!(bob.get("/api/v1/namespaces/a/configmaps").await.status, 200);
+    }
+    assert!(k.serving.serve.consistent_reads_queued() >= 10, "alice's reads wait their turn");
+    // Hers are answered, not refused: the ten at once and then one a second.
+    for _ in 0..12 {
+        assert_eq!(reads.next().await.unwrap().unwrap(), 200);
+    }
+    for r in reads.iter() {
+        r.abort();
+    }
+}
