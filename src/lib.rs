@@ -48,8 +48,9 @@
 //!    `api::query::Options::parse`), `authorize` (cached SubjectAccessReview), the feed
 //!    (`Serve::feed`).
 //! 5. `permit` takes an in-flight place (`serve::limit`).
-//! 6. `fresh_enough`: a consistent LIST is first proven by the revision ledger when it can
-//!    be (`Feed::ledger_proof`: the upstream's current RV from `Feed::upstream_rv`, and every
+//! 6. `fresh_enough`: a consistent LIST first waits for its client's turn when the client
+//!    has spent its rate of proofs (`Serve::queue_for_proof`, `rate::Buckets::queue`), then
+//!    is proven by the revision ledger when it can be (`Feed::ledger_proof`: the upstream's current RV from `Feed::upstream_rv`, and every
 //!    revision since the cache's progress another resource's write, `cache::ledger`). If not,
 //!    it is weighed by `serve::cost::Costs::decide` (the
 //!    upstream's measured time for the answer's bytes against the expected proof wait).
@@ -71,8 +72,8 @@
 //! 2. `fresh_enough`: an RV newer than the cache has proven waits on `Feed::prove`. A
 //!    WatchList of a kind still loading is sent the initial list as it arrives instead
 //!    (`Serve::growing`, `handler::watch_growing`), then goes on from step 5.
-//! 3. `serve::handler::watch` subscribes to the `KindCache` (or a per-node ring) first,
-//!    then takes the snapshot, so no change falls between them.
+//! 3. `serve::handler::watch` subscribes to the `KindCache` (or a node's or namespace's
+//!    ring, `cache::rings`) first, then takes the snapshot, so no change falls between them.
 //! 4. The backlog: the window's events since the RV (`cache::window::EventWindow::since`),
 //!    or the state as ADDED events (RV 0, WatchList) and the initial-events-end bookmark.
 //! 5. Live events: `cache::KindCache::apply` (called by the feed, the one writer)
