@@ -50,8 +50,9 @@
 //! 5. `permit` takes an in-flight place (`serve::limit`).
 //! 6. `fresh_enough`: a consistent LIST first waits for its client's turn when the client
 //!    has spent its rate of proofs (`Serve::queue_for_proof`, `rate::Buckets::queue`), then
-//!    is proven by the revision ledger when it can be (`Feed::ledger_proof`: the upstream's current RV from `Feed::upstream_rv`, and every
-//!    revision since the cache's progress another resource's write, `cache::ledger`). If not,
+//!    is proven by the revision ledger when it can be (`Feed::ledger_proof`: the upstream's
+//!    current RV from `Feed::upstream_rv`, and every revision since the cache's progress
+//!    another resource's write, `cache::ledger`). If not,
 //!    it is weighed by `serve::cost::Costs::decide` (the
 //!    upstream's measured time for the answer's bytes against the expected proof wait).
 //!    Cheaper upstream, `serve::check` asks the upstream for the same page as metadata
