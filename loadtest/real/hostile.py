@@ -936,10 +936,11 @@ def main():
                 d[f"{n} runqueue wait (s/s)"] = round((y[2][n] - x[2][n]) / secs, 2)
             return d
 
+        (base_reqs, base_secs), (host_reqs, host_secs) = split_seconds(per_second(q0, q1, t1 - t0)), split_seconds(per_second(q1, q2, t2 - t1))
         result.update({
             "cores_used": {"baseline": cpu_use(c0, c1, t1 - t0), "hostile": cpu_use(c1, c2, t2 - t1)},
-            "apiserver_requests_per_second": {"baseline": split_seconds(per_second(q0, q1, t1 - t0))[0], "hostile": split_seconds(per_second(q1, q2, t2 - t1))[0]},
-            "apiserver_request_seconds_per_second": {"baseline": split_seconds(per_second(q0, q1, t1 - t0))[1], "hostile": split_seconds(per_second(q1, q2, t2 - t1))[1]},
+            "apiserver_requests_per_second": {"baseline": base_reqs, "hostile": host_reqs},
+            "apiserver_request_seconds_per_second": {"baseline": base_secs, "hostile": host_secs},
             "kache_counters_hostile_phase": {k2: m_hostile[k2] - m_base.get(k2, 0) for k2 in m_hostile
                                              if k2.startswith(("kache_freshness_probes_total", "kache_passthrough_total")) and m_hostile[k2] != m_base.get(k2, 0)},
             "honest": honest, "informer": informer,
