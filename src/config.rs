@@ -183,6 +183,8 @@ pub struct StatusArgs {
 #[derive(Debug, Clone, Args)]
 pub struct CacheArgs {
     /// Resources to load at start (plural names, or `plural.group`); others load on first request.
+    /// They are listed one at a time, in this order, each in protobuf before JSON; a WatchList
+    /// of one still waiting starts its list at once.
     #[arg(long, env = "KACHE_PRELOAD", value_delimiter = ',', default_value = "pods,nodes,namespaces,services,configmaps")]
     pub preload: Vec<String>,
     /// Encodings to load preloaded resources in (protobuf only where the kind has it).

@@ -14,6 +14,7 @@ pub mod discovery;
 pub(crate) mod fair;
 pub mod handler;
 pub(crate) mod limit;
+mod preload;
 pub(crate) mod proxy;
 mod read;
 pub use read::PassThrough;
@@ -245,19 +246,7 @@ impl Serve {
             consistent_reads,
             watches,
         });
-        for name in serve.settings.preload.clone() {
-            let found = serve.resources.load().iter().find(|r| r.plural == name || format!("{}.{}", r.plural, r.group) == name).cloned();
-            match found {
-                Some(r) => {
-                    for fmt in serve.settings.preload_formats.clone() {
-                        if fmt == Format::Json || r.protobuf {
-                            serve.feed(&r, fmt).mark_preloaded();
-                        }
-                    }
-                }
-                None => tracing::warn!(resource = %name, "preload: the upstream has no such listable resource"),
-            }
-        }
+        serve.preload();
         telemetry::register_limits();
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
         tokio::spawn(health::monitor(Arc::downgrade(&serve), |s| &s.upstream));
@@ -455,6 +444,11 @@ impl Serve {
 
     /// The feed of `r` in `fmt`, started on first use.
     pub(crate) fn feed(&self, r: &ResourceRef, fmt: Format) -> Arc<Feed> {
+        self.feed_held(r, fmt, false)
+    }
+
+    /// The feed of `r` in `fmt`; one started now waits for [`Feed::release`] when `held`.
+    fn feed_held(&self, r: &ResourceRef, fmt: Format, held: bool) -> Arc<Feed> {
         let key = FeedKey { group: r.group.clone(), version: r.version.clone(), plural: r.plural.clone(), format: fmt };
         self.feeds
             .entry(key)
@@ -462,6 +456,9 @@ impl Serve {
                 telemetry::register_cache(r, fmt);
                 let cache = Arc::new(KindCache::new(r.clone(), 0, self.settings.limits));
                 let feed = Feed::new(cache, fmt, self.upstream.clone());
+                if held {
+                    feed.hold();
+                }
                 tokio::spawn(feed.clone().run());
                 feed
             })

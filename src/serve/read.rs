@@ -270,6 +270,8 @@ impl Serve {
         if let Some(growing) = feed.growing() {
             return Some(growing);
         }
+        // A preloaded list still waiting for its turn goes now (`cache::feed::turns`).
+        feed.release();
         feed.next_page(FIRST_PAGE_WAIT).await;
         feed.growing()
     }

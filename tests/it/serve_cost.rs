@@ -331,3 +331,66 @@ async fn a_watch_list_sent_a_list_that_fails_ends_without_its_end_bookmark() {
     names.dedup();
     assert!(names.len() == n && n < 700, "each pod the list brought once, not the whole list: {n}");
 }
+
+/// The lists the proxy saw of a collection (its `limit=1` count and watches aside).
+fn lists_of(proxy: &Proxy, collection: &str) -> usize {
+    proxy.seen().iter().filter(|c| c.method == "GET" && c.path == collection).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preloaded_kinds_list_in_turn_and_a_watch_list_starts_its_kinds_list_at_once() {
+    let sim = start(&cluster(&["--nodes", "5", "--pods", "1200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    let proxy = Proxy::start(&sim.addr, true).await;
+    proxy.hold_body("/api/v1/pods", 256 * 1024);
+    let up = kache::app::plain_upstream(&proxy.url()).unwrap();
+    let k = kache_loading(up, &["--preload", "pods,namespaces,services", "--preload-encodings", "json"]).await;
+    eventually(30, 20, || async {
+        if proxy.body_held() {
+            Ok(())
+        } else {
+            Err("the pods list has not reached its hold".to_string())
+        }
+    })
+    .await;
+    // The pods' list is under way: the kinds after it wait for their turn.
+    assert_eq!((lists_of(&proxy, "/api/v1/namespaces"), lists_of(&proxy, "/api/v1/services")), (0, 0), "{:?}", proxy.seen());
+    // A WatchList of namespaces does not wait: their list starts and it is sent it.
+    let before = counts(&k);
+    let url = "/api/v1/namespaces?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+    let mut w = k.api.watch(url, "application/json").await;
+    assert_eq!(w.status, 200);
+    let mut names = Vec::new();
+    let end = loop {
+        let Next::Item(ev) = w.next_json(deadline(30)).await else { panic!("no end bookmark after {names:?}") };
+        if ev["type"] == "BOOKMARK" {
+            break ev;
+        }
+        names.push(ev["object"]["metadata"]["name"].as_str().unwrap().to_string());
+    };
+    assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(names.len(), 3, "the three namespaces: {names:?}");
+    assert_eq!(counts(&k), before, "nothing passed through");
+    assert_eq!(lists_of(&proxy, "/api/v1/namespaces"), 1, "the namespaces were listed for it");
+    assert_eq!(lists_of(&proxy, "/api/v1/services"), 0, "the services still wait for the pods");
+    // Once the pods' list ends, the services' turn comes.
+    proxy.release();
+    assert!(k.serving.serve.wait_synced(crate::support::QUICK).await, "every preloaded cache syncs");
+    assert_eq!(lists_of(&proxy, "/api/v1/services"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preloaded_kind_the_upstream_refuses_does_not_hold_up_the_next() {
+    let sim = start(&cluster(SIM)).await;
+    let proxy = Proxy::start(&sim.addr, true).await;
+    proxy.refuse("/api/v1/pods");
+    let up = kache::app::plain_upstream(&proxy.url()).unwrap();
+    let k = kache_loading(up, &["--preload", "pods,namespaces", "--preload-encodings", "json"]).await;
+    eventually(30, 20, || async {
+        match k.serving.serve.cache("", "namespaces", kache::api::media::Format::Json) {
+            Some(c) if c.snapshot().range(None, None).count() == 3 => Ok(()),
+            _ => Err("the namespaces have not been listed".to_string()),
+        }
+    })
+    .await;
+    assert!(lists_of(&proxy, "/api/v1/pods") >= 1, "the pods came first");
+}

@@ -13,6 +13,7 @@
 //! - `yielding`: lists wait while a client passed through for want of them streams a state.
 //! - `growing`: the initial list's objects as its pages arrive, for a WatchList that comes
 //!   while the cache loads.
+//! - `turns`: preloaded feeds list one after another at start.
 
 mod account;
 mod check;
@@ -23,6 +24,7 @@ pub mod growing;
 mod reflector;
 mod state;
 mod streamed;
+pub mod turns;
 pub mod yielding;
 
 pub use account::LedgerProof;
@@ -114,6 +116,8 @@ pub struct Feed {
     yields: Arc<yielding::Yield>,
     /// The attempt at the initial list under way, while the feed has not synced.
     growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
+    /// Whether its initial list may go ([`turns`]).
+    turn: watch::Sender<turns::Turn>,
     /// Its resource's number in the upstream's revision ledger (`None`: never recorded).
     writer: Option<crate::cache::ledger::Writer>,
     /// The first revision the ledger could not account for in this kind's last proof by it
@@ -176,6 +180,7 @@ impl Feed {
             paged: tokio::sync::Notify::new(),
             yields: Arc::default(),
             growing: std::sync::Mutex::new(None),
+            turn: watch::Sender::new(turns::Turn::Going),
             writer,
             ledger_block: AtomicU64::new(0),
         })
@@ -184,6 +189,7 @@ impl Feed {
     /// Run the reflector until the task is dropped (or the upstream refuses the kind in
     /// this encoding: see [`Feed::refused`]).
     pub async fn run(self: Arc<Self>) {
+        self.my_turn().await;
         // The feed joins the revision ledger once synced, while it runs; `run` ends with it.
         let joining = async {
             self.join_ledger().await;

@@ -37,6 +37,7 @@ impl Steps for Feed {
         }
         let custom = self.custom_columns().await;
         let listed = self.state(relist, custom.as_ref()).await;
+        self.tried();
         self.set_healthy(listed.is_ok());
         self.forbidden.store(matches!(listed, Err(InformerError::Status { code: 403, .. })), Ordering::Relaxed);
         match listed {

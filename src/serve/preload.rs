@@ -1,0 +1,53 @@
+//! The resources kache loads at start (`--preload`), listed in turns
+//! (`cache::feed::turns`).
+
+use super::Serve;
+use crate::api::media::Format;
+use crate::api::resource::ResourceRef;
+use crate::cache::feed::turns;
+
+impl Serve {
+    /// Start the preloaded feeds, held, and release them one after another: the kinds in
+    /// the order `--preload` names them, each in protobuf (client-go's encoding) before JSON.
+    pub(super) fn preload(&self) {
+        let mut order = Vec::new();
+        for name in &self.settings.preload {
+            let resources = self.resources.load();
+            let Some(r) = resources.iter().find(|r| &r.plural == name || format!("{}.{}", r.plural, r.group) == *name) else {
+                tracing::warn!(resource = %name, "preload: the upstream has no such listable resource");
+                continue;
+            };
+            for fmt in encodings(r, &self.settings.preload_formats) {
+                let feed = self.feed_held(r, fmt, true);
+                feed.mark_preloaded();
+                order.push(feed);
+            }
+        }
+        tokio::spawn(turns::in_turn(order));
+    }
+}
+
+/// The encodings `r` is preloaded in, protobuf first; protobuf only where the kind has it.
+fn encodings(r: &ResourceRef, asked: &[Format]) -> Vec<Format> {
+    let mut fmts: Vec<Format> = asked.iter().copied().filter(|f| *f == Format::Json || r.protobuf).collect();
+    fmts.sort_by_key(|f| *f != Format::Protobuf);
+    fmts.dedup();
+    fmts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn protobuf_is_loaded_first_and_only_where_the_kind_has_it() {
+        let mut pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let both = [Format::Json, Format::Protobuf, Format::Json];
+        assert_eq!(encodings(&Arc::new(pods.clone()), &both), vec![Format::Protobuf, Format::Json]);
+        pods.protobuf = false;
+        let custom = Arc::new(pods);
+        assert_eq!(encodings(&custom, &both), vec![Format::Json]);
+        assert_eq!(encodings(&custom, &[Format::Protobuf]), Vec::<Format>::new());
+    }
+}
