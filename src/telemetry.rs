@@ -8,9 +8,10 @@ use std::sync::OnceLock;
 /// 1, labelled with the running build: version, git commit (when built with
 /// `KACHE_GIT_COMMIT` set), platform.
 pub const BUILD_INFO: &str = "kache_build_info";
-/// Upstream HTTP/2 connections open, by class (`own`: informers, discovery, freshness
-/// probes; `review`: token and access reviews; `probe`: health probes; `passthrough`:
-/// clients' requests).
+/// Upstream connections open, by class (`own`: informers, discovery, freshness probes;
+/// `review`: token and access reviews; `probe`: health probes; `passthrough`: clients'
+/// requests: HTTP/2; `bulk`: kache's own lists of whole collections, HTTP/1.1, one at a
+/// time each).
 pub const UPSTREAM_CONNECTIONS: &str = "kache_upstream_connections";
 /// Whether the upstream answered kache's last health probe (`/readyz`) with 200: 1 or 0.
 pub const UPSTREAM_UP: &str = "kache_upstream_up";

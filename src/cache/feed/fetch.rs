@@ -4,7 +4,7 @@
 
 use super::InformerError;
 use crate::api::resource::Resource;
-use crate::upstream::{Counted, Upstream};
+use crate::upstream::{Class, Counted, Upstream};
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use std::time::Duration;
@@ -84,7 +84,12 @@ fn name_selector(name: &str) -> String {
 /// (see [`Upstream::get`]) and its body as long as bytes keep coming (no gap longer than
 /// the same deadline), so a large LIST may take as long as it needs, a stalled one not.
 pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
-    let resp = upstream.get(path, accept).await?;
+    fetch_in(upstream, path, accept, Class::Own).await
+}
+
+/// [`fetch`] in `class`'s connections (a page of a whole collection: [`Class::Bulk`]).
+pub(crate) async fn fetch_in(upstream: &Upstream, path: &str, accept: &str, class: Class) -> Result<Bytes, InformerError> {
+    let resp = upstream.get_in(path, accept, class).await?;
     let idle = upstream.timeouts().own;
     if resp.status().as_u16() != 200 {
         return Err(error_response(resp, idle).await);

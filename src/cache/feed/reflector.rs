@@ -3,7 +3,7 @@
 //! and WATCH from an RV applying events and bookmarks as they arrive.
 
 use super::decode::{self, Identity, ListJson, Listed, RawEvent};
-use super::fetch::{collection_path, error_response, fetch, next_data, object_at_path, page_path};
+use super::fetch::{collection_path, error_response, fetch, fetch_in, next_data, object_at_path, page_path};
 use super::state::Steps;
 use super::{growing, streamed, yielding};
 use super::{DecodeError, Feed, InformerError};
@@ -14,6 +14,7 @@ use crate::cache::object::{read_projection, Key, Object};
 use crate::cache::window::EventType;
 use crate::cache::Relisted;
 use crate::telemetry;
+use crate::upstream::Class;
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -190,7 +191,7 @@ impl Feed {
         let path = collection_path(r);
         // The count is cheap (milliseconds); the list does not wait long for it.
         let count = async { tokio::time::timeout(std::time::Duration::from_secs(1), self.count()).await.ok().flatten() };
-        let (total, resp) = tokio::join!(count, self.upstream.get(&path, accept));
+        let (total, resp) = tokio::join!(count, self.upstream.get_in(&path, accept, Class::Bulk));
         let (resp, idle) = (resp?, self.upstream.timeouts().own);
         if resp.status().as_u16() != 200 {
             return Err(error_response(resp, idle).await);
@@ -261,8 +262,8 @@ impl Feed {
             self.yield_to_clients(growing.as_ref(), &mut budget).await;
             let path = page_path(&base, Some(PAGE), &cont);
             let got = match self.fmt {
-                Format::Json => fetch(&self.upstream, &path, "application/json").await?,
-                Format::Protobuf => fetch(&self.upstream, &path, wire::PROTOBUF).await?,
+                Format::Json => fetch_in(&self.upstream, &path, "application/json", Class::Bulk).await?,
+                Format::Protobuf => fetch_in(&self.upstream, &path, wire::PROTOBUF, Class::Bulk).await?,
             };
             bytes += got.len() as u64;
             let before = listed.objects.len();
@@ -356,7 +357,7 @@ impl Feed {
         let mut ids = Vec::new();
         let mut cont = String::new();
         loop {
-            let body = fetch(&self.upstream, &page_path(&base, Some(PAGE), &cont), METADATA_LIST_PB).await?;
+            let body = fetch_in(&self.upstream, &page_path(&base, Some(PAGE), &cont), METADATA_LIST_PB, Class::Bulk).await?;
             let page = decode::pb_identities(&body, &mut ids)?;
             if page.cont.is_empty() {
                 return Ok((ids, page.rv));
