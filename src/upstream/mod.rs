@@ -439,3 +439,6 @@ impl Upstream {
         self.send(req, class).await
     }
 }
+
+#[cfg(test)]
+mod tests;
