@@ -8,7 +8,8 @@
 //! come from a pool that opens another connection when every open one carries its limit of
 //! concurrent streams (the apiserver allows 100 per connection by default; a stream beyond it
 //! would wait), as Go's HTTP/2 transport does. kache's own calls (informers, discovery)
-//! have a pool of their own, reviews another and health probes a third, so client
+//! have a pool of their own (their lists of whole collections one more, over HTTP/1.1:
+//! [`Class::Bulk`]), reviews another and health probes a third, so client
 //! pass-through traffic can never queue them, nor a flood of reviews a probe or an informer. Each stream may hold at most [`STREAM_WINDOW_BYTES`] unread, and a connection
 //! grants that to every stream it carries at once, so a stream whose reader stopped (a client
 //! that no longer reads a passed-through watch) stalls alone instead of taking the
