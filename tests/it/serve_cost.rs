@@ -251,14 +251,14 @@ async fn a_clients_cheaper_upstream_reads_past_its_budget_are_proven_and_answere
 }
 
 /// kache in front of a proxy that passes the first 256 KiB of the pods list (kache's one
-/// unpaged LIST) and holds the rest, preloading the pods in JSON: its initial list is under
-/// way and cannot end until `release`.
-async fn loading(pods: &str) -> (TestSim, Proxy, TestKache) {
+/// unpaged LIST) and holds the rest, preloading `preload` (the pods first) in JSON: its
+/// initial list of the pods is under way and cannot end until `release`.
+async fn loading(pods: &str, preload: &str) -> (TestSim, Proxy, TestKache) {
     let sim = start(&cluster(&["--nodes", "5", "--pods", pods, "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
     let proxy = Proxy::start(&sim.addr, true).await;
     proxy.hold_body("/api/v1/pods", 256 * 1024);
     let up = kache::app::plain_upstream(&proxy.url()).unwrap();
-    let k = kache_loading(up, &["--preload", "pods", "--preload-encodings", "json"]).await;
+    let k = kache_loading(up, &["--preload", preload, "--preload-encodings", "json"]).await;
     eventually(30, 20, || async {
         if proxy.body_held() {
             Ok(())
@@ -285,7 +285,7 @@ async fn added(w: &mut WatchStream, n: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_list_while_the_cache_loads_gets_its_pods_as_they_arrive_and_is_not_passed_through() {
-    let (sim, proxy, k) = loading("1200").await;
+    let (sim, proxy, k) = loading("1200", "pods").await;
     // A write after kache's list began: the WatchList's state must be at least that new.
     let written = obj_rv(&sim.api.create_cm("default", "after-the-list-began", json!({})).await);
     let before = counts(&k);
@@ -316,7 +316,7 @@ async fn a_watch_list_while_the_cache_loads_gets_its_pods_as_they_arrive_and_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_list_sent_a_list_that_fails_ends_without_its_end_bookmark() {
-    let (_sim, proxy, k) = loading("700").await;
+    let (_sim, proxy, k) = loading("700", "pods").await;
     let mut w = k.api.watch(WATCH_LIST, "application/json").await;
     assert_eq!(w.status, 200);
     let mut names = added(&mut w, 10).await;
@@ -339,19 +339,7 @@ fn lists_of(proxy: &Proxy, collection: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preloaded_kinds_list_in_turn_and_a_watch_list_starts_its_kinds_list_at_once() {
-    let sim = start(&cluster(&["--nodes", "5", "--pods", "1200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
-    let proxy = Proxy::start(&sim.addr, true).await;
-    proxy.hold_body("/api/v1/pods", 256 * 1024);
-    let up = kache::app::plain_upstream(&proxy.url()).unwrap();
-    let k = kache_loading(up, &["--preload", "pods,namespaces,services", "--preload-encodings", "json"]).await;
-    eventually(30, 20, || async {
-        if proxy.body_held() {
-            Ok(())
-        } else {
-            Err("the pods list has not reached its hold".to_string())
-        }
-    })
-    .await;
+    let (_sim, proxy, k) = loading("1200", "pods,namespaces,services").await;
     // The pods' list is under way: the kinds after it wait for their turn.
     assert_eq!((lists_of(&proxy, "/api/v1/namespaces"), lists_of(&proxy, "/api/v1/services")), (0, 0), "{:?}", proxy.seen());
     // A WatchList of namespaces does not wait: their list starts and it is sent it.
