@@ -15,8 +15,8 @@
 //!   of the upstream's storage), `feed/` (the reflector that fills a `KindCache`:
 //!   `state`, its retry loop as a state machine; `reflector`, LIST + WATCH + relist;
 //!   `streamed`, an unpaged LIST's items cut as they arrive; `growing`, the initial list
-//!   as it arrives; `freshness`, probes; `account`, its part in the ledger; `check`, a
-//!   page's metadata for `serve::check`;
+//!   as it arrives; `turns`, preloaded kinds listed one at a time; `freshness`, probes;
+//!   `account`, its part in the ledger; `check`, a page's metadata for `serve::check`;
 //!   `decode`, JSON and protobuf; `fetch`).
 //! - `upstream/`: the upstream apiserver, the one way to it: the client, its connection
 //!   pools (`pool`), its health as kache's monitor finds it (`health`; kache's own readiness
@@ -84,8 +84,9 @@
 //! 8. A watcher that falls behind by `--watcher-lag` is ended, never skipped silently.
 //! 9. Upstream side: `cache::feed::Feed::run` drives `feed::state::Reflector` (LIST ->
 //!    WATCH from its RV -> resume, relist on 410, back off on errors) through the steps of
-//!    `feed/reflector.rs` (the LIST is one unpaged request whose items `feed::streamed` cuts
-//!    from the body as they arrive); objects are decoded at any depth the apiserver accepts
+//!    `feed/reflector.rs` (the LIST is one unpaged request, over HTTP/1.1
+//!    (`upstream::Class::Bulk`), whose items `feed::streamed` cuts from the body as they
+//!    arrive; a preloaded kind's waits for its turn, `feed::turns`); objects are decoded at any depth the apiserver accepts
 //!    (`api::json::with_value`, for built-in kinds without their managedFields), protobuf
 //!    ones only as far as their key and selectable fields (`api::transcode::pb_to_json_only`),
 //!    and one that cannot be is skipped and counted.
