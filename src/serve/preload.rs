@@ -10,9 +10,8 @@ impl Serve {
     /// Start the preloaded feeds, held, and release them one after another: the kinds in
     /// the order `--preload` names them, each in protobuf (client-go's encoding) before JSON.
     pub(super) fn preload(&self) {
-        let mut order = Vec::new();
+        let (mut order, resources) = (Vec::new(), self.resources.load());
         for name in &self.settings.preload {
-            let resources = self.resources.load();
             let Some(r) = resources.iter().find(|r| &r.plural == name || format!("{}.{}", r.plural, r.group) == *name) else {
                 tracing::warn!(resource = %name, "preload: the upstream has no such listable resource");
                 continue;
