@@ -64,7 +64,8 @@ impl Feed {
 pub async fn in_turn(feeds: Vec<Arc<Feed>>) {
     for f in feeds {
         let mut budget = yielding::MAX_YIELD;
-        f.yields.wait(&mut budget).await;
+        let waited = f.yields.wait(&mut budget).await;
+        tracing::debug!(resource = %f.cache.resource.plural, fmt = ?f.fmt, waited, "a preloaded list's turn");
         f.release();
         let mut turn = f.turn.subscribe();
         if tokio::time::timeout(TURN_MAX, turn.wait_for(|t| *t == Turn::Tried)).await.is_err() {
