@@ -314,6 +314,67 @@ async fn a_watch_list_while_the_cache_loads_gets_its_pods_as_they_arrive_and_is_
     assert_eq!(passed, 0, "the upstream was asked for no WatchList");
 }
 
+/// A WatchList sent a loading list to a client that accepts gzip (as every Go client does)
+/// comes compressed, and the pods kache holds so far decode before the rest of the list has
+/// come: every pod once, then the initial-events-end bookmark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_list_sent_a_loading_list_is_gzipped_and_its_first_pods_decode_before_the_rest_come() {
+    use http_body_util::BodyExt as _;
+    let (sim, proxy, k) = loading("1200", "pods").await;
+    let before = counts(&k);
+    let req = http::Request::get(format!("{}{WATCH_LIST}", k.api.base))
+        .header("accept", "application/json")
+        .header("accept-encoding", "gzip")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let mut resp = k.api.client.request(req).await.expect("response");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-encoding"], "gzip");
+    // A streaming reader of the member: its inflater, and the events it decodes whole from
+    // each frame (a frame may end inside one).
+    let (mut inflate, mut header, mut out) = (flate2::Decompress::new(false), 10, Vec::new());
+    let mut read = async || {
+        let frame = resp.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap();
+        // The member's 10-byte header comes first.
+        let skip = header.min(frame.len());
+        header -= skip;
+        let mut input = &frame[skip..];
+        while !input.is_empty() {
+            out.reserve(1 << 16);
+            let before = inflate.total_in();
+            inflate.decompress_vec(input, &mut out, flate2::FlushDecompress::Sync).expect("deflate");
+            input = &input[(inflate.total_in() - before) as usize..];
+        }
+        let whole = out.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let lines: Vec<u8> = out.drain(..whole).collect();
+        lines
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("an event"))
+            .collect::<Vec<serde_json::Value>>()
+    };
+    // The list is held upstream past its first pods: those decode already.
+    let mut events = Vec::new();
+    while events.len() < 10 {
+        events.extend(read().await);
+    }
+    assert!(events.iter().all(|e| e["type"] == "ADDED"), "only pods before the rest of the list: {events:?}");
+    proxy.release();
+    while !events.last().is_some_and(|e| e["type"] == "BOOKMARK") {
+        events.extend(read().await);
+    }
+    let end = events.pop().unwrap();
+    assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    let mut names: Vec<&str> = events.iter().map(|e| e["object"]["metadata"]["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let (_, direct) = sim.api.all_pods().await;
+    let mut want: Vec<&str> = direct.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    want.sort_unstable();
+    assert_eq!(names, want, "every pod once, as ADDED");
+    assert!(events.iter().all(|e| e["type"] == "ADDED"));
+    assert_eq!(counts(&k), before, "nothing passed through");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_list_sent_a_list_that_fails_ends_without_its_end_bookmark() {
     let (_sim, proxy, k) = loading("700", "pods").await;

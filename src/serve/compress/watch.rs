@@ -20,9 +20,11 @@
 //! One member, as every gzip reader reads (some, such as OkHttp's, read no second member).
 //!
 //! Only a stream that carries an [`InitialState`] is compressed: a WatchList answered from
-//! the cache's state. One sent a kind's list as it loads (kache just started) is not: on the
-//! two cores kache shared with an apiserver and an informer started with it, deflating cost
-//! kache 0.7 s more CPU per 30,000 pods and the informer synced later (BENCHMARKS.md).
+//! the cache's state, or sent a kind's list as it loads (kache just started). The latter's
+//! frames are deflated at kache's own priority ([`InitialState::loading`]), not in the
+//! low-priority lane: its client waits on each of them while the apiserver and kache's own
+//! list take the cores, and in the lane a cold start synced 1.05x direct against 0.96x
+//! uncompressed; at kache's priority 0.87x against 0.94x (BENCHMARKS.md, issue 22).
 
 use super::{Encodes, INDENT_INLINE};
 use crate::body::{Body, BoxError, Chunk};
@@ -50,16 +52,26 @@ const STORED_MAX: usize = 0xffff;
 /// Whether a watch has sent its initial state: set by the watcher, read by the encoding of
 /// its stream (a response extension).
 #[derive(Debug, Clone, Default)]
-pub struct InitialState(Arc<AtomicBool>);
+pub struct InitialState {
+    sent: Arc<AtomicBool>,
+    /// Sent a kind's list as it loads ([`InitialState::loading`]).
+    loading: bool,
+}
 
 impl InitialState {
+    /// The mark of a stream sent a kind's list as it loads: its client waits on each frame,
+    /// so its frames are deflated at kache's own priority, not in the lane.
+    pub fn loading() -> InitialState {
+        InitialState { sent: Arc::default(), loading: true }
+    }
+
     /// The state has been handed to the client's connection.
     pub fn sent(&self) {
-        self.0.store(true, Ordering::Release);
+        self.sent.store(true, Ordering::Release);
     }
 
     pub(crate) fn is_sent(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.sent.load(Ordering::Acquire)
     }
 }
 
@@ -73,7 +85,7 @@ pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
     parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     parts.headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     let gz = Gz { deflate: Some(Box::new(Compress::new(Compression::new(1), false))), crc: Crc::new(), started: false };
-    let lane = encodes.lane_for(crate::serve::fair::LARGE + 1);
+    let lane = if state.loading { crate::lane::Lane::default() } else { encodes.lane_for(crate::serve::fair::LARGE + 1) };
     let body = WatchGzipped { inner: body, gz: Some(gz), job: None, finished: false, dirty: false, lane, place: Some(place), state };
     Response::from_parts(parts, body.boxed_unsync())
 }

@@ -168,7 +168,7 @@ pub async fn watch_proving(
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let (resp, state) = streaming(enc.content_type(), rx, true);
+    let (resp, state) = streaming(enc.content_type(), rx, Some(InitialState::default()));
     // The apiserver (with WatchList on, as it is by default) takes a watch from no
     // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
     // `sendInitialEvents=true`: its initial events then end with the initial-events-end
@@ -212,9 +212,9 @@ pub async fn watch_growing(
     // Not a Table: its columns come with the cache's state, which is not there yet.
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, None);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    // Not compressed (no `InitialState` in the response): on the cores kache shares with an
-    // apiserver and an informer starting with it, deflating cost more CPU than it spared.
-    let (resp, state) = streaming(enc.content_type(), rx, false);
+    // Compressed at kache's own priority (`serve::compress::watch`): the client waits on
+    // each frame as the list arrives.
+    let (resp, state) = streaming(enc.content_type(), rx, Some(InitialState::loading()));
     let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = opts.bookmarks.then(|| end_after.map_or((0, FAR), |e| (e.rv, e.wait)));
@@ -226,10 +226,10 @@ pub async fn watch_growing(
 /// A watch's response, its body the chunks `rx` receives, and the mark of its initial state
 /// sent ([`InitialState`]), also in the response's extensions when the stream may be
 /// `compressed` ([`crate::serve::compress::gzip_watch`]).
-fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, compressed: bool) -> (Response<Body>, InitialState) {
+fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, compressed: Option<InitialState>) -> (Response<Body>, InitialState) {
     let mut resp = respond(StatusCode::OK, content_type, queued_body(rx));
-    let state = InitialState::default();
-    if compressed {
+    let state = compressed.clone().unwrap_or_default();
+    if compressed.is_some() {
         resp.extensions_mut().insert(state.clone());
     }
     (resp, state)
