@@ -168,7 +168,7 @@ pub async fn watch_proving(
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let (resp, state) = streaming(enc.content_type(), rx, Some(InitialState::default()));
+    let (resp, state) = streaming(enc.content_type(), rx, InitialState::default());
     // The apiserver (with WatchList on, as it is by default) takes a watch from no
     // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
     // `sendInitialEvents=true`: its initial events then end with the initial-events-end
@@ -214,7 +214,7 @@ pub async fn watch_growing(
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     // Compressed at kache's own priority (`serve::compress::watch`): the client waits on
     // each frame as the list arrives.
-    let (resp, state) = streaming(enc.content_type(), rx, Some(InitialState::loading()));
+    let (resp, state) = streaming(enc.content_type(), rx, InitialState::loading());
     let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = opts.bookmarks.then(|| end_after.map_or((0, FAR), |e| (e.rv, e.wait)));
@@ -223,15 +223,12 @@ pub async fn watch_growing(
     Ok(resp)
 }
 
-/// A watch's response, its body the chunks `rx` receives, and the mark of its initial state
-/// sent ([`InitialState`]), also in the response's extensions when the stream may be
-/// `compressed` ([`crate::serve::compress::gzip_watch`]).
-fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, compressed: Option<InitialState>) -> (Response<Body>, InitialState) {
+/// A watch's response, its body the chunks `rx` receives, with the mark of its initial state
+/// sent (`state`) in its extensions: the stream may be compressed
+/// ([`crate::serve::compress::gzip_watch`]).
+fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, state: InitialState) -> (Response<Body>, InitialState) {
     let mut resp = respond(StatusCode::OK, content_type, queued_body(rx));
-    let state = compressed.clone().unwrap_or_default();
-    if compressed.is_some() {
-        resp.extensions_mut().insert(state.clone());
-    }
+    resp.extensions_mut().insert(state.clone());
     (resp, state)
 }
 
