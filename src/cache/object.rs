@@ -513,8 +513,7 @@ fn json_piece(item: &[u8]) -> Bytes {
 fn pb_piece(message: &[u8]) -> Bytes {
     // Sized once: 30,000 pods copied in at start grow no buffer.
     let mut v = Vec::with_capacity(crate::api::wire::len_field_size(2, message.len()));
-    crate::api::wire::put_len_header(&mut v, 2, message.len());
-    v.extend_from_slice(message);
+    crate::api::wire::put_bytes(&mut v, 2, message);
     Bytes::from(v)
 }
 
