@@ -475,43 +475,42 @@ async fn a_watch_list_is_gzipped_for_clients_that_ask_and_each_event_decodes_as_
         }
         k.api.client.request(req.body(http_body_util::Full::new(bytes::Bytes::new())).unwrap())
     };
-    // What a streaming reader has decoded of `gz` so far.
-    let decoded = |gz: &[u8]| -> String {
-        let mut d = flate2::Decompress::new(false);
-        let mut out = Vec::with_capacity(gz.len() * 50 + 4096);
-        d.decompress_vec(gz.get(10..).unwrap_or_default(), &mut out, flate2::FlushDecompress::Sync).expect("deflate");
-        String::from_utf8(out).unwrap()
-    };
-    let events = |text: &str| -> Vec<(String, String)> {
-        text.lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .map(|e| (e["type"].as_str().unwrap().to_string(), e["object"]["metadata"]["name"].as_str().unwrap_or("").to_string()))
-            .collect()
-    };
+    let named = |e: &Value| (e["type"].as_str().unwrap().to_string(), e["object"]["metadata"]["name"].as_str().unwrap_or("").to_string());
     let mut zipped = open(true).await.expect("response");
     assert_eq!(zipped.status(), 200);
     assert_eq!(zipped.headers()["content-encoding"], "gzip");
     let mut plain = open(false).await.expect("response");
     assert!(plain.headers().get("content-encoding").is_none(), "no gzip unasked");
-    let (mut gz, mut text) = (Vec::new(), String::new());
-    while !decoded(&gz).contains("k8s.io/initial-events-end") {
-        gz.extend_from_slice(&zipped.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap());
+    // Each side read a frame at a time up to its initial-events-end bookmark.
+    let mut gunzip = crate::support::gzip::Gunzip::new();
+    let mut initial: Vec<Value> = Vec::new();
+    while !initial.last().is_some_and(|e| e["type"] == "BOOKMARK") {
+        gunzip.push(&zipped.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap());
+        initial.extend(gunzip.events());
     }
+    let mut text = String::new();
     while !text.contains("k8s.io/initial-events-end") {
         text.push_str(std::str::from_utf8(&plain.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap()).unwrap());
     }
-    let initial = events(&decoded(&gz));
     assert!(initial.len() > 1, "{initial:?}");
-    assert_eq!(initial, events(&text), "the same initial events and bookmark");
+    assert_eq!(initial.last().unwrap()["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    let unzipped: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        initial.iter().map(named).collect::<Vec<_>>(),
+        unzipped.iter().map(named).collect::<Vec<_>>(),
+        "the same initial events and bookmark"
+    );
 
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after-the-list"}});
     let r = k.api.post("/api/v1/namespaces/default/configmaps", &cm).await;
     assert_eq!(r.status, 201, "{}", r.text());
-    let added = ("ADDED".to_string(), "after-the-list".to_string());
-    while !events(&decoded(&gz)).contains(&added) {
-        gz.extend_from_slice(&zipped.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap());
+    let mut live = Vec::new();
+    while live.is_empty() {
+        gunzip.push(&zipped.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap());
+        live.extend(gunzip.events());
     }
-    assert_eq!(events(&decoded(&gz))[initial.len()..], [added], "the live event, alone, after the initial ones");
+    let added = ("ADDED".to_string(), "after-the-list".to_string());
+    assert_eq!(live.iter().map(named).collect::<Vec<_>>(), [added], "the live event, alone, after the initial ones");
 }
 
 /// A feed whose encoding the upstream refuses (406: a custom resource taken for built-in

@@ -330,28 +330,10 @@ async fn a_watch_list_sent_a_loading_list_is_gzipped_and_its_first_pods_decode_b
     let mut resp = k.api.client.request(req).await.expect("response");
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-encoding"], "gzip");
-    // A streaming reader of the member: its inflater, and the events it decodes whole from
-    // each frame (a frame may end inside one).
-    let (mut inflate, mut header, mut out) = (flate2::Decompress::new(false), 10, Vec::new());
+    let mut gunzip = crate::support::gzip::Gunzip::new();
     let mut read = async || {
-        let frame = resp.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap();
-        // The member's 10-byte header comes first.
-        let skip = header.min(frame.len());
-        header -= skip;
-        let mut input = &frame[skip..];
-        while !input.is_empty() {
-            out.reserve(1 << 16);
-            let before = inflate.total_in();
-            inflate.decompress_vec(input, &mut out, flate2::FlushDecompress::Sync).expect("deflate");
-            input = &input[(inflate.total_in() - before) as usize..];
-        }
-        let whole = out.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        let lines: Vec<u8> = out.drain(..whole).collect();
-        lines
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice(l).expect("an event"))
-            .collect::<Vec<serde_json::Value>>()
+        gunzip.push(&resp.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap());
+        gunzip.events()
     };
     // The list is held upstream past its first pods: those decode already.
     let mut events = Vec::new();

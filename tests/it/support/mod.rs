@@ -1,10 +1,12 @@
 //! Every test helper, written once: start `kache sim` in-process (or the binary), plain HTTP
 //! requests returning (status, headers, body), a streaming watch reader that yields JSON
 //! events or protobuf frames against a deadline, a kubectl runner, and protobuf envelope
-//! decoding with `k8s-pb`. `auth` adds TLS material, users and a secured simulator and kache;
-//! `ops` the `kache` binary, a metrics scraper and a recording proxy.
+//! decoding with `k8s-pb`. `gzip` inflates a compressed stream a frame at a time; `auth` adds
+//! TLS material, users and a secured simulator and kache; `ops` the `kache` binary, a metrics
+//! scraper and a recording proxy.
 
 pub mod auth;
+pub mod gzip;
 pub mod ops;
 /// The repository's one fixture loader (`testdata/`), shared with the unit tests.
 #[path = "../../../src/testdata.rs"]
