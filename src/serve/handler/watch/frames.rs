@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The chunk being filled for one client. A backlog's chunks start small and double up to
-/// [`CHUNK`] (a resume with two events does not hold 32 KB); live events get chunks of
+/// [`CHUNK`] (a resume with two events does not hold 256 KiB); live events get chunks of
 /// exactly their size.
 pub(super) struct Chunks {
     pub(super) buf: BytesMut,

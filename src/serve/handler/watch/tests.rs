@@ -33,7 +33,7 @@ fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
 #[tokio::test]
 async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundaries() {
     // Small and large objects, one larger than a chunk, enough for many chunks.
-    let objects: Vec<Object> = (0..400).map(|i| cm(i, if i == 150 { 3 * CHUNK / 2 } else { 50 + (i * 37) % 900 })).collect();
+    let objects: Vec<Object> = (0..4000).map(|i| cm(i, if i == 150 { 3 * CHUNK / 2 } else { 50 + (i * 37) % 900 })).collect();
     let snap = Snapshot::from_objects(objects, 500, 10, None);
     let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
     let w = watcher(tx);
