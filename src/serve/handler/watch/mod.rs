@@ -104,9 +104,9 @@ fn queued_body(rx: mpsc::Receiver<Queued>) -> Body {
 /// chunks hold up to [`CHUNK`] bytes of frames and a live event is a chunk of its own, but
 /// a frame larger than a chunk is one chunk too. The bytes queued are bounded by the
 /// watch's budget ([`WatchSettings::buffer_bytes`]; a larger frame is queued alone), held
-/// until the client reads or the stall timeout ends it. This is also how many live events a client
-/// may have unread before the watcher waits for it (and, past the broadcast ring, is
-/// ended).
+/// until the client reads or the stall timeout ends it. This is also how many live events
+/// a client may have unread before the watcher waits for it (and, past the broadcast ring,
+/// is ended).
 const CLIENT_BUFFER: usize = 128;
 
 /// Watch frames are joined into chunks of up to this many bytes before they are queued for
