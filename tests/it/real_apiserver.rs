@@ -1,5 +1,5 @@
-//! The opt-in tier: kache in front of a real kube-apiserver (`../shared/real-apiserver/`
-//! builds and runs v1.36.2 with etcd). Runs when `KACHE_REAL_KUBECONFIG` names its kubeconfig
+//! The opt-in tier: kache in front of a real kube-apiserver v1.36.2 with etcd (the team's
+//! `real-apiserver` scripts, kept outside this repository, build and run one). Runs when `KACHE_REAL_KUBECONFIG` names its kubeconfig
 //! (`KACHE_REAL_CONTEXT` picks a context, default the current one; it needs the rights of
 //! `admin`); each test says it is skipped otherwise. CI has no such apiserver.
 //!

@@ -3,7 +3,7 @@
 //!
 //! The garbage collector deletes every object whose owner does not exist, so this runs only
 //! against a cluster of its own (`KACHE_REAL_KCM_KUBECONFIG`, e.g. a second apiserver from
-//! `../shared/real-apiserver/start.sh` with `REAL_APISERVER=~/real-apiserver-kcm
+//! the `real-apiserver` scripts' `start.sh` with `REAL_APISERVER=~/real-apiserver-kcm
 //! APISERVER_PORT=6445 ETCD_PORT=2389 ETCD_PEER_PORT=2390`), never the populated one whose
 //! pods name ReplicaSets that do not exist; the test checks first that every owner in the
 //! cluster exists and is skipped otherwise. `KACHE_REAL_KCM` names the binary (default

@@ -1,6 +1,6 @@
-//! Opt-in: a kube-apiserver of the test's own, started on the etcd of the real cluster
-//! (`../shared/real-apiserver/`), killed (SIGKILL) and started again under kache while the
-//! cluster changes: cached reads keep answering, writes get kache's 503, and a watch open
+//! Opt-in: a kube-apiserver of the test's own, started on the etcd of the real cluster (the
+//! `real-apiserver` scripts' cluster), killed (SIGKILL) and started again under kache while
+//! the cluster changes: cached reads keep answering, writes get kache's 503, and a watch open
 //! through kache sees, after the restart, exactly the changes it missed as ordinary events
 //! followed by a bookmark, never a relist nor a 410. Runs when `KACHE_REAL_KUBECONFIG` is
 //! set (its context, `KACHE_REAL_CONTEXT`, needs admin rights). The second apiserver's
