@@ -172,7 +172,8 @@ pub async fn watch_proving(
     let printer = snap.printer(&cache.resource.group, &cache.resource.plural);
     let enc = Encoder::new(cache.resource.clone(), fmt, view, include, printer);
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
-    let (resp, state) = streaming(enc.content_type(), rx, InitialState::default());
+    let state = InitialState::default();
+    let resp = streaming(enc.content_type(), rx, &state);
     // The apiserver (with WatchList on, as it is by default) takes a watch from no
     // resourceVersion or "0", with neither sendInitialEvents nor resourceVersionMatch, for
     // `sendInitialEvents=true`: its initial events then end with the initial-events-end
@@ -218,7 +219,8 @@ pub async fn watch_growing(
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     // Compressed at kache's own priority (`serve::compress::watch`): the client waits on
     // each frame as the list arrives.
-    let (resp, state) = streaming(enc.content_type(), rx, InitialState::loading());
+    let state = InitialState::loading();
+    let resp = streaming(enc.content_type(), rx, &state);
     let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = opts.bookmarks.then(|| end_after.map_or((0, FAR), |e| (e.rv, e.wait)));
@@ -230,10 +232,10 @@ pub async fn watch_growing(
 /// A watch's response, its body the chunks `rx` receives, with the mark of its initial state
 /// sent (`state`) in its extensions: the stream may be compressed
 /// ([`crate::serve::compress::gzip_watch`]).
-fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, state: InitialState) -> (Response<Body>, InitialState) {
+fn streaming(content_type: &'static str, rx: mpsc::Receiver<Queued>, state: &InitialState) -> Response<Body> {
     let mut resp = respond(StatusCode::OK, content_type, queued_body(rx));
     resp.extensions_mut().insert(state.clone());
-    (resp, state)
+    resp
 }
 
 /// The cache's broadcast for a watch: the index's for a selector pinning the indexed field,
