@@ -145,12 +145,17 @@ pub enum Chunk {
     One(Bytes),
     /// Pieces `at..end` of `all`, the first from byte `off` on; `remaining` bytes in all.
     Pieces { all: Arc<Stitched>, at: usize, end: usize, off: usize, remaining: usize },
+    /// A run of a WatchList's events, with where its deflated form is kept
+    /// ([`crate::cache::deflated`]): a gzip encoding sends that instead of deflating the
+    /// bytes again; any other reader reads the bytes.
+    Run(Bytes, Arc<crate::cache::deflated::Run>),
 }
 
 impl std::fmt::Debug for Chunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Chunk::One(b) => f.debug_tuple("One").field(&b.len()).finish(),
+            Chunk::Run(b, _) => f.debug_tuple("Run").field(&b.len()).finish(),
             Chunk::Pieces { at, end, remaining, .. } => {
                 f.debug_struct("Pieces").field("at", at).field("end", end).field("remaining", remaining).finish()
             }
@@ -166,21 +171,21 @@ fn unsent<'a>(stitch: &'a Stitch<'_>, at: usize, end: usize, off: usize) -> impl
 impl Buf for Chunk {
     fn remaining(&self) -> usize {
         match self {
-            Chunk::One(b) => b.len(),
+            Chunk::One(b) | Chunk::Run(b, _) => b.len(),
             Chunk::Pieces { remaining, .. } => *remaining,
         }
     }
 
     fn chunk(&self) -> &[u8] {
         match self {
-            Chunk::One(b) => b,
+            Chunk::One(b) | Chunk::Run(b, _) => b,
             Chunk::Pieces { all, at, end, off, .. } => unsent(all.get(), *at, *end, *off).next().unwrap_or(&[]),
         }
     }
 
     fn advance(&mut self, mut cnt: usize) {
         match self {
-            Chunk::One(b) => b.advance(cnt),
+            Chunk::One(b) | Chunk::Run(b, _) => b.advance(cnt),
             Chunk::Pieces { all, at, end, off, remaining } => {
                 assert!(cnt <= *remaining, "advance past the end of a chunk");
                 *remaining -= cnt;
@@ -201,7 +206,7 @@ impl Buf for Chunk {
 
     fn chunks_vectored<'a>(&'a self, dst: &mut [std::io::IoSlice<'a>]) -> usize {
         match self {
-            Chunk::One(b) => b.chunks_vectored(dst),
+            Chunk::One(b) | Chunk::Run(b, _) => b.chunks_vectored(dst),
             Chunk::Pieces { all, at, end, off, .. } => {
                 let mut n = 0;
                 for (slot, p) in dst.iter_mut().zip(unsent(all.get(), *at, *end, *off)) {
@@ -215,7 +220,7 @@ impl Buf for Chunk {
 
     fn copy_to_bytes(&mut self, len: usize) -> Bytes {
         match self {
-            Chunk::One(b) => b.copy_to_bytes(len),
+            Chunk::One(b) | Chunk::Run(b, _) => b.copy_to_bytes(len),
             Chunk::Pieces { remaining, .. } => {
                 assert!(len <= *remaining, "copy_to_bytes past the end of a chunk");
                 let mut out = bytes::BytesMut::with_capacity(len);

@@ -80,6 +80,9 @@ pub const WATCH_EVENTS_SENT: &str = "kache_watch_events_sent_total";
 pub const WATCHERS_SLOW: &str = "kache_watchers_ended_slow_total";
 /// Bytes of events queued for watches' clients and not yet taken, over all watches.
 pub const WATCH_BUFFERED_BYTES: &str = "kache_watch_buffered_bytes";
+/// Runs of a gzipped WatchList's initial events (`cache::deflated`), by `outcome`: `kept`,
+/// sent from the deflated copy an earlier WatchList left; `deflated`, deflated for this one.
+pub const WATCH_LIST_RUNS: &str = "kache_watch_list_runs_total";
 /// Times a bound on what one request, object or client may cost was reached, by `limit`:
 /// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
 pub const LIMIT_HITS: &str = "kache_limit_hits_total";
@@ -139,6 +142,9 @@ pub fn install() -> Option<PrometheusHandle> {
                 metrics::counter!(UPSTREAM_FAULTS, "reason" => reason).increment(0);
             }
             register_limits();
+            for outcome in ["kept", "deflated"] {
+                metrics::counter!(WATCH_LIST_RUNS, "outcome" => outcome).increment(0);
+            }
             for outcome in crate::serve::check::Outcome::LABELS {
                 metrics::counter!(CONSISTENT_CHECKS, "outcome" => outcome).increment(0);
             }

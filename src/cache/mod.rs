@@ -3,6 +3,7 @@
 //! change through a bounded broadcast ring, so a slow watcher falls behind and is ended
 //! instead of delaying the writer or anyone else.
 
+pub mod deflated;
 pub mod feed;
 pub mod ledger;
 pub(crate) mod object;
@@ -203,6 +204,8 @@ pub struct KindCache {
     rings: Mutex<Rings>,
     /// The spans recent relists told as differences, newest last.
     gaps: Mutex<VecDeque<Gap>>,
+    /// WatchList events deflated, kept for the next WatchList of the whole collection.
+    pub runs: Arc<deflated::Runs>,
 }
 
 impl std::fmt::Debug for KindCache {
@@ -225,6 +228,7 @@ impl KindCache {
             writer: Mutex::new(()),
             rings: Mutex::new(Rings::default()),
             gaps: Mutex::new(VecDeque::new()),
+            runs: Arc::default(),
         }
     }
 

@@ -28,6 +28,7 @@
 
 use super::{Encodes, INDENT_INLINE};
 use crate::body::{Body, BoxError, Chunk};
+use crate::cache::deflated::{Deflated, Run};
 use crate::lane::Lane;
 use bytes::{Buf, Bytes};
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
@@ -84,7 +85,7 @@ pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     parts.headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    let gz = Gz { deflate: Some(Box::new(Compress::new(Compression::new(1), false))), crc: Crc::new(), started: false };
+    let gz = Gz { deflate: Some(Box::new(Compress::new(Compression::new(1), false))), crc: Crc::new(), started: false, pending: false };
     let lane = if state.loading { crate::lane::Lane::default() } else { encodes.lane_for(crate::serve::fair::LARGE + 1) };
     let body = WatchGzipped { inner: body, gz: Some(gz), job: None, finished: false, dirty: false, lane, place: Some(place), state };
     Response::from_parts(parts, body.boxed_unsync())
@@ -98,6 +99,8 @@ struct Gz {
     crc: Crc,
     /// Whether the header has gone out.
     started: bool,
+    /// Whether bytes went into the deflater since its last sync flush.
+    pending: bool,
 }
 
 /// What a job gives back: the state, and the bytes it wrote.
@@ -117,6 +120,7 @@ impl Gz {
     /// `data` deflated.
     fn deflate(&mut self, mut data: Chunk) -> io::Result<Vec<u8>> {
         let mut out = self.out(data.remaining() / 4 + 64);
+        self.pending = true;
         while data.has_remaining() {
             let piece = data.chunk();
             self.crc.update(piece);
@@ -130,16 +134,57 @@ impl Gz {
     /// Everything deflated so far made decodable.
     fn flush(&mut self) -> io::Result<Vec<u8>> {
         let mut out = self.out(64);
-        self.run(&[], FlushCompress::Sync, &mut out)?;
+        self.sync(&mut out)?;
         Ok(out)
     }
 
     /// Everything deflated so far made decodable, and the deflater dropped: the stream has
     /// caught up, and what follows goes stored.
     fn caught_up(&mut self) -> io::Result<Vec<u8>> {
-        let mut out = self.out(64);
-        self.run(&[], FlushCompress::Sync, &mut out)?;
+        let out = self.flush()?;
         self.deflate = None;
+        Ok(out)
+    }
+
+    /// A sync flush of what the deflater holds, if anything.
+    fn sync(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        if std::mem::take(&mut self.pending) {
+            self.run(&[], FlushCompress::Sync, out)?;
+        }
+        Ok(())
+    }
+
+    /// A run of a WatchList's events ([`crate::cache::deflated`]) deflated on its own: what
+    /// came before flushed, then the run from a reset deflater, ended with a sync flush, so
+    /// its bytes refer to nothing before them and end on a byte. The run keeps them for the
+    /// next WatchList ([`Gz::splice`]). Stored, once the deflater is dropped.
+    fn deflate_run(&mut self, raw: Bytes, run: &Run) -> io::Result<Vec<u8>> {
+        let mut out = self.out(raw.len() / 4 + 64);
+        self.sync(&mut out)?;
+        let Some(c) = self.deflate.as_mut() else {
+            out.extend(self.stored(Chunk::One(raw)));
+            return Ok(out);
+        };
+        c.reset();
+        let start = out.len();
+        self.run(&raw, FlushCompress::Sync, &mut out)?;
+        let mut crc = Crc::new();
+        crc.update(&raw);
+        self.crc.combine(&crc);
+        run.keep(Bytes::copy_from_slice(&out[start..]), crc, raw.len());
+        Ok(out)
+    }
+
+    /// A run's kept deflated bytes, after what came before is flushed; the deflater is reset
+    /// (what follows must not refer to bytes it did not write).
+    fn splice(&mut self, d: &Deflated) -> io::Result<Vec<u8>> {
+        let mut out = self.out(d.bytes.len() + 64);
+        self.sync(&mut out)?;
+        if let Some(c) = self.deflate.as_mut() {
+            c.reset();
+        }
+        out.extend_from_slice(&d.bytes);
+        self.crc.combine(&d.crc);
         Ok(out)
     }
 
@@ -271,6 +316,18 @@ impl http_body::Body for WatchGzipped {
                         return Poll::Pending;
                     }
                     Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                        Ok(Chunk::Run(raw, run)) => {
+                            this.dirty = true;
+                            let kept = run.deflated().is_some();
+                            metrics::counter!(crate::telemetry::WATCH_LIST_RUNS, "outcome" => if kept { "kept" } else { "deflated" })
+                                .increment(1);
+                            if kept {
+                                this.start(gz, false, move |gz| gz.splice(run.deflated().expect("kept")))
+                            } else {
+                                let large = raw.len() > INDENT_INLINE;
+                                this.start(gz, large, move |gz| gz.deflate_run(raw, &run))
+                            }
+                        }
                         Ok(bytes) if gz.deflate.is_some() => {
                             this.dirty = true;
                             let large = bytes.remaining() > INDENT_INLINE;
@@ -431,9 +488,70 @@ mod tests {
         assert!(sent.len() < expected.len() / 5, "{} bytes for {}", sent.len(), expected.len());
     }
 
+    /// A WatchList of a whole collection sends its state in runs (`cache::deflated`): the
+    /// first stream deflates each run on its own and keeps it; the next splices the kept
+    /// bytes in, between chunks it deflates itself, and both are members a gzip reader
+    /// checks whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_whole_watch_lists_runs_are_deflated_once_and_spliced_into_the_next_member() {
+        use crate::cache::deflated::Runs;
+        use crate::cache::object::{key, Object};
+        let runs = Runs::default();
+        let pass = runs.begin(1 << 30);
+        let objects: Vec<Arc<Object>> = (0..3).map(|i| Arc::new(Object::bare(key("ns", &format!("p{i}")), i + 1))).collect();
+        let run = |i: usize| runs.run(1, &[&objects[i]], pass);
+        let raws: Vec<Vec<u8>> = (0..3).map(|i| events(400 + 300 * i, i as u8)).collect();
+        let (before, bookmark, live) = (events(20, 7), events(1, 8), events(1, 9));
+
+        let mut members = Vec::new();
+        for round in 0..2 {
+            let (tx, rx) = mpsc::unbounded_channel::<Chunk>();
+            let stream =
+                futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (Ok::<_, BoxError>(Frame::data(c)), rx)) });
+            let mut resp = respond(StatusCode::OK, "application/json", http_body_util::StreamBody::new(stream).boxed_unsync());
+            let state = InitialState::default();
+            resp.extensions_mut().insert(state.clone());
+            let mut body = gzip_watch(resp, &Encodes::new(1)).into_body();
+            let mut expected = Vec::new();
+            if round == 1 {
+                // Bytes the stream deflates itself before a kept run.
+                tx.send(Chunk::One(Bytes::from(before.clone()))).unwrap();
+                expected.extend_from_slice(&before);
+            }
+            for (i, raw) in raws.iter().enumerate() {
+                tx.send(Chunk::Run(Bytes::from(raw.clone()), run(i))).unwrap();
+                expected.extend_from_slice(raw);
+            }
+            tx.send(Chunk::One(Bytes::from(bookmark.clone()))).unwrap();
+            expected.extend_from_slice(&bookmark);
+            let mut sent = Vec::new();
+            while decodable(&sent) != expected {
+                sent.extend(vec(body.frame().await.unwrap().unwrap().into_data().unwrap()));
+            }
+            state.sent();
+            tx.send(Chunk::One(Bytes::from(live.clone()))).unwrap();
+            expected.extend_from_slice(&live);
+            drop(tx);
+            while let Some(f) = body.frame().await {
+                sent.extend(vec(f.unwrap().into_data().unwrap()));
+            }
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&sent[..]).read_to_end(&mut out).unwrap();
+            assert_eq!(out, expected, "round {round}: one member, its CRC and length checked");
+            members.push(sent);
+        }
+        for (i, raw) in raws.iter().enumerate() {
+            let kept = run(i).deflated().expect("kept by the first stream").bytes.clone();
+            assert!(kept.len() < raw.len() / 5, "run {i}: {} bytes for {}", kept.len(), raw.len());
+            for (round, member) in members.iter().enumerate() {
+                assert!(member.windows(kept.len()).any(|w| w == &kept[..]), "round {round} sends run {i}'s kept bytes");
+            }
+        }
+    }
+
     #[tokio::test]
     async fn an_event_larger_than_a_stored_block_goes_in_several() {
-        let mut gz = Gz { deflate: None, crc: Crc::new(), started: true };
+        let mut gz = Gz { deflate: None, crc: Crc::new(), started: true, pending: false };
         let event: Vec<u8> = (0..STORED_MAX * 2 + 10).map(|i| (i % 251) as u8).collect();
         let mut sent = gz.stored(Chunk::One(Bytes::from(event.clone())));
         sent.extend(gz.finish().unwrap());

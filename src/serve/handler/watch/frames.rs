@@ -106,6 +106,19 @@ impl Encoder {
         }
     }
 
+    /// The code of this watch's events among the runs a kind keeps deflated
+    /// ([`crate::cache::deflated`]): the objects' own events, in JSON or protobuf (a Table's
+    /// rows and the metadata view are not kept).
+    pub(super) fn runs_kept(&self) -> Option<u8> {
+        if self.metadata || self.table.is_some() {
+            return None;
+        }
+        Some(match self.fmt {
+            Format::Json => 0,
+            Format::Protobuf => 1,
+        })
+    }
+
     /// Whether this watch cannot carry `o` faithfully: a Table watch meeting an object whose
     /// cells were withheld for their size. The watch is then ended (the client resumes,
     /// and its new watch is the upstream's while such an object is held), never skipped.

@@ -9,6 +9,7 @@ use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::status::Status;
 use crate::body::{Body, Chunk};
+use crate::cache::deflated::{cut_after, Runs};
 use crate::cache::feed::growing::{End, Growing, Next};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
@@ -16,7 +17,7 @@ use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
 use crate::serve::compress::InitialState;
 use crate::serve::respond::respond;
-use bytes::Bytes;
+use bytes::{Buf, BytesMut};
 use http::{Response, StatusCode};
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,7 +82,7 @@ impl WatchBuffers {
 /// A chunk on its way to the client, holding its bytes' places in its watch's and in all
 /// watches' budgets until the connection takes it.
 struct Queued {
-    chunk: Bytes,
+    chunk: Chunk,
     _own: OwnedSemaphorePermit,
     _all: OwnedSemaphorePermit,
 }
@@ -95,7 +96,7 @@ fn places(n: usize, cap: usize) -> u32 {
 /// connection takes it.
 fn queued_body(rx: mpsc::Receiver<Queued>) -> Body {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|q| (Ok::<_, crate::body::BoxError>(http_body::Frame::data(Chunk::One(q.chunk))), rx))
+        rx.recv().await.map(|q| (Ok::<_, crate::body::BoxError>(http_body::Frame::data(q.chunk)), rx))
     });
     http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(stream))
 }
@@ -191,7 +192,8 @@ pub async fn watch_proving(
     let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = end_after.map(|e| (e.rv, e.wait));
-    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv), pending_end, state };
+    let runs = cache.runs.clone();
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: start_rv.max(snap.rv), pending_end, state, runs };
     tokio::spawn(w.run(snap, backlog, rx_events, end));
     Ok(resp)
 }
@@ -224,7 +226,8 @@ pub async fn watch_growing(
     let Some(end) = deadline(&opts) else { return Ok(resp) };
     let own = Arc::new(Semaphore::new(settings.buffer_bytes.clamp(1, Semaphore::MAX_PERMITS)));
     let pending_end = opts.bookmarks.then(|| end_after.map_or((0, FAR), |e| (e.rv, e.wait)));
-    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: 0, pending_end, state };
+    let runs = cache.runs.clone();
+    let w = Watcher { enc, opts, namespace, settings, tx, own, last_rv: 0, pending_end, state, runs };
     tokio::spawn(w.run_growing(cache, growing, end));
     Ok(resp)
 }
@@ -315,6 +318,8 @@ struct Watcher {
     pending_end: Option<(u64, Duration)>,
     /// Marked as the backlog's (a WatchList's initial state's) last chunk is queued.
     state: InitialState,
+    /// The kind's deflated runs of WatchList events ([`crate::cache::deflated`]).
+    runs: Arc<Runs>,
 }
 
 impl Watcher {
@@ -336,15 +341,15 @@ impl Watcher {
 
     /// Queue what `out` holds.
     async fn flush(&self, out: &mut Chunks) -> bool {
-        out.buf.is_empty() || self.queue(std::mem::take(&mut out.buf).freeze()).await
+        out.buf.is_empty() || self.queue(Chunk::One(std::mem::take(&mut out.buf).freeze())).await
     }
 
     /// Hand a chunk to the client's connection, within this watch's and all watches' budgets
     /// of queued bytes (waiting for room); false when the client is gone or has taken
     /// nothing for the stall timeout (then it is ended as a slow watcher).
-    async fn queue(&self, chunk: Bytes) -> bool {
+    async fn queue(&self, chunk: Chunk) -> bool {
         let send = async {
-            let n = chunk.len();
+            let n = chunk.remaining();
             let own = match self.own.clone().try_acquire_many_owned(places(n, self.settings.buffer_bytes)) {
                 Ok(p) => p,
                 Err(_) => {
@@ -380,14 +385,13 @@ impl Watcher {
         let ns = self.namespace.as_deref();
         match backlog {
             Backlog::State { end_bookmark, rv } => {
-                for o in candidates(snap, ns, &self.opts, self.enc.res.index.as_deref(), None) {
-                    if self.enc.refuses(o) {
-                        return false;
-                    }
-                    let Some(f) = self.enc.event(EventType::Added, o) else { continue };
-                    if !self.put(&mut out, f).await {
-                        return false;
-                    }
+                let sent = match self.enc.runs_kept().filter(|_| ns.is_none() && self.opts.labels.is_empty() && self.opts.fields.is_empty())
+                {
+                    Some(enc) => self.state_in_runs(snap, enc).await,
+                    None => self.state(snap, &mut out).await,
+                };
+                if !sent {
+                    return false;
                 }
                 if end_bookmark && !self.put(&mut out, self.enc.bookmark(rv, true)).await {
                     return false;
@@ -419,6 +423,53 @@ impl Watcher {
         // compressor at the next pause instead of keeping it until a later event).
         self.state.sent();
         self.flush(&mut out).await
+    }
+
+    /// The state's objects this watch selects, as ADDED events in chunks; false if the watch
+    /// ends.
+    async fn state(&self, snap: &Snapshot, out: &mut Chunks) -> bool {
+        for o in candidates(snap, self.namespace.as_deref(), &self.opts, self.enc.res.index.as_deref(), None) {
+            if self.enc.refuses(o) {
+                return false;
+            }
+            let Some(f) = self.enc.event(EventType::Added, o) else { continue };
+            if !self.put(out, f).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Every object of the state as ADDED events, in the runs a gzip encoding keeps deflated
+    /// between WatchLists of the whole collection ([`crate::cache::deflated`]); false if the
+    /// watch ends.
+    async fn state_in_runs(&self, snap: &Snapshot, enc: u8) -> bool {
+        let pass = self.runs.begin(snap.bytes / 4);
+        let mut buf = BytesMut::new();
+        let mut objects = Vec::new();
+        for o in snap.range(None, None) {
+            let Some(f) = self.enc.event(EventType::Added, o) else { continue };
+            buf.reserve(f.len());
+            buf.extend_from_slice(&f.head);
+            buf.extend_from_slice(f.body);
+            buf.extend_from_slice(f.tail);
+            objects.push(o);
+            if cut_after(&o.key, buf.len()) && !self.queue_run(&mut buf, &mut objects, enc, pass).await {
+                return false;
+            }
+        }
+        if !objects.is_empty() && !self.queue_run(&mut buf, &mut objects, enc, pass).await {
+            return false;
+        }
+        self.runs.end(pass);
+        true
+    }
+
+    /// Queue the run of `objects`, whose events `buf` holds.
+    async fn queue_run(&self, buf: &mut BytesMut, objects: &mut Vec<&Arc<Object>>, enc: u8, pass: u64) -> bool {
+        let run = self.runs.run(enc, objects, pass);
+        objects.clear();
+        self.queue(Chunk::Run(buf.split().freeze(), run)).await
     }
 
     async fn run(mut self, snap: Arc<Snapshot>, backlog: Backlog, mut rx: broadcast::Receiver<Message>, end: Instant) {

@@ -4,6 +4,12 @@ use super::frames::bookmark_pb;
 use super::*;
 use crate::api::resource::Resource;
 use crate::api::wire;
+use bytes::Bytes;
+
+/// A queued chunk's bytes.
+fn bytes(mut c: Chunk) -> Bytes {
+    c.copy_to_bytes(c.remaining())
+}
 
 fn configmaps() -> Arc<Resource> {
     Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"))
@@ -27,6 +33,7 @@ fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
         last_rv: 0,
         pending_end: None,
         state: InitialState::default(),
+        runs: Arc::default(),
     }
 }
 
@@ -36,7 +43,9 @@ async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundarie
     let objects: Vec<Object> = (0..4000).map(|i| cm(i, if i == 150 { 3 * CHUNK / 2 } else { 50 + (i * 37) % 900 })).collect();
     let snap = Snapshot::from_objects(objects, 500, 10, None);
     let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
-    let w = watcher(tx);
+    // One namespace's WatchList: in chunks (a whole collection's goes in runs, below).
+    let mut w = watcher(tx);
+    w.namespace = Some("ns".into());
     let mut frames: Vec<Vec<u8>> = Vec::new();
     for o in snap.range(None, None) {
         let f = w.enc.event(EventType::Added, o).expect("held in JSON");
@@ -49,7 +58,7 @@ async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundarie
         // Each chunk, and whether the state was marked sent when it was taken.
         let mut taken = Vec::new();
         while let Some(c) = rx.recv().await {
-            taken.push((c.chunk, state.is_sent()));
+            taken.push((bytes(c.chunk), state.is_sent()));
         }
         taken
     });
@@ -79,6 +88,95 @@ async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundarie
     assert!(chunks.len() > 10, "{} chunks", chunks.len());
 }
 
+/// A WatchList of a whole collection: its backlog's chunks and the runs they carry.
+async fn whole_state(snap: &Snapshot, runs: &Arc<Runs>) -> Vec<Chunk> {
+    let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
+    let mut w = watcher(tx);
+    w.runs = runs.clone();
+    let reader = tokio::spawn(async move {
+        let mut taken = Vec::new();
+        while let Some(c) = rx.recv().await {
+            taken.push(c.chunk);
+        }
+        taken
+    });
+    assert!(w.backlog(snap, Backlog::State { end_bookmark: true, rv: snap.rv }).await);
+    drop(w);
+    reader.await.unwrap()
+}
+
+/// A chunk's bytes, unsent.
+fn raw(c: &Chunk) -> &[u8] {
+    match c {
+        Chunk::One(b) | Chunk::Run(b, _) => b,
+        other => panic!("stitched: {other:?}"),
+    }
+}
+
+fn run_of(c: &Chunk) -> &Arc<crate::cache::deflated::Run> {
+    match c {
+        Chunk::Run(_, run) => run,
+        other => panic!("not a run: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_whole_watch_list_goes_in_runs_its_keys_cut_and_the_next_one_finds_them_again() {
+    let objects: Vec<Object> = (0..3000).map(|i| cm(i, 50 + (i * 37) % 900)).collect();
+    let snap = Snapshot::from_objects(objects, 5000, 10, None);
+    let runs: Arc<Runs> = Arc::default();
+    let first = whole_state(&snap, &runs).await;
+
+    // Every frame once, in key order, in runs cut after the first frame where `cut_after`
+    // says; the end bookmark after them, in a chunk of its own.
+    let w = watcher(mpsc::channel(1).0);
+    let frames: Vec<(Arc<str>, Vec<u8>)> = snap
+        .range(None, None)
+        .map(|o| {
+            let f = w.enc.event(EventType::Added, o).unwrap();
+            (o.key.clone(), [&f.head[..], f.body, f.tail].concat())
+        })
+        .collect();
+    let (last, state) = first.split_last().unwrap();
+    assert!(matches!(last, Chunk::One(_)), "the bookmark: {last:?}");
+    assert_eq!(raw(last), &w.enc.bookmark(5000, true).head[..]);
+    let mut at = 0;
+    for (i, c) in state.iter().enumerate() {
+        run_of(c);
+        let mut len = 0;
+        let mut expected = Vec::new();
+        loop {
+            let (key, f) = &frames[at];
+            at += 1;
+            len += f.len();
+            expected.extend_from_slice(f);
+            if cut_after(key, len) || at == frames.len() {
+                break;
+            }
+        }
+        assert_eq!(raw(c), &expected[..], "run {i}");
+    }
+    assert_eq!(at, frames.len(), "every object once");
+    assert!(state.len() > 20, "{} runs", state.len());
+
+    // The same state again: the same runs.
+    let again = whole_state(&snap, &runs).await;
+    assert_eq!(again.len(), first.len());
+    for (a, b) in state.iter().zip(&again) {
+        assert!(Arc::ptr_eq(run_of(a), run_of(b)), "the run found again");
+    }
+
+    // One object changed: its run is new, the runs after it fall back in step.
+    let (changed, _) = snap.apply(EventType::Modified, cm(1500, 200), None);
+    let third = whole_state(&changed, &runs).await;
+    let holding = state.iter().position(|c| raw(c).windows(9).any(|w| w == b"\"cm-1500\"")).unwrap();
+    let found: Vec<bool> = third[..third.len() - 1].iter().map(|c| state.iter().any(|s| Arc::ptr_eq(run_of(s), run_of(c)))).collect();
+    assert!(!found[holding], "the changed object's run is new");
+    let same = found.iter().filter(|f| **f).count();
+    assert!(same + 3 >= state.len(), "{same} of {} runs found again", state.len());
+    assert_eq!(runs.held().0, third.len() - 1, "the runs the last pass did not send are dropped");
+}
+
 #[tokio::test]
 async fn a_backlog_stops_when_the_client_is_gone() {
     let objects: Vec<Object> = (0..50).map(|i| cm(i, 2000)).collect();
@@ -97,7 +195,7 @@ async fn a_resume_from_a_trimmed_window_is_one_410_error_event() {
     }
     let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
     assert!(!watcher(tx).backlog(&snap, Backlog::Since(5)).await, "the watch ends after the error");
-    let frame = rx.recv().await.expect("one chunk").chunk;
+    let frame = bytes(rx.recv().await.expect("one chunk").chunk);
     assert!(rx.recv().await.is_none(), "nothing after the ERROR event");
     let v: serde_json::Value = serde_json::from_slice(&frame).unwrap();
     assert_eq!(v["type"], "ERROR");
