@@ -204,6 +204,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 "outcome" => {
                     let known: &[&str] = match s.name.as_str() {
                         "kache_consistent_checks_total" => &["same", "proven", "differed", "failed", "accounted"],
+                        "kache_watch_list_runs_total" => &["kept", "deflated"],
                         _ => &["initial", "diffed", "replaced", "failed"],
                     };
                     assert!(known.contains(&value.as_str()), "{}: outcome {value}", s.name)
@@ -510,4 +511,84 @@ async fn debug_cache_kache_status_and_the_access_log() {
     // A kache that is not there: an error, not a table.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kache")).args(["status", "--admin", "127.0.0.1:1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The gzip bytes of a WatchList of every pod read up to its initial-events-end bookmark, and
+/// its events as JSON lines read without gzip.
+async fn watch_list_of_pods(api: &crate::support::Api, gzip: bool) -> Vec<u8> {
+    use http_body_util::BodyExt as _;
+    let path = "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+    let mut req = http::Request::get(format!("{}{path}", api.base)).header("accept", "application/json");
+    if gzip {
+        req = req.header("accept-encoding", "gzip");
+    }
+    let mut resp = api.client.request(req.body(http_body_util::Full::new(bytes::Bytes::new())).unwrap()).await.expect("response");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers().get("content-encoding").is_some(), gzip);
+    let (mut raw, mut gunzip, mut text) = (Vec::new(), crate::support::gzip::Gunzip::new(), String::new());
+    loop {
+        let frame = resp.body_mut().frame().await.expect("a frame").unwrap().into_data().unwrap();
+        raw.extend_from_slice(&frame);
+        if gzip {
+            gunzip.push(&frame);
+            text.extend(gunzip.events().iter().map(|e| format!("{e}\n")));
+        } else {
+            text = String::from_utf8(raw.clone()).unwrap();
+        }
+        if text.contains("k8s.io/initial-events-end") {
+            return raw;
+        }
+    }
+}
+
+/// Each event's type and name, from JSON lines.
+fn named(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap();
+            (e["type"].as_str().unwrap().to_string(), e["object"]["metadata"]["name"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+/// A WatchList of a whole collection to a client that accepts gzip sends its initial events
+/// in runs, each deflated on its own and kept (`cache::deflated`): a second WatchList sends
+/// the runs the first deflated instead of deflating them again. Python's zlib (not the
+/// deflater that wrote them) reads both streams to the events of an uncompressed WatchList.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_whole_watch_list_sends_the_runs_the_first_deflated() {
+    use kache::telemetry::WATCH_LIST_RUNS;
+    let sim = start(&cluster(&["--nodes", "20", "--pods", "400", "--namespaces", "4", "--bookmark-interval-seconds", "1"])).await;
+    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--preload", "pods"], &[], 60).await;
+    k.readyz_becomes(200, 60).await;
+    let plain = String::from_utf8(watch_list_of_pods(&k.api, false).await).unwrap();
+    let expected = named(&plain);
+    assert_eq!(expected.iter().filter(|(t, _)| t == "ADDED").count(), 400);
+
+    let runs = |s: &Scrape, outcome: &str| s.sum(WATCH_LIST_RUNS, &[("outcome", outcome)]);
+    let mut decoded = Vec::new();
+    let mut scrapes = vec![k.scrape().await];
+    for _ in 0..2 {
+        let raw = watch_list_of_pods(&k.api, true).await;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &raw).unwrap();
+        let script = "import sys, zlib; sys.stdout.buffer.write(zlib.decompressobj(31).decompress(open(sys.argv[1], 'rb').read()))";
+        let path = file.path().to_owned();
+        let out = tokio::task::spawn_blocking(move || std::process::Command::new("python3").args(["-c", script]).arg(path).output())
+            .await
+            .unwrap()
+            .expect("python3 runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        decoded.push(named(&String::from_utf8(out.stdout).unwrap()));
+        scrapes.push(k.scrape().await);
+    }
+    for (i, d) in decoded.iter().enumerate() {
+        assert_eq!(d, &expected, "WatchList {i}: zlib reads the events of the uncompressed WatchList");
+    }
+    let [before, first, second] = &scrapes[..] else { unreachable!() };
+    let deflated = runs(first, "deflated") - runs(before, "deflated");
+    assert!(deflated >= 3.0, "the first WatchList's runs: {deflated}");
+    assert_eq!(runs(first, "kept"), runs(before, "kept"), "nothing to send from before the first");
+    assert_eq!(runs(second, "kept") - runs(first, "kept"), deflated, "the second sends every run the first deflated");
+    assert_eq!(runs(second, "deflated"), runs(first, "deflated"), "and deflates none again");
 }
