@@ -11,7 +11,7 @@
 //!   (pass-through, upgrades), `discovery` (which resources the upstream serves).
 //! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
-//!   (stored bytes and selector fields), `ledger` (which resource wrote each recent revision
+//!   (stored bytes and selector fields), `deflated` (WatchList runs kept deflated), `ledger` (which resource wrote each recent revision
 //!   of the upstream's storage), `feed/` (the reflector that fills a `KindCache`:
 //!   `state`, its retry loop as a state machine; `reflector`, LIST + WATCH + relist;
 //!   `streamed`, an unpaged LIST's items cut as they arrive; `growing`, the initial list
@@ -77,6 +77,8 @@
 //!    ring, `cache::rings`) first, then takes the snapshot, so no change falls between them.
 //! 4. The backlog: the window's events since the RV (`cache::window::EventWindow::since`),
 //!    or the state as ADDED events (RV 0, WatchList) and the initial-events-end bookmark.
+//!    A whole collection's state goes in runs its keys cut; gzipped, each run's deflated
+//!    bytes are kept for the next WatchList (`cache::deflated`, `serve::compress::watch`).
 //! 5. Live events: `cache::KindCache::apply` (called by the feed, the one writer)
 //!    broadcasts each change; the watcher filters it (`transition`) by selectors.
 //! 6. Frames are encoded straight into the client's chunks (JSON lines or protobuf frames).
