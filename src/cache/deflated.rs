@@ -28,11 +28,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-/// A run is not cut before it holds this many bytes of frames.
-pub const MIN_RUN: usize = 32 * 1024;
+/// A run is not cut before it holds this many bytes of frames. Each run is deflated without
+/// the window of the one before, so runs cost compression: the protobuf WatchList of 30,000
+/// pods (171 MB) deflated whole at level 1 is 13.3 MB, in runs of at least 32 KiB 15.6 MB,
+/// at least 128 KiB 14.5 MB, at least 256 KiB 14.1 MB (zlib; BENCHMARKS.md, issue 22).
+pub const MIN_RUN: usize = 128 * 1024;
 /// A run is cut once it holds this many bytes of frames.
-pub const MAX_RUN: usize = 256 * 1024;
-/// After [`MIN_RUN`], one key in this many ends a run (pods: about 22 objects, 125 KB).
+pub const MAX_RUN: usize = 1024 * 1024;
+/// After [`MIN_RUN`], one key in this many ends a run (pods: about 38 objects, 220 KB).
 const CUT: u64 = 16;
 
 /// The deflated runs of one kind, in each encoding.
@@ -184,7 +187,9 @@ mod tests {
         let changed = runs.run(1, &[&a, &b2], pass);
         assert!(changed.deflated().is_none(), "a new version of b: deflated again");
         assert!(runs.run(1, &[&a], pass).deflated().is_none(), "fewer objects: another run");
-        assert_eq!(runs.held(), (2, 0), "the replaced runs are gone, their bytes given back");
+        assert_eq!(runs.held(), (2, 10), "the replaced runs are gone; the first's bytes held while a stream holds it");
+        drop(first);
+        assert_eq!(runs.held(), (2, 0), "and given back once none does");
     }
 
     #[test]

@@ -122,8 +122,8 @@ fn run_of(c: &Chunk) -> &Arc<crate::cache::deflated::Run> {
 
 #[tokio::test]
 async fn a_whole_watch_list_goes_in_runs_its_keys_cut_and_the_next_one_finds_them_again() {
-    let objects: Vec<Object> = (0..3000).map(|i| cm(i, 50 + (i * 37) % 900)).collect();
-    let snap = Snapshot::from_objects(objects, 5000, 10, None);
+    let objects: Vec<Object> = (0..10_000).map(|i| cm(i, 50 + (i * 37) % 900)).collect();
+    let snap = Snapshot::from_objects(objects, 20_000, 10, None);
     let runs: Arc<Runs> = Arc::default();
     let first = whole_state(&snap, &runs).await;
 
@@ -139,7 +139,7 @@ async fn a_whole_watch_list_goes_in_runs_its_keys_cut_and_the_next_one_finds_the
         .collect();
     let (last, state) = first.split_last().unwrap();
     assert!(matches!(last, Chunk::One(_)), "the bookmark: {last:?}");
-    assert_eq!(raw(last), &w.enc.bookmark(5000, true).head[..]);
+    assert_eq!(raw(last), &w.enc.bookmark(20_000, true).head[..]);
     let mut at = 0;
     for (i, c) in state.iter().enumerate() {
         run_of(c);
@@ -167,9 +167,9 @@ async fn a_whole_watch_list_goes_in_runs_its_keys_cut_and_the_next_one_finds_the
     }
 
     // One object changed: its run is new, the runs after it fall back in step.
-    let (changed, _) = snap.apply(EventType::Modified, cm(1500, 200), None);
+    let (changed, _) = snap.apply(EventType::Modified, cm(5000, 200), None);
     let third = whole_state(&changed, &runs).await;
-    let holding = state.iter().position(|c| raw(c).windows(9).any(|w| w == b"\"cm-1500\"")).unwrap();
+    let holding = state.iter().position(|c| raw(c).windows(9).any(|w| w == b"\"cm-5000\"")).unwrap();
     let found: Vec<bool> = third[..third.len() - 1].iter().map(|c| state.iter().any(|s| Arc::ptr_eq(run_of(s), run_of(c)))).collect();
     assert!(!found[holding], "the changed object's run is new");
     let same = found.iter().filter(|f| **f).count();
