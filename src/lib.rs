@@ -11,8 +11,8 @@
 //!   (pass-through, upgrades), `discovery` (which resources the upstream serves).
 //! - `cache/`: the single-writer state per kind and its feeder: `KindCache` (snapshot,
 //!   progress, fan-out), `store` (persistent maps, index), `window` (recent events), `object`
-//!   (stored bytes and selector fields), `deflated` (WatchList runs kept deflated), `ledger` (which resource wrote each recent revision
-//!   of the upstream's storage), `feed/` (the reflector that fills a `KindCache`:
+//!   (stored bytes and selector fields), `deflated` (WatchList runs kept deflated), `ledger`
+//!   (which resource wrote each recent revision of the upstream's storage), `feed/` (the reflector that fills a `KindCache`:
 //!   `state`, its retry loop as a state machine; `reflector`, LIST + WATCH + relist;
 //!   `streamed`, an unpaged LIST's items cut as they arrive; `growing`, the initial list
 //!   as it arrives; `turns`, preloaded kinds listed one at a time; `freshness`, probes;

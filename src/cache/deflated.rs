@@ -3,8 +3,8 @@
 //! A WatchList of a whole collection sends every object as an ADDED event, and a client
 //! that accepts gzip gets them deflated (`serve::compress::watch`). Informers of the same
 //! kind start their WatchLists in bursts (a controller's replicas, every client after an
-//! outage), and each would deflate the same events again: for 30,000 pods that is most of
-//! what kache spends on the stream.
+//! outage), and each would deflate the same events again: for 30,000 pods deflating was
+//! about half of what kache spent on the stream (0.75 s of CPU; from kept runs 0.5 s).
 //!
 //! So the watcher cuts such a stream into runs of consecutive objects, where the objects
 //! themselves say (a run ends after an object whose key hashes to a cut, once it holds

@@ -19,6 +19,12 @@
 //!
 //! One member, as every gzip reader reads (some, such as OkHttp's, read no second member).
 //!
+//! A WatchList of a whole collection sends its state in runs ([`crate::cache::deflated`]):
+//! a run is deflated from a reset deflater and ended with a sync flush, and kept, so it
+//! refers to nothing before it and ends on a byte; a run kept by an earlier WatchList goes
+//! out as those bytes, its CRC combined into the member's, and the deflater is reset before
+//! it deflates again.
+//!
 //! Only a stream that carries an [`InitialState`] is compressed: a WatchList answered from
 //! the cache's state, or sent a kind's list as it loads (kache just started). The latter's
 //! frames are deflated at kache's own priority ([`InitialState::loading`]), not in the

@@ -385,8 +385,7 @@ impl Watcher {
         let ns = self.namespace.as_deref();
         match backlog {
             Backlog::State { end_bookmark, rv } => {
-                let sent = match self.enc.runs_kept().filter(|_| ns.is_none() && self.opts.labels.is_empty() && self.opts.fields.is_empty())
-                {
+                let sent = match self.runs_code() {
                     Some(enc) => self.state_in_runs(snap, enc).await,
                     None => self.state(snap, &mut out).await,
                 };
@@ -423,6 +422,13 @@ impl Watcher {
         // compressor at the next pause instead of keeping it until a later event).
         self.state.sent();
         self.flush(&mut out).await
+    }
+
+    /// The code of the runs this watch's state goes in ([`Watcher::state_in_runs`]): a
+    /// WatchList of a whole collection (no namespace, no selector) of the objects themselves.
+    fn runs_code(&self) -> Option<u8> {
+        let whole = self.namespace.is_none() && self.opts.labels.is_empty() && self.opts.fields.is_empty();
+        self.enc.runs_kept().filter(|_| whole)
     }
 
     /// The state's objects this watch selects, as ADDED events in chunks; false if the watch
