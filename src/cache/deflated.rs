@@ -18,8 +18,8 @@
 //!
 //! Bounded: a run is kept only when it deflates to at most half its size, and the runs of a
 //! kind together hold at most a quarter of the bytes its snapshot holds (a compressed copy
-//! of pods is about a tenth). Each whole WatchList that completes drops the runs it did not
-//! send.
+//! of pods is about a tenth). Each whole WatchList that completes drops the runs of its
+//! encoding it did not send.
 
 use crate::cache::object::Object;
 use bytes::Bytes;
@@ -110,10 +110,11 @@ impl Runs {
         })
     }
 
-    /// A whole WatchList's pass is complete: the runs it did not send are dropped.
-    pub fn end(&self, pass: u64) {
+    /// A whole WatchList's pass in encoding `enc` is complete: the runs of that encoding it
+    /// did not send are dropped.
+    pub fn end(&self, enc: u8, pass: u64) {
         let mut by_first = self.by_first.lock().unwrap_or_else(|e| e.into_inner());
-        by_first.retain(|_, r| r.pass.load(Ordering::Relaxed) >= pass);
+        by_first.retain(|(e, _), r| *e != enc || r.pass.load(Ordering::Relaxed) >= pass);
     }
 
     /// Runs kept, and their deflated bytes.
@@ -206,12 +207,16 @@ mod tests {
         assert!(r1.deflated().is_none(), "past the cap: not kept");
         assert_eq!(runs.held(), (2, 20));
 
+        let other = runs.run(0, &[&objects[2]], pass);
         let next = runs.begin(1000);
         let _ = runs.run(1, &[&objects[1]], next);
-        runs.end(next);
-        assert_eq!(runs.held().0, 1, "the run the pass did not send is dropped");
+        runs.end(1, next);
+        assert_eq!(runs.held().0, 2, "the run the pass did not send is dropped, another encoding's kept");
         drop(r0);
-        assert_eq!(runs.held(), (1, 0), "and its bytes given back once no stream holds it");
+        assert_eq!(runs.held(), (2, 0), "and its bytes given back once no stream holds it");
+        runs.end(0, next);
+        assert_eq!(runs.held().0, 1, "a pass in the other encoding drops that one");
+        drop(other);
     }
 
     #[test]

@@ -467,7 +467,7 @@ impl Watcher {
         if !objects.is_empty() && !self.queue_run(&mut buf, &mut objects, enc, pass).await {
             return false;
         }
-        self.runs.end(pass);
+        self.runs.end(enc, pass);
         true
     }
 
