@@ -513,8 +513,8 @@ async fn debug_cache_kache_status_and_the_access_log() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// The gzip bytes of a WatchList of every pod read up to its initial-events-end bookmark, and
-/// its events as JSON lines read without gzip.
+/// The bytes of a WatchList of every pod in JSON (gzipped when `gzip`), read up to its
+/// initial-events-end bookmark.
 async fn watch_list_of_pods(api: &crate::support::Api, gzip: bool) -> Vec<u8> {
     use http_body_util::BodyExt as _;
     let path = "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
