@@ -25,7 +25,10 @@ sync() { # encoding mode kubeconfig [context]
   local args=(-watchlist="$([ "$2" = watchlist ] && echo true || echo false)" -kubeconfig "$3")
   [ "$1" = protobuf ] && args+=(-protobuf)
   [ -n "${4:-}" ] && args+=(-context "$4")
-  "$REAL/bin/informer-sync" "${args[@]}" 2>&1 | tail -1 | sed -n 's/.* in \([0-9.]*\) s.*/\1/p'
+  local out
+  out=$("$REAL/bin/informer-sync" "${args[@]}" 2>&1) || true
+  # A sync that did not print its time (an error) shows its last lines on stderr.
+  grep -m1 '^synced ' <<<"$out" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p' | grep . || tail -n 5 <<<"$out" >&2
 }
 for _ in $(seq "$ROUNDS"); do
   for enc in ${ENCS:-default protobuf}; do

@@ -14,8 +14,9 @@
 //! - once the state has been sent and the stream has nothing more ready, the deflater is
 //!   flushed and dropped with its place among the encodes ([`Encodes`]);
 //! - from then on each frame goes out as a stored deflate block (five bytes of header, the
-//!   event's bytes as they are), so a watch that lives for days holds a CRC and a count, not
-//!   a compressor's window and tables.
+//!   event's bytes as they are) and an empty one ([`FLUSHED`]: Go's inflater hands out a
+//!   block's bytes only when the next block begins or at an empty stored block), so a watch
+//!   that lives for days holds a CRC and a count, not a compressor's window and tables.
 //!
 //! One member, as every gzip reader reads (some, such as OkHttp's, read no second member).
 //!
@@ -56,6 +57,14 @@ const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
 /// The largest stored block.
 const STORED_MAX: usize = 0xffff;
+
+/// An empty stored block (what a sync flush ends with), after each event that goes stored.
+/// Go's inflater hands out a block's bytes only when the next block begins, except that an
+/// empty stored block hands out everything before it: without it a Go client decoded each
+/// live event only when the next one came, and a WatchList's end bookmark, sent once its
+/// freshness proof came after the state, only with the kind's next event (a client-go
+/// informer of a quiet kind did not sync; BENCHMARKS.md, issue 22).
+const FLUSHED: [u8; 5] = [0, 0, 0, 0xff, 0xff];
 
 /// The level a WatchList's runs are deflated at. A run is deflated once and sent to every
 /// WatchList while its objects do not change, so it is deflated denser than a stream's own
@@ -220,9 +229,9 @@ impl Gz {
         Ok(out)
     }
 
-    /// `data` as stored blocks.
+    /// `data` as stored blocks, then an empty one ([`FLUSHED`]).
     fn stored(&mut self, mut data: Chunk) -> Vec<u8> {
-        let mut out = self.out(data.remaining() + 5 * (data.remaining() / STORED_MAX + 2));
+        let mut out = self.out(data.remaining() + 5 * (data.remaining() / STORED_MAX + 3));
         while data.has_remaining() {
             let piece = data.chunk();
             self.crc.update(piece);
@@ -237,6 +246,7 @@ impl Gz {
             let n = piece.len();
             data.advance(n);
         }
+        out.extend_from_slice(&FLUSHED);
         out
     }
 
@@ -483,7 +493,8 @@ mod tests {
         let live = events(1, 4);
         tx.send(live.clone()).unwrap();
         let frame = vec(body.frame().await.unwrap().unwrap().into_data().unwrap());
-        assert_eq!(&frame[5..], &live[..], "a stored block: header, then the event");
+        assert_eq!(&frame[5..5 + live.len()], &live[..], "a stored block: header, then the event");
+        assert_eq!(&frame[5 + live.len()..], &FLUSHED, "then an empty stored block, so a Go client decodes the event at once");
         sent.extend_from_slice(&frame);
         assert_eq!(decodable(&sent), [burst.concat(), live.clone()].concat());
 
