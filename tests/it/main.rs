@@ -47,6 +47,7 @@ mod ops_tls;
 mod real_apiserver;
 mod real_authz;
 mod real_differential;
+mod real_informer;
 mod real_kcm;
 mod real_kubectl;
 mod real_restart;
