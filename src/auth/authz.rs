@@ -10,6 +10,7 @@ use super::ttl::TtlCache;
 use super::{Attributes, Identity};
 use crate::api::status::Status;
 use crate::upstream::Upstream;
+use dashmap::DashMap;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -49,6 +50,9 @@ pub struct Authorizer {
     cache: Arc<TtlCache<Vec<u8>, Decision>>,
     lanes: review::Lanes,
     reviews: AtomicU64,
+    /// The review in flight for each cache key: requests asking the same while it is asked
+    /// (two hundred node agents starting together) wait for it instead of each sending one.
+    reviewing: DashMap<Vec<u8>, Arc<tokio::sync::Mutex<()>>>,
 }
 
 /// The `spec` of a SubjectAccessReview of `a` by `id`.
@@ -145,7 +149,7 @@ impl Authorizer {
     pub fn new(upstream: Upstream, settings: AuthzSettings) -> Authorizer {
         let cache = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         let lanes = review::Lanes::new(settings.concurrent);
-        Authorizer { upstream, settings, cache, lanes, reviews: AtomicU64::new(0) }
+        Authorizer { upstream, settings, cache, lanes, reviews: AtomicU64::new(0), reviewing: DashMap::new() }
     }
 
     /// SubjectAccessReviews sent to the upstream so far.
@@ -196,8 +200,23 @@ impl Authorizer {
         }
     }
 
-    /// Ask the upstream whether `id` may do `a` (cached under `key`).
+    /// The decision cached under `key`, or the upstream's on whether `id` may do `a`; one
+    /// review at a time per key, whose answer the requests waiting for it take from the cache.
     async fn ask(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Decision, Status> {
+        let turn = self.reviewing.entry(key.clone()).or_default().clone();
+        let answer = {
+            let _turn = turn.lock().await;
+            match self.cache.get(&key) {
+                Some(d) => Ok(d),
+                None => self.review_now(id, a, key.clone()).await,
+            }
+        };
+        self.reviewing.remove_if(&key, |_, t| Arc::ptr_eq(t, &turn) && Arc::strong_count(t) <= 2);
+        answer
+    }
+
+    /// Ask the upstream whether `id` may do `a` (cached under `key`).
+    async fn review_now(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Decision, Status> {
         let last = self.cache.get_stale(&key);
         self.reviews.fetch_add(1, Ordering::Relaxed);
         let (cache, allow, deny, owner) =
@@ -265,6 +284,57 @@ mod tests {
         }
         let non_resource = Attributes::of(&Method::GET, "/apis", None);
         assert_ne!(cache_key(&id, &non_resource), cache_key(&id, &Attributes::of(&Method::GET, "/api", None)));
+    }
+
+    /// An upstream answering every SubjectAccessReview `allowed` after `after`.
+    async fn allowing_upstream(after: Duration) -> Upstream {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else { return };
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |_req| async move {
+                        tokio::time::sleep(after).await;
+                        let body = json!({"kind": "SubjectAccessReview", "status": {"allowed": true}}).to_string();
+                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
+                });
+            }
+        });
+        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+        upstream.set_health(crate::upstream::health::Health::Up);
+        upstream
+    }
+
+    #[tokio::test]
+    async fn requests_asking_the_same_at_once_share_one_review() {
+        // Fifty node agents of one account starting together, each listing its own node's
+        // pods: one review of the whole collection, every agent allowed.
+        let settings = AuthzSettings {
+            allow_ttl: Duration::from_secs(10),
+            deny_ttl: Duration::from_secs(10),
+            cache_entries: 1000,
+            stale: Duration::ZERO,
+            concurrent: 64,
+        };
+        let authz = Arc::new(Authorizer::new(allowing_upstream(Duration::from_millis(200)).await, settings));
+        let asks: Vec<_> = (0..50)
+            .map(|i| {
+                let authz = authz.clone();
+                tokio::spawn(async move {
+                    let id = Identity { username: "agent".into(), ..Identity::default() };
+                    let query = format!("fieldSelector=spec.nodeName%3Dnode-{i}");
+                    authz.decide(&id, &Attributes::of(&Method::GET, "/api/v1/pods", Some(&query))).await
+                })
+            })
+            .collect();
+        for ask in asks {
+            assert!(ask.await.unwrap().unwrap().allowed);
+        }
+        assert_eq!(authz.reviews(), 1, "one review for all of them");
+        assert!(authz.reviewing.is_empty(), "no turn is left behind");
     }
 
     #[test]
