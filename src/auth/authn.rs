@@ -261,24 +261,7 @@ mod tests {
 
     /// An upstream, up, that refuses every token `after` each review arrives.
     async fn refusing_upstream(after: Duration) -> Upstream {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            loop {
-                let Ok((conn, _)) = listener.accept().await else { return };
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |_req| async move {
-                        tokio::time::sleep(after).await;
-                        let body = json!({"kind": "TokenReview", "status": {"authenticated": false}}).to_string();
-                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
-                });
-            }
-        });
-        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
-        upstream.set_health(crate::upstream::health::Health::Up);
-        upstream
+        review::answering_upstream(after, json!({"kind": "TokenReview", "status": {"authenticated": false}})).await
     }
 
     #[tokio::test]

@@ -286,28 +286,6 @@ mod tests {
         assert_ne!(cache_key(&id, &non_resource), cache_key(&id, &Attributes::of(&Method::GET, "/api", None)));
     }
 
-    /// An upstream answering every SubjectAccessReview `allowed` after `after`.
-    async fn allowing_upstream(after: Duration) -> Upstream {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            loop {
-                let Ok((conn, _)) = listener.accept().await else { return };
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |_req| async move {
-                        tokio::time::sleep(after).await;
-                        let body = json!({"kind": "SubjectAccessReview", "status": {"allowed": true}}).to_string();
-                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body))))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
-                });
-            }
-        });
-        let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
-        upstream.set_health(crate::upstream::health::Health::Up);
-        upstream
-    }
-
     #[tokio::test]
     async fn requests_asking_the_same_at_once_share_one_review() {
         // Fifty node agents of one account starting together, each listing its own node's
@@ -319,7 +297,11 @@ mod tests {
             stale: Duration::ZERO,
             concurrent: 64,
         };
-        let authz = Arc::new(Authorizer::new(allowing_upstream(Duration::from_millis(200)).await, settings));
+        let authz = Arc::new(Authorizer::new(
+            review::answering_upstream(Duration::from_millis(200), json!({"kind": "SubjectAccessReview", "status": {"allowed": true}}))
+                .await,
+            settings,
+        ));
         let asks: Vec<_> = (0..50)
             .map(|i| {
                 let authz = authz.clone();

@@ -141,6 +141,33 @@ pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, r
     }
 }
 
+/// An upstream, up, that answers every review with `body` `after` it arrives (for tests).
+#[cfg(test)]
+pub(crate) async fn answering_upstream(after: std::time::Duration, body: Value) -> Upstream {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let body = bytes::Bytes::from(body.to_string());
+    tokio::spawn(async move {
+        loop {
+            let Ok((conn, _)) = listener.accept().await else { return };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |_req| {
+                    let body = body.clone();
+                    async move {
+                        tokio::time::sleep(after).await;
+                        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(body)))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(conn), svc).await;
+            });
+        }
+    });
+    let upstream = crate::app::plain_upstream(&format!("http://{addr}")).unwrap();
+    upstream.set_health(crate::upstream::health::Health::Up);
+    upstream
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
