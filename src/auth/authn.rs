@@ -54,7 +54,7 @@ pub struct Authenticator {
     firsts: Buckets<IpAddr>,
     /// Per token being reviewed, the turn its concurrent requests take: the first reviews,
     /// the others then find its answer (one review, one unit of the address's rate).
-    reviewing: dashmap::DashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>,
+    reviewing: review::Turns<[u8; 32]>,
     reviews: AtomicU64,
 }
 
@@ -104,16 +104,14 @@ impl Authenticator {
         }
         // Requests bearing the same token while it is reviewed (a controller starting its
         // watches together) wait for that one review instead of each sending their own.
-        let turn = self.reviewing.entry(key).or_default().clone();
-        let answer = {
-            let _turn = turn.lock().await;
-            match self.known(&key) {
-                Some(known) => Ok(known),
-                None => self.review_token(token, key, ip).await,
-            }
-        };
-        self.reviewing.remove_if(&key, |_, t| Arc::ptr_eq(t, &turn) && Arc::strong_count(t) <= 2);
-        answer
+        self.reviewing
+            .one_at_a_time(&key, async {
+                match self.known(&key) {
+                    Some(known) => Ok(known),
+                    None => self.review_token(token, key, ip).await,
+                }
+            })
+            .await
     }
 
     /// A decision on the token with digest `key` still fresh, if any.

@@ -10,7 +10,6 @@ use super::ttl::TtlCache;
 use super::{Attributes, Identity};
 use crate::api::status::Status;
 use crate::upstream::Upstream;
-use dashmap::DashMap;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -52,7 +51,7 @@ pub struct Authorizer {
     reviews: AtomicU64,
     /// The review in flight for each cache key: requests asking the same while it is asked
     /// (two hundred node agents starting together) wait for it instead of each sending one.
-    reviewing: DashMap<Vec<u8>, Arc<tokio::sync::Mutex<()>>>,
+    reviewing: review::Turns<Vec<u8>>,
 }
 
 /// The `spec` of a SubjectAccessReview of `a` by `id`.
@@ -149,7 +148,7 @@ impl Authorizer {
     pub fn new(upstream: Upstream, settings: AuthzSettings) -> Authorizer {
         let cache = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         let lanes = review::Lanes::new(settings.concurrent);
-        Authorizer { upstream, settings, cache, lanes, reviews: AtomicU64::new(0), reviewing: DashMap::new() }
+        Authorizer { upstream, settings, cache, lanes, reviews: AtomicU64::new(0), reviewing: review::Turns::default() }
     }
 
     /// SubjectAccessReviews sent to the upstream so far.
@@ -203,16 +202,14 @@ impl Authorizer {
     /// The decision cached under `key`, or the upstream's on whether `id` may do `a`; one
     /// review at a time per key, whose answer the requests waiting for it take from the cache.
     async fn ask(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Decision, Status> {
-        let turn = self.reviewing.entry(key.clone()).or_default().clone();
-        let answer = {
-            let _turn = turn.lock().await;
-            match self.cache.get(&key) {
-                Some(d) => Ok(d),
-                None => self.review_now(id, a, key.clone()).await,
-            }
-        };
-        self.reviewing.remove_if(&key, |_, t| Arc::ptr_eq(t, &turn) && Arc::strong_count(t) <= 2);
-        answer
+        self.reviewing
+            .one_at_a_time(&key, async {
+                match self.cache.get(&key) {
+                    Some(d) => Ok(d),
+                    None => self.review_now(id, a, key.clone()).await,
+                }
+            })
+            .await
     }
 
     /// Ask the upstream whether `id` may do `a` (cached under `key`).

@@ -80,6 +80,38 @@ impl Lanes {
     }
 }
 
+/// One review at a time per key: requests needing the review of the same key while it is
+/// asked (a controller starting its watches with one token, two hundred node agents listing
+/// together) wait for that one and then take its answer from the cache, instead of each
+/// sending their own.
+#[derive(Debug)]
+pub(crate) struct Turns<K: Eq + std::hash::Hash>(dashmap::DashMap<K, std::sync::Arc<tokio::sync::Mutex<()>>>);
+
+impl<K: Eq + std::hash::Hash + Clone> Default for Turns<K> {
+    fn default() -> Self {
+        Turns(dashmap::DashMap::new())
+    }
+}
+
+impl<K: Eq + std::hash::Hash + Clone> Turns<K> {
+    /// `work` (which looks in the cache again, then reviews), once the turn of `key` is ours.
+    pub(crate) async fn one_at_a_time<T>(&self, key: &K, work: impl std::future::Future<Output = T>) -> T {
+        let turn = self.0.entry(key.clone()).or_default().clone();
+        let answer = {
+            let _turn = turn.lock().await;
+            work.await
+        };
+        self.0.remove_if(key, |_, t| std::sync::Arc::ptr_eq(t, &turn) && std::sync::Arc::strong_count(t) <= 2);
+        answer
+    }
+
+    /// Whether no turn is held or waited for.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// `review`, in its lane, whose answer is given to `keep` (to cache it). The caller waits
 /// for the answer: a review slower than usual from an upstream that is up is still the
 /// upstream's answer, and the last known decision is only for an upstream found (or
