@@ -11,36 +11,20 @@
 
 use crate::real_apiserver::*;
 use serde_json::json;
-use std::io::BufRead;
 use std::path::PathBuf;
-use std::sync::mpsc;
-
-/// The lines `child`'s stdout prints, as they come.
-fn lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
-    let out = child.stdout.take().expect("stdout piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
 
 /// The next line of `rx` that starts with `prefix` (at most three minutes: the bound only
 /// keeps a broken run from hanging).
-fn line_starting(rx: &mpsc::Receiver<String>, prefix: &str) -> String {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    loop {
-        let left = end.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) if l.starts_with(prefix) => return l,
-            Ok(_) => {}
-            Err(e) => panic!("no line starting with {prefix:?}: {e}"),
+async fn line_starting(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>, prefix: &str) -> String {
+    let next = async {
+        while let Some(l) = rx.recv().await {
+            if l.starts_with(prefix) {
+                return l;
+            }
         }
-    }
+        panic!("the informer ended before a line starting with {prefix:?}");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(180), next).await.unwrap_or_else(|_| panic!("no line starting with {prefix:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,14 +58,8 @@ async fn real_a_client_go_watch_list_informer_syncs_through_kache_and_gets_a_cha
         .stderr(std::fs::File::create(dir.path().join("informer.log")).unwrap())
         .spawn()
         .expect("informer-sync starts");
-    let rx = lines(&mut informer);
-    // The waits block: off the runtime's workers, which serve kache.
-    let (rx, synced) = tokio::task::spawn_blocking(move || {
-        let l = line_starting(&rx, "synced ");
-        (rx, l)
-    })
-    .await
-    .unwrap();
+    let mut rx = crate::support::stdout_lines(&mut informer);
+    let synced = line_starting(&mut rx, "synced ").await;
     assert!(synced.contains("watchlist=true"), "{synced}");
     assert!(k.serving.serve.cache_hits() > before, "the WatchList was answered from kache's cache");
 
@@ -89,7 +67,9 @@ async fn real_a_client_go_watch_list_informer_syncs_through_kache_and_gets_a_cha
     let path = format!("/api/v1/namespaces/{NS}/pods/{name}");
     assert_eq!(k.api.patch(&path, &json!({"metadata": {"labels": {"informed": "yes"}}})).await.status, 200);
     std::fs::write(&changed, b"").unwrap();
-    let (events, _) = tokio::task::spawn_blocking(move || (line_starting(&rx, "events after sync:"), informer.wait())).await.unwrap();
+    let events = line_starting(&mut rx, "events after sync:").await;
+    // Its exit is a moment away: waited for off the runtime's workers, which serve kache.
+    let _ = tokio::task::spawn_blocking(move || informer.wait()).await;
     assert!(events.contains("updates=1 "), "the change reached the informer's handler: {events}");
     assert_eq!(k.api.delete(&path).await.status, 200);
 }

@@ -346,22 +346,13 @@ async fn python_client_lists_and_watches_through_kache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_watch_through_kache_sees_live_changes() {
-    use std::io::BufRead;
     let sim = sim_with(&[]).await;
     let k = kache_in_front(&sim.addr.to_string(), &["--preload", "configmaps"]).await;
     let kc = Kubectl::new(&format!("http://{}", k.serving.addr));
     let mut cmd = kc.command(&["get", "configmaps", "-n", "default", "-w", "-o", "name"]);
     cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
     let mut child = crate::support::ChildGuard(cmd.spawn().expect("spawn kubectl"));
-    let stdout = child.0.stdout.take().unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let mut rx = crate::support::stdout_lines(&mut child.0);
     // The initial list arrives first; then a new object must show up live.
     let first = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("initial list").expect("kubectl output");
     assert!(first.starts_with("configmap/"), "{first}");

@@ -588,6 +588,21 @@ impl Drop for ChildGuard {
     }
 }
 
+/// The lines `child` prints on its (piped) stdout, as they come.
+pub fn stdout_lines(child: &mut Child) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use std::io::BufRead as _;
+    let out = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// kubectl with `kubeconfig`, its discovery cache in `cache`, a request timeout, and nothing
 /// from the environment's KUBECONFIG or stdin.
 pub fn kubectl_command(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Command {
