@@ -15,8 +15,14 @@ cluster (populate.py's ns-001.. namespaces and node-0000.. nodes).
 
 The raw reads (curl-like, via urllib) of every pod are included: consistent and RV=0, JSON,
 protobuf and Table.
+
+`kubectl get pods -A` (60 pages) also runs with -v=6, and its time is split in two: paging
+(its first request to its last response) and the rest (kubectl's own work after the last
+page). kubectl's client-side rate limiter (5 requests a second after a burst of 10) bounds
+the paging at about 10 s however fast the server is; the report gives that phase's medians
+and the time kubectl said it waited for its limiter.
 """
-import argparse, json, os, ssl, statistics, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
+import argparse, json, os, re, ssl, statistics, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache-kubeconfig", required=True)
@@ -54,17 +60,38 @@ for s in sides.values():
     s["cache"] = tempfile.mkdtemp(prefix="kubectl-cache-")
 
 
-def kubectl(side, args):
+def kubectl(side, args, phases=None):
+    """kubectl's wall time; with `phases` (a dict of lists per side), also run at -v=6 and
+    append {paging, rest, throttled} to phases[side]."""
     s = sides[side]
     cmd = ["kubectl", "--kubeconfig", s["kubeconfig"], "--cache-dir", s["cache"]]
     if s["context"]:
         cmd += ["--context", s["context"]]
+    if phases is not None:
+        cmd += ["-v=6"]
     t = time.perf_counter()
     r = subprocess.run(cmd + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     took = time.perf_counter() - t
     if r.returncode != 0:
         raise RuntimeError(f"{side}: kubectl {' '.join(args)}: {r.stderr.decode()[:300]}")
+    if phases is not None:
+        phases[side].append(split(r.stderr.decode(), took))
     return took
+
+
+def klog_time(line):
+    m = re.match(r"[IWE]\d{4} (\d+):(\d+):([\d.]+)", line)
+    return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
+
+
+def split(log, took):
+    """A -v=6 run's paging (first request's log line to last response's) and the rest of its
+    wall time, and the time kubectl's client-side limiter made it wait."""
+    lines = log.splitlines()
+    first = next(t for t in map(klog_time, lines) if t is not None)
+    responses = [klog_time(l) for l in lines if " OK in " in l and "/pods" in l]
+    waited = sum(float(m[1]) for m in re.finditer(r"Waited for ([\d.]+)ms due to client-side throttling", log)) / 1000
+    return {"paging": responses[-1] - responses[0], "rest": took - (responses[-1] - first), "throttled": waited, "requests": len(responses)}
 
 
 def raw(side, path, accept):
@@ -106,7 +133,7 @@ COMMANDS = [
     ("get-pods-ns-wide", "kubectl get pods -n ns-001 -o wide", lambda s: kubectl(s, ["-n", "ns-001", "get", "pods", "-o", "wide"])),
     ("get-cm-ns", "kubectl get cm -n ns-003", lambda s: kubectl(s, ["-n", "ns-003", "get", "cm"])),
     ("get-all-ns", "kubectl get all -n ns-001", lambda s: kubectl(s, ["-n", "ns-001", "get", "all"])),
-    ("get-pods-A", "kubectl get pods -A (60 pages)", lambda s: kubectl(s, ["get", "pods", "-A"])),
+    ("get-pods-A", "kubectl get pods -A (60 pages)", lambda s: kubectl(s, ["get", "pods", "-A"], phases)),
     ("raw-pods-pb", "consistent LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods", PB)),
     ("raw-pods-pb-rv0", "RV=0 LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", PB)),
     ("raw-pods-json", "consistent LIST of all pods, JSON", lambda s: raw(s, "/api/v1/pods", "application/json")),
@@ -119,6 +146,7 @@ if a.only:
     COMMANDS = [c for c in COMMANDS if c[0] in keep]
 
 stop = False
+phases = {"kache": [], "direct": []}
 
 
 def writer():
@@ -157,6 +185,12 @@ for cid, label, run in COMMANDS:
     ok = k <= 1.1 * d + 0.010
     results.append({"id": cid, "command": label, "kache": times["kache"], "direct": times["direct"], "kache_median": k, "direct_median": d, "ratio": k / d, "parity": ok})
     print(f"{label:58} {k:9.3f} {d:9.3f} {k / d:7.2f}  {'yes' if ok else 'NO'}", flush=True)
+    if phases["kache"]:
+        results[-1]["phases"] = dict(phases)
+        for part in ("paging", "rest", "throttled"):
+            pk, pd = (statistics.median(p[part] for p in phases[side]) for side in ("kache", "direct"))
+            print(f"{'  ' + part:58} {pk:9.3f} {pd:9.3f} {pk / pd if pd else float('nan'):7.2f}", flush=True)
+        phases = {"kache": [], "direct": []}
 stop = True
 if a.json:
     with open(a.json, "w") as f:

@@ -78,6 +78,9 @@ const RUN_LEVEL: u32 = 7;
 #[derive(Debug, Clone, Default)]
 pub struct InitialState {
     sent: Arc<AtomicBool>,
+    /// Set once [`gzip_watch`] has taken the stream: a kept run's raw frames are then not
+    /// needed ([`InitialState::is_gzipped`]).
+    gzipped: Arc<AtomicBool>,
     /// Sent a kind's list as it loads ([`InitialState::loading`]).
     loading: bool,
 }
@@ -86,7 +89,7 @@ impl InitialState {
     /// The mark of a stream sent a kind's list as it loads: its client waits on each frame,
     /// so its frames are deflated at kache's own priority, not in the lane.
     pub fn loading() -> InitialState {
-        InitialState { sent: Arc::default(), loading: true }
+        InitialState { sent: Arc::default(), gzipped: Arc::default(), loading: true }
     }
 
     /// The state has been handed to the client's connection.
@@ -97,6 +100,19 @@ impl InitialState {
     pub(crate) fn is_sent(&self) -> bool {
         self.sent.load(Ordering::Acquire)
     }
+
+    /// The stream is gzipped from now on.
+    pub(crate) fn gzipped(&self) {
+        self.gzipped.store(true, Ordering::Release);
+    }
+
+    /// Whether the stream is gzipped, for good: a run whose deflated bytes are kept then goes
+    /// out as those bytes, and its frames need not be gathered. False until [`gzip_watch`]
+    /// has wrapped the stream (a watcher that asks sooner gathers them, which is only
+    /// wasted work).
+    pub fn is_gzipped(&self) -> bool {
+        self.gzipped.load(Ordering::Acquire)
+    }
 }
 
 /// `resp`, a WatchList's stream, gzip-encoded as this module says; as it is when it carries
@@ -104,6 +120,7 @@ impl InitialState {
 pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
     let Some(state) = resp.extensions().get::<InitialState>().cloned() else { return resp };
     let Some(place) = encodes.place() else { return resp };
+    state.gzipped();
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));

@@ -17,7 +17,7 @@ use crate::cache::window::{Event, EventType};
 use crate::cache::{KindCache, Message};
 use crate::serve::compress::InitialState;
 use crate::serve::respond::respond;
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use http::{Response, StatusCode};
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,10 +118,6 @@ const CLIENT_BUFFER: usize = 128;
 /// frames: 0.5 s). A backlog's chunks start at 4 KiB and double, so its first events go out
 /// at once; a watch's budget of queued bytes ([`WatchSettings::buffer_bytes`]) holds 16.
 const CHUNK: usize = 256 * 1024;
-
-/// A run's buffer is allocated at this size, which holds most runs whole (pods: about
-/// 220 KB), so their frames are not copied again each time the buffer grows.
-const RUN_CAPACITY: usize = 2 * crate::cache::deflated::MIN_RUN;
 
 /// Answer a WATCH. Returns at once with a streaming body.
 pub async fn watch(
@@ -455,31 +451,44 @@ impl Watcher {
     /// watch ends.
     async fn state_in_runs(&self, snap: &Snapshot, enc: u8) -> bool {
         let pass = self.runs.begin(snap.bytes / 4);
-        let mut buf = BytesMut::with_capacity(RUN_CAPACITY);
+        let mut frames = Vec::new();
+        let mut len = 0;
         let mut objects = Vec::new();
         for o in snap.range(None, None) {
             let Some(f) = self.enc.event(EventType::Added, o) else { continue };
-            buf.reserve(f.len());
-            buf.extend_from_slice(&f.head);
-            buf.extend_from_slice(f.body);
-            buf.extend_from_slice(f.tail);
+            len += f.len();
+            frames.push(f);
             objects.push(o);
-            if cut_after(&o.key, buf.len()) && !self.queue_run(&mut buf, &mut objects, enc, pass).await {
+            if cut_after(&o.key, len) && !self.queue_run(&mut frames, &mut len, &mut objects, enc, pass).await {
                 return false;
             }
         }
-        if !objects.is_empty() && !self.queue_run(&mut buf, &mut objects, enc, pass).await {
+        if !objects.is_empty() && !self.queue_run(&mut frames, &mut len, &mut objects, enc, pass).await {
             return false;
         }
         self.runs.end(enc, pass);
         true
     }
 
-    /// Queue the run of `objects`, whose events `buf` holds.
-    async fn queue_run(&self, buf: &mut BytesMut, objects: &mut Vec<&Arc<Object>>, enc: u8, pass: u64) -> bool {
+    /// Queue the run of `objects`, whose events are `frames` (`len` bytes). A gzipped
+    /// stream sends a kept run as its deflated bytes, so its frames are gathered only when
+    /// the run is not kept or the stream may not be gzipped.
+    async fn queue_run(&self, frames: &mut Vec<Frame<'_>>, len: &mut usize, objects: &mut Vec<&Arc<Object>>, enc: u8, pass: u64) -> bool {
         let run = self.runs.run(enc, objects, pass);
         objects.clear();
-        let raw = std::mem::replace(buf, BytesMut::with_capacity(RUN_CAPACITY)).freeze();
+        let raw = if self.state.is_gzipped() && run.deflated().is_some() {
+            Bytes::new()
+        } else {
+            let mut buf = BytesMut::with_capacity(*len);
+            for f in frames.iter() {
+                buf.extend_from_slice(&f.head);
+                buf.extend_from_slice(f.body);
+                buf.extend_from_slice(f.tail);
+            }
+            buf.freeze()
+        };
+        frames.clear();
+        *len = 0;
         self.queue(Chunk::Run(raw, run)).await
     }
 

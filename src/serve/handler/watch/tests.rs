@@ -90,9 +90,15 @@ async fn a_backlog_is_every_frame_once_in_order_in_chunks_cut_at_frame_boundarie
 
 /// A WatchList of a whole collection: its backlog's chunks and the runs they carry.
 async fn whole_state(snap: &Snapshot, runs: &Arc<Runs>) -> Vec<Chunk> {
+    whole_state_to(snap, runs, InitialState::default()).await
+}
+
+/// [`whole_state`] for a stream whose encoding `state` marks.
+async fn whole_state_to(snap: &Snapshot, runs: &Arc<Runs>, state: InitialState) -> Vec<Chunk> {
     let (tx, mut rx) = mpsc::channel(CLIENT_BUFFER);
     let mut w = watcher(tx);
     w.runs = runs.clone();
+    w.state = state;
     let reader = tokio::spawn(async move {
         let mut taken = Vec::new();
         while let Some(c) = rx.recv().await {
@@ -175,6 +181,37 @@ async fn a_whole_watch_list_goes_in_runs_its_keys_cut_and_the_next_one_finds_the
     let same = found.iter().filter(|f| **f).count();
     assert!(same + 3 >= state.len(), "{same} of {} runs found again", state.len());
     assert_eq!(runs.held().0, third.len() - 1, "the runs the last pass did not send are dropped");
+}
+
+/// A gzipped stream sends a kept run as its deflated bytes, so the watcher does not gather
+/// that run's frames; it gathers every other run's, and every run's for a stream that is not
+/// (or not yet) gzipped.
+#[tokio::test]
+async fn a_gzipped_streams_kept_runs_are_queued_without_their_frames() {
+    let objects: Vec<Object> = (0..3_000).map(|i| cm(i, 50 + (i * 37) % 900)).collect();
+    let snap = Snapshot::from_objects(objects, 20_000, 10, None);
+    let runs: Arc<Runs> = Arc::default();
+    let first = whole_state(&snap, &runs).await;
+    let state = &first[..first.len() - 1];
+    assert!(state.len() > 4, "{} runs", state.len());
+    let frames: Vec<Vec<u8>> = state.iter().map(|c| raw(c).to_vec()).collect();
+    // Every other run kept, as a stream that deflated it would keep it.
+    for c in state.iter().step_by(2) {
+        run_of(c).keep(Bytes::from_static(b"deflated"), flate2::Crc::new(), raw(c).len());
+        assert!(run_of(c).deflated().is_some());
+    }
+    let gzipped = InitialState::default();
+    gzipped.gzipped();
+    for (to, state) in [("gzipped", gzipped), ("plain", InitialState::default())] {
+        let again = whole_state_to(&snap, &runs, state).await;
+        assert_eq!(again.len(), first.len(), "{to}");
+        for (i, c) in again[..again.len() - 1].iter().enumerate() {
+            assert!(Arc::ptr_eq(run_of(c), run_of(&first[i])), "{to}: run {i} found again");
+            let kept_out = to == "gzipped" && i % 2 == 0;
+            let expected: &[u8] = if kept_out { b"" } else { &frames[i] };
+            assert_eq!(raw(c), expected, "{to}: run {i}");
+        }
+    }
 }
 
 #[tokio::test]
