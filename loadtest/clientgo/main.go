@@ -103,9 +103,15 @@ func main() {
 	}
 	start := time.Now()
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, reg.HasSynced) {
-		fmt.Fprintln(os.Stderr, "did not sync")
-		os.Exit(1)
+	// Polled every millisecond: cache.WaitForCacheSync polls every 100 ms, which would
+	// round every sync time up to the next tenth of a second.
+	for !(inf.HasSynced() && reg.HasSynced()) {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(os.Stderr, "did not sync")
+			os.Exit(1)
+		case <-time.After(time.Millisecond):
+		}
 	}
 	took := time.Since(start)
 	pprof.StopCPUProfile()
