@@ -111,6 +111,11 @@ async fn whole_state_to(snap: &Snapshot, runs: &Arc<Runs>, state: InitialState) 
     reader.await.unwrap()
 }
 
+/// A snapshot at RV 20,000 of `n` ConfigMaps of 50 to 950 bytes of data.
+fn configmaps_of_many_sizes(n: usize) -> Snapshot {
+    Snapshot::from_objects((0..n).map(|i| cm(i, 50 + (i * 37) % 900)), 20_000, 10, None)
+}
+
 /// A chunk's bytes, unsent.
 fn raw(c: &Chunk) -> &[u8] {
     match c {
@@ -128,8 +133,7 @@ fn run_of(c: &Chunk) -> &Arc<crate::cache::deflated::Run> {
 
 #[tokio::test]
 async fn a_whole_watch_list_goes_in_runs_its_keys_cut_and_the_next_one_finds_them_again() {
-    let objects: Vec<Object> = (0..10_000).map(|i| cm(i, 50 + (i * 37) % 900)).collect();
-    let snap = Snapshot::from_objects(objects, 20_000, 10, None);
+    let snap = configmaps_of_many_sizes(10_000);
     let runs: Arc<Runs> = Arc::default();
     let first = whole_state(&snap, &runs).await;
 
@@ -188,8 +192,7 @@ async fn a_whole_watch_list_goes_in_runs_its_keys_cut_and_the_next_one_finds_the
 /// (or not yet) gzipped.
 #[tokio::test]
 async fn a_gzipped_streams_kept_runs_are_queued_without_their_frames() {
-    let objects: Vec<Object> = (0..3_000).map(|i| cm(i, 50 + (i * 37) % 900)).collect();
-    let snap = Snapshot::from_objects(objects, 20_000, 10, None);
+    let snap = configmaps_of_many_sizes(3_000);
     let runs: Arc<Runs> = Arc::default();
     let first = whole_state(&snap, &runs).await;
     let state = &first[..first.len() - 1];
