@@ -50,6 +50,7 @@ mod real_differential;
 mod real_informer;
 mod real_kcm;
 mod real_kubectl;
+mod real_parity;
 mod real_restart;
 mod real_views;
 

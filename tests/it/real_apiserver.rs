@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Here: consistent reads, watches and pass-through against the real apiserver, and a
-//! black-holed one; `real_views` has the metadata views, `real_kubectl` kubectl's printing.
+//! black-holed one; `real_views` has the metadata views, `real_kubectl` kubectl's printing,
+//! `real_parity` the output of the parity benchmark's kubectl commands.
 //!
 //! What a real apiserver does that the simulator only models: its own leases and every
 //! write of any kind move the global resourceVersion, so a quiet kind's newest event is

@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// FIRST SEEN, a running job's DURATION, which count from the moment of each answer) taken
 /// out. Cells are cut at the offsets where the header's columns start (kubectl pads every
 /// column to the widest cell, header included, with at least three spaces between).
-fn ageless_table(out: &[u8]) -> Vec<Vec<String>> {
+pub(crate) fn ageless_table(out: &[u8]) -> Vec<Vec<String>> {
     const TIMES: [&str; 4] = ["AGE", "LAST SEEN", "FIRST SEEN", "DURATION"];
     let text = String::from_utf8_lossy(out);
     let mut lines = text.lines();
@@ -174,7 +174,7 @@ async fn printed_objects(k: &TestKache) {
 }
 
 /// `kubectl ARGS` run directly against the real apiserver (its kubeconfig and context).
-fn direct_kubectl(cache: &std::path::Path, args: &[&str]) -> std::process::Command {
+pub(crate) fn direct_kubectl(cache: &std::path::Path, args: &[&str]) -> std::process::Command {
     let config = std::env::var("KACHE_REAL_KUBECONFIG").expect("the real tier is on");
     let mut c = crate::support::kubectl_command(std::path::Path::new(&config), cache, args);
     if let Some(context) = std::env::var("KACHE_REAL_CONTEXT").ok().filter(|c| !c.is_empty()) {
