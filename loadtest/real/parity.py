@@ -17,8 +17,8 @@ The raw reads (curl-like, via urllib) of every pod are included: consistent and 
 protobuf and Table.
 
 `kubectl get pods -A` (60 pages) also runs with -v=6, and its time is split in two: paging
-(its first request to its last response) and the rest (kubectl's own work after the last
-page). kubectl's client-side rate limiter (5 requests a second after a burst of 10) bounds
+(its first page's response to its last page's, the 60 requests after the first) and the rest
+(the wall time outside that span, mostly kubectl's own work after the last page). kubectl's client-side rate limiter (5 requests a second after a burst of 10) bounds
 the paging at about 10 s however fast the server is; the report gives that phase's medians
 and the time kubectl said it waited for its limiter.
 """
@@ -85,8 +85,8 @@ def klog_time(line):
 
 
 def split(log, took):
-    """A -v=6 run's paging (first request's log line to last response's) and the rest of its
-    wall time, and the time kubectl's client-side limiter made it wait."""
+    """A -v=6 run's paging (first page's response to last page's, by their log lines), the
+    rest of its wall time, and the time kubectl's client-side limiter made it wait."""
     lines = log.splitlines()
     first = next(t for t in map(klog_time, lines) if t is not None)
     responses = [klog_time(l) for l in lines if " OK in " in l and "/pods" in l]
