@@ -3,6 +3,7 @@
 //! from cache.
 
 use crate::real_apiserver::*;
+use crate::real_parity::{direct_kubectl, through_kache_and_directly};
 use crate::real_views::*;
 use crate::support::*;
 use serde_json::{json, Value};
@@ -173,34 +174,19 @@ async fn printed_objects(k: &TestKache) {
     }
 }
 
-/// `kubectl ARGS` run directly against the real apiserver (its kubeconfig and context).
-pub(crate) fn direct_kubectl(cache: &std::path::Path, args: &[&str]) -> std::process::Command {
-    let config = std::env::var("KACHE_REAL_KUBECONFIG").expect("the real tier is on");
-    let mut c = crate::support::kubectl_command(std::path::Path::new(&config), cache, args);
-    if let Some(context) = std::env::var("KACHE_REAL_CONTEXT").ok().filter(|c| !c.is_empty()) {
-        c.arg("--context").arg(context);
-    }
-    c
-}
-
 /// Run `kubectl ARGS` through kache and directly; both succeed and print the same table
 /// (ages aside), with rows. Returns the requests kache answered from cache meanwhile, and
 /// the lines printed.
 async fn prints_the_same(k: &TestKache, via: &crate::support::Kubectl, cache: &std::path::Path, args: &[&str]) -> (u64, usize) {
-    let before = k.serving.serve.cache_hits();
-    let got = via.run(args).await;
-    let hits = k.serving.serve.cache_hits() - before;
-    let mut direct = direct_kubectl(cache, args);
-    let want = tokio::task::spawn_blocking(move || direct.output()).await.unwrap().expect("kubectl direct");
+    let (got, want, hits) = through_kache_and_directly(k, via, cache, args).await;
     let what = format!("kubectl {}", args.join(" "));
-    assert!(got.status.success() && want.status.success(), "{what}: {}", String::from_utf8_lossy(&got.stderr));
-    let (got_rows, want_rows) = (ageless_table(&got.stdout), ageless_table(&want.stdout));
+    let (got_rows, want_rows) = (ageless_table(&got), ageless_table(&want));
     assert!(want_rows.len() > 1, "{what}: the apiserver printed rows");
     assert!(
         got_rows == want_rows,
         "{what}: printed differently\nthrough kache:\n{}\ndirect:\n{}",
-        String::from_utf8_lossy(&got.stdout),
-        String::from_utf8_lossy(&want.stdout)
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want)
     );
     (hits, want_rows.len())
 }

@@ -5,7 +5,7 @@
 //! table per kind), `kubectl get pods -A` whole, its pages answered from cache.
 
 use crate::real_apiserver::*;
-use crate::real_kubectl::{ageless_table, direct_kubectl};
+use crate::real_kubectl::ageless_table;
 use crate::support::TestKache;
 
 /// Each table of kubectl's output (tables are separated by an empty line), ages taken out.
@@ -13,9 +13,24 @@ fn ageless_tables(out: &[u8]) -> Vec<Vec<Vec<String>>> {
     String::from_utf8_lossy(out).split("\n\n").filter(|t| !t.trim().is_empty()).map(|t| ageless_table(t.as_bytes())).collect()
 }
 
-/// `kubectl ARGS` through kache and directly; both succeed. Returns both outputs and the
-/// requests kache answered from cache meanwhile.
-async fn both(k: &TestKache, via: &crate::support::Kubectl, cache: &std::path::Path, args: &[&str]) -> (Vec<u8>, Vec<u8>, u64) {
+/// `kubectl ARGS` run directly against the real apiserver (its kubeconfig and context).
+pub(crate) fn direct_kubectl(cache: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let config = std::env::var("KACHE_REAL_KUBECONFIG").expect("the real tier is on");
+    let mut c = crate::support::kubectl_command(std::path::Path::new(&config), cache, args);
+    if let Some(context) = std::env::var("KACHE_REAL_CONTEXT").ok().filter(|c| !c.is_empty()) {
+        c.arg("--context").arg(context);
+    }
+    c
+}
+
+/// `kubectl ARGS` through kache and directly; both succeed. Returns what each printed and
+/// the requests kache answered from cache meanwhile.
+pub(crate) async fn through_kache_and_directly(
+    k: &TestKache,
+    via: &crate::support::Kubectl,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> (Vec<u8>, Vec<u8>, u64) {
     let before = k.serving.serve.cache_hits();
     let got = via.run(args).await;
     let hits = k.serving.serve.cache_hits() - before;
@@ -43,7 +58,7 @@ async fn real_the_parity_benchmarks_kubectl_commands_print_what_the_apiserver_pr
         vec!["get", "pod", &name, "-n", &ns, "-o", "json"],
         vec!["describe", "pod", &name, "-n", &ns],
     ] {
-        let (got, want, _) = both(&k, &via, cache.path(), &args).await;
+        let (got, want, _) = through_kache_and_directly(&k, &via, cache.path(), &args).await;
         assert!(!want.is_empty());
         assert!(
             got == want,
@@ -63,7 +78,7 @@ async fn real_the_parity_benchmarks_kubectl_commands_print_what_the_apiserver_pr
         vec!["get", "all", "-n", &ns],
         vec!["get", "pods", "-A"],
     ] {
-        let (got, want, hits) = both(&k, &via, cache.path(), &args).await;
+        let (got, want, hits) = through_kache_and_directly(&k, &via, cache.path(), &args).await;
         let what = format!("kubectl {}", args.join(" "));
         let (got_tables, want_tables) = (ageless_tables(&got), ageless_tables(&want));
         // A populated namespace holds no ConfigMap without a controller-manager to write its
