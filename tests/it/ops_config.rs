@@ -139,7 +139,7 @@ fn bad_sim_and_demo_flags_exit_2() {
 /// `bookmark_interval_seconds`: `--bookmark-interval-seconds` /
 /// `--watch-bookmark-interval-seconds`). A debug build of `kache demo` panicked at start on
 /// clap's debug assertion; a release build silently gave both flags of a pair one value.
-/// Regression test for src/config.rs giving the cache's fields their own ids.
+/// Regression test for src/config giving the cache's fields their own ids.
 #[test]
 fn demo_flags_are_consistent_and_validated() {
     kache::config::Cli::command().debug_assert();
