@@ -346,6 +346,35 @@ impl WatchGzipped {
         self.gz = Some(gz);
         Some(out)
     }
+
+    /// Start encoding one frame of the inner body: a run from its kept deflated copy or
+    /// deflated anew, other bytes deflated (or stored, once the stream caught up).
+    fn encode(&mut self, gz: Gz, frame: Frame<Chunk>) -> Option<io::Result<Vec<u8>>> {
+        match frame.into_data() {
+            Ok(Chunk::Run(raw, run)) => {
+                self.dirty = true;
+                let kept = run.deflated().is_some();
+                metrics::counter!(crate::telemetry::WATCH_LIST_RUNS, "outcome" => if kept { "kept" } else { "deflated" }).increment(1);
+                if kept {
+                    self.start(gz, false, move |gz| gz.splice(run.deflated().expect("kept")))
+                } else {
+                    let large = raw.len() > INDENT_INLINE;
+                    self.start(gz, large, move |gz| gz.deflate_run(raw, &run))
+                }
+            }
+            Ok(bytes) if gz.deflate.is_some() => {
+                self.dirty = true;
+                let large = bytes.remaining() > INDENT_INLINE;
+                self.start(gz, large, move |gz| gz.deflate(bytes))
+            }
+            Ok(bytes) => self.start(gz, false, move |gz| Ok(gz.stored(bytes))),
+            // Trailers (none in a watch) are dropped.
+            Err(_) => {
+                self.gz = Some(gz);
+                None
+            }
+        }
+    }
 }
 
 impl http_body::Body for WatchGzipped {
@@ -374,31 +403,7 @@ impl http_body::Body for WatchGzipped {
                         this.gz = Some(gz);
                         return Poll::Pending;
                     }
-                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                        Ok(Chunk::Run(raw, run)) => {
-                            this.dirty = true;
-                            let kept = run.deflated().is_some();
-                            metrics::counter!(crate::telemetry::WATCH_LIST_RUNS, "outcome" => if kept { "kept" } else { "deflated" })
-                                .increment(1);
-                            if kept {
-                                this.start(gz, false, move |gz| gz.splice(run.deflated().expect("kept")))
-                            } else {
-                                let large = raw.len() > INDENT_INLINE;
-                                this.start(gz, large, move |gz| gz.deflate_run(raw, &run))
-                            }
-                        }
-                        Ok(bytes) if gz.deflate.is_some() => {
-                            this.dirty = true;
-                            let large = bytes.remaining() > INDENT_INLINE;
-                            this.start(gz, large, move |gz| gz.deflate(bytes))
-                        }
-                        Ok(bytes) => this.start(gz, false, move |gz| Ok(gz.stored(bytes))),
-                        // Trailers (none in a watch) are dropped.
-                        Err(_) => {
-                            this.gz = Some(gz);
-                            None
-                        }
-                    },
+                    Poll::Ready(Some(Ok(frame))) => this.encode(gz, frame),
                     Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                     Poll::Ready(None) => {
                         this.finished = true;
