@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build informer-sync (and watch-replay, replay/) inside the Kubernetes tree that ../../shared/real-apiserver/build.sh
-# extracted (it uses that tree's vendored client-go and the Go it installed). Output:
+# Build informer-sync (and watch-replay, replay/) inside the Kubernetes tree that
+# ../../shared/real-apiserver/build.sh extracted (it uses that tree's vendored client-go and
+# the Go it installed). Output:
 # ~/real-apiserver/bin/informer-sync and ~/real-apiserver/bin/watch-replay.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -105,13 +106,10 @@ func main() {
 	factory.Start(ctx.Done())
 	// Polled every millisecond: cache.WaitForCacheSync polls every 100 ms, which would
 	// round every sync time up to the next tenth of a second.
-	for !(inf.HasSynced() && reg.HasSynced()) {
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(os.Stderr, "did not sync")
-			os.Exit(1)
-		case <-time.After(time.Millisecond):
-		}
+	bothSynced := func(context.Context) (bool, error) { return inf.HasSynced() && reg.HasSynced(), nil }
+	if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, bothSynced); err != nil {
+		fmt.Fprintln(os.Stderr, "did not sync")
+		os.Exit(1)
 	}
 	took := time.Since(start)
 	pprof.StopCPUProfile()

@@ -18,9 +18,10 @@ protobuf and Table.
 
 `kubectl get pods -A` (60 pages) also runs with -v=6, and its time is split in two: paging
 (its first page's response to its last page's, the 60 requests after the first) and the rest
-(the wall time outside that span, mostly kubectl's own work after the last page). kubectl's client-side rate limiter (5 requests a second after a burst of 10) bounds
-the paging at about 10 s however fast the server is; the report gives that phase's medians
-and the time kubectl said it waited for its limiter.
+(the wall time outside that span, mostly kubectl's own work after the last page). kubectl's
+client-side rate limiter (5 requests a second after a burst of 10) bounds the paging at about
+10 s however fast the server is; the report gives that phase's medians and the time kubectl
+said it waited for its limiter.
 """
 import argparse, json, os, re, ssl, statistics, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
 
