@@ -83,6 +83,11 @@ pub const WATCH_BUFFERED_BYTES: &str = "kache_watch_buffered_bytes";
 /// Runs of a gzipped WatchList's initial events (`cache::deflated`), by `outcome`: `kept`,
 /// sent from the deflated copy an earlier WatchList left; `deflated`, deflated for this one.
 pub const WATCH_LIST_RUNS: &str = "kache_watch_list_runs_total";
+/// Client connections open.
+pub const CONNECTIONS_OPEN: &str = "kache_connections_open";
+/// Failed accepts of client connections, by `kind`: `descriptors` (the process or system
+/// is out of file descriptors), `memory` (out of socket buffers or memory), `other`.
+pub const ACCEPT_ERRORS: &str = "kache_accept_errors_total";
 /// Times a bound on what one request, object or client may cost was reached, by `limit`:
 /// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
 pub const LIMIT_HITS: &str = "kache_limit_hits_total";
@@ -90,6 +95,9 @@ pub const LIMIT_HITS: &str = "kache_limit_hits_total";
 /// The `limit` label values of [`LIMIT_HITS`]: the flags whose bounds are counted.
 pub const LIMITS: &[&str] = &[
     "auth-cache-entries",
+    "header-read-timeout-seconds",
+    "max-connections",
+    "max-connections-per-address",
     "max-cheaper-upstream-bytes-per-client",
     "max-concurrent-encodes",
     "max-concurrent-reviews",
@@ -100,8 +108,12 @@ pub const LIMITS: &[&str] = &[
     "max-token-review-rate-per-address",
     "max-watch-buffer-bytes",
     "max-watch-buffers-bytes",
+    "max-watch-buffers-bytes-per-connection",
+    "max-watch-buffers-bytes-per-user",
     "max-watch-starts-per-client",
     "max-watches-per-client",
+    "preface-timeout-seconds",
+    "stall-timeout-seconds",
     "write-timeout-seconds",
 ];
 
@@ -142,6 +154,10 @@ pub fn install() -> Option<PrometheusHandle> {
                 metrics::counter!(UPSTREAM_FAULTS, "reason" => reason).increment(0);
             }
             register_limits();
+            for kind in ["descriptors", "memory", "other"] {
+                metrics::counter!(ACCEPT_ERRORS, "kind" => kind).increment(0);
+            }
+            metrics::gauge!(CONNECTIONS_OPEN).set(0.0);
             for outcome in ["kept", "deflated"] {
                 metrics::counter!(WATCH_LIST_RUNS, "outcome" => outcome).increment(0);
             }

@@ -137,6 +137,7 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         watch_starts_per_client: c.max_watch_starts_per_client,
         consistent_reads_per_client: c.max_consistent_reads_per_client,
         access_log: false,
+        watch_buffers_per_user: crate::serve::handler::WATCH_BUFFERS_PER_USER,
     }
 }
 
@@ -236,6 +237,10 @@ pub async fn start_serve_args(
     settings.encodes = crate::serve::compress::Encodes::new(s.max_concurrent_encodes).in_lane(lane);
     settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
     settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
+    settings.watch_buffers_per_user = s.max_watch_buffers_bytes_per_user;
+    if s.stall_timeout_seconds > 0 {
+        settings.watch.stall_timeout = Duration::from_secs(s.stall_timeout_seconds);
+    }
     settings.access_log = args.access_log;
     let limits = ConnLimits {
         max_header_bytes: s.max_header_bytes,
@@ -243,6 +248,14 @@ pub async fn start_serve_args(
         tls_handshake_timeout: Duration::from_secs(s.header_read_timeout_seconds),
         max_streams: s.http2_max_streams_per_connection,
         write_timeout: Duration::from_secs(s.write_timeout_seconds),
+        stall_timeout: Duration::from_secs(s.stall_timeout_seconds),
+        preface_timeout: Duration::from_secs(s.preface_timeout_seconds),
+        max_connections: match s.max_connections {
+            0 => crate::serve::server::descriptor_bound(),
+            n => n,
+        },
+        max_connections_per_address: s.max_connections_per_address,
+        watch_buffers_per_connection: s.max_watch_buffers_bytes_per_connection,
     };
     // The client kubeconfig's credentials are read before anything listens, so a kubeconfig
     // kache cannot copy stops it with a usage error rather than after start.

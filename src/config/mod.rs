@@ -489,9 +489,35 @@ pub struct SecurityArgs {
     /// clients; beyond it 429 with Retry-After (0 = no cap).
     #[arg(long, env = "KACHE_MAX_INFLIGHT_READS", default_value_t = 4000)]
     pub max_inflight_reads: usize,
-    /// Cached reads in flight at once for one user (0 = no cap).
+    /// Cached reads in flight at once for one user; the ServiceAccounts of one namespace
+    /// count as one user. Past half of `--max-inflight-reads`, a user gets a place only
+    /// while it holds less than its share (the cap over twice the users with reads in
+    /// flight), so no number of accounts locks the others out (0 = no cap).
     #[arg(long, env = "KACHE_MAX_INFLIGHT_READS_PER_USER", default_value_t = 400)]
     pub max_inflight_reads_per_user: usize,
+    /// Seconds an answer may wait for its client to take the next part (an HTTP/2 stream
+    /// that grants no window, a socket that does not drain) before it is ended: its HTTP/2
+    /// stream reset (RST_STREAM), or its HTTP/1.1 connection closed. Its in-flight place
+    /// and queued watch bytes are released then (`kache_limit_hits_total{limit="stall-timeout-seconds"}`).
+    /// A watch with nothing to send is not stalled. 0: no bound.
+    #[arg(value_parser = seconds, long, env = "KACHE_STALL_TIMEOUT_SECONDS", default_value_t = crate::serve::server::stall::STALL_TIMEOUT.as_secs())]
+    pub stall_timeout_seconds: u64,
+    /// Seconds from accept for a connection to send its first 24 bytes after TLS (the
+    /// HTTP/2 preface, or an HTTP/1.1 request line); else it is closed
+    /// (`kache_limit_hits_total{limit="preface-timeout-seconds"}`). Its first request's
+    /// headers must come within `--header-read-timeout-seconds` of accept.
+    #[arg(value_parser = seconds, long, env = "KACHE_PREFACE_TIMEOUT_SECONDS", default_value_t = crate::serve::server::PREFACE_TIMEOUT.as_secs())]
+    pub preface_timeout_seconds: u64,
+    /// Client connections open at once; past it a new connection is closed at accept
+    /// (`kache_limit_hits_total{limit="max-connections"}`, `kache_connections_open`). 0: the
+    /// process's file descriptor limit less 1,024 (for the upstream and files), at least
+    /// half of it.
+    #[arg(long, env = "KACHE_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// Client connections open at once from one source address (0: no bound; behind a
+    /// proxy that hides clients' addresses they all share its one).
+    #[arg(long, env = "KACHE_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 0)]
+    pub max_connections_per_address: usize,
     /// Largest request head (HTTP/1.1 request line and headers; HTTP/2 header list) in bytes.
     #[arg(long, env = "KACHE_MAX_HEADER_BYTES", default_value_t = 1 << 20)]
     pub max_header_bytes: usize,
@@ -540,6 +566,17 @@ pub struct SecurityArgs {
     /// (`kache_limit_hits_total{limit="max-watch-buffers-bytes"}`).
     #[arg(long, env = "KACHE_MAX_WATCH_BUFFERS_BYTES", default_value_t = crate::serve::handler::WATCH_BUFFERS_BYTES)]
     pub max_watch_buffers_bytes: usize,
+    /// Bytes of events the watches of one connection may have queued together
+    /// (`kache_limit_hits_total{limit="max-watch-buffers-bytes-per-connection"}`); 0: no
+    /// bound of its own.
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFERS_BYTES_PER_CONNECTION", default_value_t = crate::serve::server::WATCH_BUFFERS_PER_CONNECTION)]
+    pub max_watch_buffers_bytes_per_connection: usize,
+    /// Bytes of events the watches of one user (the ServiceAccounts of a namespace count as
+    /// one) may have queued together
+    /// (`kache_limit_hits_total{limit="max-watch-buffers-bytes-per-user"}`); 0: no bound of
+    /// its own.
+    #[arg(long, env = "KACHE_MAX_WATCH_BUFFERS_BYTES_PER_USER", default_value_t = crate::serve::handler::WATCH_BUFFERS_PER_USER)]
+    pub max_watch_buffers_bytes_per_user: usize,
 }
 
 impl SecurityArgs {
@@ -561,6 +598,7 @@ impl SecurityArgs {
         at_least("--max-watch-buffer-bytes", self.max_watch_buffer_bytes as u64, 64 * 1024)?;
         at_least("--max-watch-buffers-bytes", self.max_watch_buffers_bytes as u64, self.max_watch_buffer_bytes as u64)?;
         at_least("--http2-max-streams-per-connection", self.http2_max_streams_per_connection, 1)?;
+        at_least("--preface-timeout-seconds", self.preface_timeout_seconds, 1)?;
         for (flag, f) in [
             ("--tls-cert-file", &self.tls_cert_file),
             ("--tls-private-key-file", &self.tls_private_key_file),

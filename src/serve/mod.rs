@@ -102,6 +102,8 @@ pub struct ServeSettings {
     pub consistent_reads_per_client: u64,
     /// Log one line per request (target `kache::access`): who, what, answered by whom.
     pub access_log: bool,
+    /// Bytes the watches of one flow (`limit::flow`) may have queued together (0: no bound).
+    pub watch_buffers_per_user: usize,
 }
 
 /// One readiness check.
@@ -203,6 +205,8 @@ pub struct Serve {
     pub(crate) cheaper_upstream: crate::rate::Buckets<String>,
     /// Each client's budget of watch starts that need a consistency proof.
     pub(crate) watch_starts: crate::rate::Buckets<String>,
+    /// Each flow's bound on its watches' queued bytes.
+    pub(crate) watch_flows: limit::WatchFlows,
     /// Each client's budget of consistent reads that need a proof, and the reads queued now.
     pub(crate) consistent_reads: (crate::rate::Buckets<String>, std::sync::atomic::AtomicUsize),
 }
@@ -222,6 +226,7 @@ impl Serve {
         let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
         let starts = settings.watch_starts_per_client;
         let watch_starts = crate::rate::Buckets::with_burst(starts, starts.saturating_mul(10), "max-watch-starts-per-client");
+        let watch_flow_bytes = settings.watch_buffers_per_user;
         let reads = settings.consistent_reads_per_client;
         let consistent_reads =
             (crate::rate::Buckets::with_burst(reads, reads.saturating_mul(10), "max-consistent-reads-per-client"), Default::default());
@@ -245,6 +250,7 @@ impl Serve {
             watch_starts,
             consistent_reads,
             watches,
+            watch_flows: limit::WatchFlows::new(watch_flow_bytes),
         });
         serve.preload();
         telemetry::register_limits();
@@ -330,6 +336,7 @@ impl Serve {
     /// Set the cache gauges (objects, bytes, window) from every running cache.
     pub fn sample(&self) {
         metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
+        self.watch_flows.forget_idle();
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
             let labels =

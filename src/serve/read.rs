@@ -21,9 +21,10 @@ use crate::serve::check::{self, Outcome};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
-use crate::serve::handler::{EndAfter, Verified};
+use crate::serve::handler::{EndAfter, Verified, WatchSettings};
 use crate::serve::limit::{Guarded, Held, Permit};
 use crate::serve::respond::StatusResponse;
+use crate::serve::server::Peer;
 use crate::serve::Serve;
 use http::{header, Method, Request, Response};
 use std::sync::Arc;
@@ -139,6 +140,8 @@ struct Plan<'a> {
     /// The parsed options, or the apiserver's answer to bad ones (given after authorization,
     /// as the apiserver judges options only for authorized requests).
     options: Result<Options, Status>,
+    /// A watch's settings, with its connection's and its client's bounds.
+    watch: WatchSettings,
 }
 
 /// What the freshness step leaves the answer to do.
@@ -172,7 +175,7 @@ impl Serve {
         caller: Option<&Caller>,
     ) -> Result<Response<Body>, PassThrough> {
         let arrived = Instant::now();
-        let plan = match p {
+        let mut plan = match p {
             Some(p) => self.plan(req, p)?,
             None if req.method() == Method::GET => return Err(PassThrough::NonResource),
             None => return Err(PassThrough::Write),
@@ -197,6 +200,10 @@ impl Serve {
             Err(status) => return Ok(status.into_response(pb)),
         };
         let client = super::client(req, caller);
+        if opts.watch {
+            let conn = req.extensions().get::<Peer>().and_then(|p| p.watch_buffers.clone());
+            plan.watch.shared = [conn, self.watch_flows.of(&client)];
+        }
         if opts.watch && opts.rv.is_none() && !self.watch_starts.take(&client, 1.0) {
             // Each needs a consistency proof: a request to the apiserver.
             return Ok(Status::too_many_requests("Too many requests, please try again later.", 1).into_response(pb));
@@ -205,7 +212,7 @@ impl Serve {
             Some(growing) => self.growing_answer(&feed, growing, &plan, opts, arrived).await?,
             None => {
                 let fresh = self.fresh_enough(&feed, &plan, opts, &client).await?;
-                self.answer(&feed, plan.path, opts, (plan.format, plan.view), fresh).await
+                self.answer(&feed, &plan, opts, fresh).await
             }
         };
         self.count_view(req, &plan, opts);
@@ -287,7 +294,7 @@ impl Serve {
         arrived: Instant,
     ) -> Result<Result<Response<Body>, Status>, PassThrough> {
         let end_after = self.growing_end(feed, &growing, opts, arrived).await?;
-        let (ns, settings, shape) = (plan.path.namespace.clone(), self.settings.watch.clone(), (plan.format, plan.view));
+        let (ns, settings, shape) = (plan.path.namespace.clone(), plan.watch.clone(), (plan.format, plan.view));
         let resp = handler::watch_growing(feed.cache.clone(), growing, ns, opts.clone(), shape, settings, end_after).await;
         Ok(resp.map(|r| r.map(|b| yielding::streaming(b, self.warmup_yields(Some(feed))))))
     }
@@ -419,7 +426,8 @@ impl Serve {
         if !served {
             return Err(PassThrough::View);
         }
-        Ok(Plan { path: p, query: req.uri().query(), resource, format, view, options })
+        let watch = self.settings.watch.clone();
+        Ok(Plan { path: p, query: req.uri().query(), resource, format, view, options, watch })
     }
 
     /// The client's SubjectAccessReview (cached), when security is on.
@@ -439,14 +447,8 @@ impl Serve {
     }
 
     /// The answer from cache.
-    async fn answer(
-        &self,
-        feed: &Feed,
-        p: &ResourcePath,
-        opts: &Options,
-        (format, view): (Format, View),
-        fresh: Fresh,
-    ) -> Result<Response<Body>, Status> {
+    async fn answer(&self, feed: &Feed, plan: &Plan<'_>, opts: &Options, fresh: Fresh) -> Result<Response<Body>, Status> {
+        let (p, format, view) = (plan.path, plan.format, plan.view);
         let cache = &feed.cache;
         let ns = p.namespace.as_deref();
         if let Some(verified) = fresh.verified {
@@ -458,10 +460,10 @@ impl Serve {
                 handler::get(cache, ns, name, format, view, Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata))
             }
             None if opts.watch => {
-                let settings = self.settings.watch.clone();
+                let settings = plan.watch.clone();
                 handler::watch_proving(cache.clone(), p.namespace.clone(), opts.clone(), format, view, settings, end_after).await
             }
-            None => handler::list(cache, ns, opts, format, view).await,
+            None => handler::list_in(self.encodes.lane(), cache, ns, opts, format, view).await,
         }
     }
 

@@ -237,3 +237,86 @@ async fn a_clients_consistent_reads_past_its_rate_queue_while_another_clients_go
         r.abort();
     }
 }
+
+/// Watches of `path` on HTTP/2 streams whose client grants no window (its SETTINGS say 0 and
+/// it never sends WINDOW_UPDATE), `per_conn` to a connection: what they end with, each (its
+/// h2 reason, or `None` for a clean end), once kache ends them.
+pub(crate) async fn zero_window_watches(
+    addr: &str,
+    path: &str,
+    conns: usize,
+    per_conn: usize,
+) -> Vec<tokio::task::JoinHandle<Option<h2::Reason>>> {
+    let mut ends = Vec::new();
+    for _ in 0..conns {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let (send, conn) = h2::client::Builder::new().initial_window_size(0).handshake::<_, bytes::Bytes>(tcp).await.unwrap();
+        tokio::spawn(conn);
+        for _ in 0..per_conn {
+            let mut send = send.clone().ready().await.unwrap();
+            let req = http::Request::get(format!("http://{addr}{path}")).body(()).unwrap();
+            let (resp, _) = send.send_request(req, true).unwrap();
+            ends.push(tokio::spawn(async move {
+                let resp = resp.await.ok()?;
+                assert_eq!(resp.status(), 200);
+                let mut body = resp.into_body();
+                loop {
+                    match body.data().await {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return e.reason(),
+                        None => return None,
+                    }
+                }
+            }));
+        }
+    }
+    ends
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_that_grant_no_window_are_reset_and_honest_watchers_get_every_event() {
+    let sim = start(&cluster(SIM)).await;
+    let kache = kache_in_front(&sim.addr.to_string(), &["--preload", "pods,configmaps"]).await;
+    let addr = kache.serving.addr.to_string();
+    // Every pod as ADDED events: more than a window of nothing can carry.
+    let stalled = zero_window_watches(&addr, "/api/v1/pods?watch=1&resourceVersion=0", 2, 20).await;
+
+    let honest = kache.client();
+    let list = honest.get("/api/v1/namespaces/ns-001/configmaps").await;
+    let rv = crate::support::list_rv(&list.json());
+    let mut watch = honest.watch(&format!("/api/v1/namespaces/ns-001/configmaps?watch=1&resourceVersion={rv}"), "application/json").await;
+    assert_eq!(watch.status, 200);
+    let writer = kache.client();
+    let mut written = Vec::new();
+    for i in 0..5 {
+        let cm = writer.create_cm("ns-001", &format!("honest-{i}"), serde_json::json!({"i": i.to_string()})).await;
+        written.push(cm["metadata"]["name"].as_str().unwrap().to_string());
+    }
+    let mut seen = Vec::new();
+    while seen.len() < written.len() {
+        match watch.next_json(crate::support::deadline(60)).await {
+            crate::support::Next::Item(e) => {
+                if e["type"] == "ADDED" {
+                    seen.push(e["object"]["metadata"]["name"].as_str().unwrap().to_string());
+                }
+            }
+            other => panic!("the honest watch ended early: {other:?} after {seen:?}"),
+        }
+    }
+    assert_eq!(seen, written, "every event, in order");
+
+    // Each stalled stream is reset (RST_STREAM CANCEL) at the stall timeout: its watcher and
+    // the bytes queued for it are released then, not when the client leaves.
+    for end in stalled {
+        let reason = tokio::time::timeout(std::time::Duration::from_secs(120), end).await.expect("reset in time").unwrap();
+        assert_eq!(reason, Some(h2::Reason::CANCEL));
+    }
+    let serve = &kache.serving.serve;
+    eventually(30, 50, || async move {
+        match serve.cache_report()["watchBufferedBytes"].as_u64() {
+            Some(0) => Ok(()),
+            other => Err(format!("queued watch bytes: {other:?}")),
+        }
+    })
+    .await;
+}

@@ -62,6 +62,11 @@ impl Encodes {
         Encodes { lane, ..self }
     }
 
+    /// The lane heavy jobs run in.
+    pub fn lane(&self) -> &Lane {
+        &self.lane
+    }
+
     /// Where the jobs of an answer of at least `bytes` run: a large answer's (over
     /// [`LARGE`](super::fair::LARGE), 1 MiB) in the lane, a smaller one's on the shared
     /// blocking pool at kache's priority, so a namespace's Table (a kubectl's, gzipped) never

@@ -13,6 +13,7 @@ use crate::body::{try_stitched, Body, Piece, Stitch};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::KindCache;
+use crate::lane::Lane;
 use crate::serve::respond::respond;
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -48,6 +49,37 @@ impl Selected<'_> {
 pub async fn list(cache: &KindCache, namespace: Option<&str>, opts: &Options, fmt: Format, view: View) -> Result<Response<Body>, Status> {
     let (rv, snap) = snapshot(cache, opts).await?;
     answer(cache, Verified { snap, rv, remaining: None }, namespace, opts, (fmt, view))
+}
+
+/// [`list`], a heavy one (see [`heavy`]) selected and stitched in `lane`, off the threads
+/// that answer everyone else.
+pub async fn list_in(
+    lane: &Lane,
+    cache: &Arc<KindCache>,
+    namespace: Option<&str>,
+    opts: &Options,
+    fmt: Format,
+    view: View,
+) -> Result<Response<Body>, Status> {
+    let (rv, snap) = snapshot(cache, opts).await?;
+    let v = Verified { snap, rv, remaining: None };
+    if !heavy(&v.snap, opts, view) {
+        return answer(cache, v, namespace, opts, (fmt, view));
+    }
+    let (cache, ns, opts) = (cache.clone(), namespace.map(str::to_owned), opts.clone());
+    let job = lane.spawn(move || answer(&cache, v, ns.as_deref(), &opts, (fmt, view)));
+    job.await.unwrap_or_else(|e| Err(Status::internal(format!("the list was not answered: {e}"))))
+}
+
+/// Collections past this many objects are heavy to filter or print.
+pub const HEAVY_OBJECTS: usize = 2_000;
+
+/// Whether a LIST costs enough of a core to leave the shared threads: one that walks a
+/// large collection testing selectors on every object (a label selector, or a field
+/// selector no index answers), or prints it as a Table. An unfiltered list of objects is
+/// stitched from stored bytes at a small cost per item.
+fn heavy(snap: &Snapshot, opts: &Options, view: View) -> bool {
+    snap.objects.len() > HEAVY_OBJECTS && (opts.filtered() || matches!(view, View::Table { .. }))
 }
 
 /// A LIST's page found current by the upstream's metadata (`serve::check`): the snapshot

@@ -9,8 +9,11 @@ pub(crate) mod table;
 mod watch;
 
 pub use get::get;
-pub use list::{list, list_verified, page, page_items, Page, Verified};
-pub use watch::{watch, watch_growing, watch_proving, EndAfter, WatchBuffers, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFER_BYTES};
+pub use list::{list, list_in, list_verified, page, page_items, Page, Verified};
+pub use watch::{
+    watch, watch_growing, watch_proving, EndAfter, WatchBuffers, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFERS_PER_USER,
+    WATCH_BUFFER_BYTES,
+};
 
 use crate::api::query::Options;
 use crate::api::selector::{FieldSource, LabelSource};

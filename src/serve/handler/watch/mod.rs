@@ -39,6 +39,10 @@ pub struct WatchSettings {
     pub buffer_bytes: usize,
     /// The bytes all watches together may have queued for their clients.
     pub buffers: WatchBuffers,
+    /// The bytes the watches of this watch's connection, and of its client's flow (see
+    /// `serve::limit::flow`), may have queued together: no connection and no client fills
+    /// `buffers` for the others.
+    pub shared: [Option<WatchBuffers>; 2],
 }
 
 /// Default of [`WatchSettings::buffer_bytes`]: a few chunks of events (a pod is a few KB);
@@ -46,6 +50,8 @@ pub struct WatchSettings {
 pub const WATCH_BUFFER_BYTES: usize = 4 << 20;
 /// Default bound of the bytes all watches together have queued.
 pub const WATCH_BUFFERS_BYTES: usize = 1 << 30;
+/// Default bound of the bytes one user's watches together have queued: a quarter of all.
+pub const WATCH_BUFFERS_PER_USER: usize = WATCH_BUFFERS_BYTES / 4;
 
 impl Default for WatchSettings {
     fn default() -> Self {
@@ -55,6 +61,7 @@ impl Default for WatchSettings {
             stall_timeout: Duration::from_secs(15),
             buffer_bytes: WATCH_BUFFER_BYTES,
             buffers: WatchBuffers::new(WATCH_BUFFERS_BYTES),
+            shared: [None, None],
         }
     }
 }
@@ -77,6 +84,28 @@ impl WatchBuffers {
     pub fn queued(&self) -> usize {
         self.bytes - self.total.available_permits()
     }
+
+    /// Places for `n` bytes: at once if there are, else (counting a hit of `limit`) once
+    /// there are; `None` if the bound was closed.
+    async fn take(&self, n: usize, limit: &'static str) -> Option<OwnedSemaphorePermit> {
+        match self.total.clone().try_acquire_many_owned(places(n, self.bytes)) {
+            Ok(p) => Some(p),
+            Err(_) => {
+                crate::telemetry::limit_hit(limit);
+                self.total.clone().acquire_many_owned(places(n, self.bytes)).await.ok()
+            }
+        }
+    }
+
+    /// Whether no watch holds places in it.
+    pub fn idle(&self) -> bool {
+        self.total.available_permits() == self.bytes
+    }
+
+    /// Whether this is the only handle on the bound.
+    pub fn unshared(&self) -> bool {
+        Arc::strong_count(&self.total) == 1
+    }
 }
 
 /// A chunk on its way to the client, holding its bytes' places in its watch's and in all
@@ -84,6 +113,7 @@ impl WatchBuffers {
 struct Queued {
     chunk: Chunk,
     _own: OwnedSemaphorePermit,
+    _shared: [Option<OwnedSemaphorePermit>; 2],
     _all: OwnedSemaphorePermit,
 }
 
@@ -357,15 +387,17 @@ impl Watcher {
                     self.own.clone().acquire_many_owned(places(n, self.settings.buffer_bytes)).await.ok()?
                 }
             };
-            let budget = &self.settings.buffers;
-            let all = match budget.total.clone().try_acquire_many_owned(places(n, budget.bytes)) {
-                Ok(p) => p,
-                Err(_) => {
-                    crate::telemetry::limit_hit("max-watch-buffers-bytes");
-                    budget.total.clone().acquire_many_owned(places(n, budget.bytes)).await.ok()?
-                }
+            let [conn, flow] = &self.settings.shared;
+            let conn = match conn {
+                Some(b) => Some(b.take(n, "max-watch-buffers-bytes-per-connection").await?),
+                None => None,
             };
-            self.tx.send(Queued { chunk, _own: own, _all: all }).await.ok()
+            let flow = match flow {
+                Some(b) => Some(b.take(n, "max-watch-buffers-bytes-per-user").await?),
+                None => None,
+            };
+            let all = self.settings.buffers.take(n, "max-watch-buffers-bytes").await?;
+            self.tx.send(Queued { chunk, _own: own, _shared: [conn, flow], _all: all }).await.ok()
         };
         match tokio::time::timeout(self.settings.stall_timeout, send).await {
             Ok(Some(())) => true,
