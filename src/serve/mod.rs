@@ -394,6 +394,7 @@ impl Serve {
         serde_json::json!({
             "upstream": {"up": upstream.pass, "detail": upstream.detail},
             "inFlightReads": self.in_flight(),
+            "watchBufferedBytes": self.settings.watch.buffers.queued(),
             "cacheHits": self.cache_hits(),
             "passThrough": passed,
             "consistentChecks": checked,

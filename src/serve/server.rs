@@ -83,9 +83,9 @@ pub struct ConnLimits {
 /// Bytes of the HTTP/2 client preface (`PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`).
 pub const PREFACE_BYTES: usize = 24;
 
-/// Default of [`ConnLimits::preface_timeout`]: the apiserver closes a connection that sent
-/// part of the preface at about 15 s.
-pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Default of [`ConnLimits::preface_timeout`]: Go's HTTP/2 server, the apiserver's, allows a
+/// connection 10 s for the preface.
+pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default bound on connections: the process's file descriptor limit less 1,024 (for
 /// the upstream's connections and files), at least half of it; 0 (no bound) where the

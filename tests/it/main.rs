@@ -52,6 +52,7 @@ mod real_kcm;
 mod real_kubectl;
 mod real_parity;
 mod real_restart;
+mod real_tenant;
 mod real_views;
 
 mod support;

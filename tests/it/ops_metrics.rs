@@ -55,7 +55,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
 const BOUNDED_LABELS: &[&str] = &[
     "class", "resource", "group", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "version", "commit", "platform",
-    "limit",
+    "limit", "kind",
 ];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
@@ -193,6 +193,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                 "encoding" => assert!(value == "json" || value == "protobuf", "{}: encoding {value}", s.name),
                 "limit" => assert!(kache::telemetry::LIMITS.contains(&value.as_str()), "{}: limit {value}", s.name),
                 "view" => assert!(value == "metadata" || value == "table", "{}: view {value}", s.name),
+                "kind" => assert!(["descriptors", "memory", "other"].contains(&value.as_str()), "{}: kind {value}", s.name),
                 "reason" => {
                     let known: &[&str] = match s.name.as_str() {
                         "kache_passthrough_total" => &kache::serve::PassThrough::LABELS,
