@@ -361,7 +361,7 @@ impl Start {
 
     /// Resolves when the connection has not started in time: fewer than [`PREFACE_BYTES`]
     /// bytes by the preface timeout, or no request by the header timeout (both from accept).
-    async fn late(&self, limits: ConnLimits) -> &'static str {
+    async fn late(self, limits: ConnLimits) -> &'static str {
         tokio::time::sleep_until(self.at + limits.preface_timeout).await;
         if !self.requested.load(Ordering::Acquire) && self.read.load(Ordering::Acquire) < PREFACE_BYTES {
             return "preface-timeout-seconds";
@@ -519,26 +519,34 @@ async fn connection<H: Handler, IO>(
         }
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    // HTTP/1.1 answers go one at a time: the connection is their stream.
-    let served = Guarded::new(watcher.watch(conn.into_owned()), limits.stall_timeout);
-    let stalled = tokio::select! {
-        ended = served => match ended {
-            Some(Err(e)) => {
-                tracing::debug!(client.addr = %addr, error = %e, "connection ended");
-                false
-            }
-            Some(Ok(())) => false,
-            None => {
-                tracing::debug!(client.addr = %addr, "closed a connection whose client took nothing within the stall timeout");
-                true
-            }
-        },
-        limit = start.late(limits) => {
+    // HTTP/1.1 answers go one at a time: the connection is their stream. The start's
+    // deadlines are watched from a task of their own: a timer of the connection's own task
+    // would run hyper when it fires, and hyper then asks the body for more while its
+    // buffers have room, which would look like progress.
+    let stream = Arc::new(Stream::default());
+    let late = {
+        let stream = stream.clone();
+        tokio::spawn(async move {
+            let limit = start.late(limits).await;
             crate::telemetry::limit_hit(limit);
             tracing::debug!(client.addr = %addr, limit, "closed a connection that did not start in time");
+            stream.end();
+        })
+    };
+    let served = Guarded::with(watcher.watch(conn.into_owned()), stream, limits.stall_timeout).await;
+    let stalled = match served {
+        Some(Err(e)) => {
+            tracing::debug!(client.addr = %addr, error = %e, "connection ended");
             false
         }
+        Some(Ok(())) => false,
+        None if late.is_finished() => false,
+        None => {
+            tracing::debug!(client.addr = %addr, "closed a connection whose client took nothing within the stall timeout");
+            true
+        }
     };
+    late.abort();
     // hyper drops the connection without a word when it ends it on an error (the header read
     // timeout of an idle connection, a body that failed half way): back here, it is closed.
     // One whose client stopped reading gets nothing more.
