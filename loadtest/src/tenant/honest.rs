@@ -146,17 +146,40 @@ async fn create_or_patch(http: &Http, ns: &str, name: &str, seq: &str) -> anyhow
     v["metadata"]["resourceVersion"].as_str().map(str::to_string).ok_or_else(|| anyhow::anyhow!("no resourceVersion in the answer"))
 }
 
-/// Delete the writer's ConfigMaps (best effort: the run's figures do not depend on it).
-pub async fn clean(http: &Http, ns: &str, count: usize, limit: Duration) {
-    for i in 0..count {
+/// What deleting the writer's ConfigMaps took.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Cleanup {
+    /// Wall time of all the DELETEs (sent at once).
+    pub seconds: f64,
+    /// DELETEs answered, by status (`404`: the object was never written); `timeout`, `error`.
+    pub statuses: BTreeMap<String, usize>,
+}
+
+/// Delete the writer's ConfigMaps, all at once, each within `limit` (the figures of the
+/// attack do not depend on it; how long it took is itself a sign of the server's state).
+pub async fn clean(http: &Http, ns: &str, count: usize, limit: Duration) -> Cleanup {
+    let t0 = Instant::now();
+    let deletes = (0..count).map(|i| {
         let pq = format!("/api/v1/namespaces/{ns}/configmaps/{}", configmap_name(i));
-        let _ = tokio::time::timeout(limit, async {
-            let r = http.send(Method::DELETE, &pq, JSON, None).await?;
-            r.into_body().collect().await?;
-            Ok::<_, anyhow::Error>(())
+        let http = http.clone();
+        tokio::spawn(async move {
+            let r = tokio::time::timeout(limit, async {
+                let r = http.send(Method::DELETE, &pq, JSON, None).await?;
+                let code = r.status().as_u16();
+                r.into_body().collect().await?;
+                Ok::<_, anyhow::Error>(code)
+            })
+            .await;
+            status_label(&r)
         })
-        .await;
+    });
+    let mut c = Cleanup::default();
+    for d in deletes.collect::<Vec<_>>() {
+        let label = d.await.unwrap_or_else(|_| "error".into());
+        *c.statuses.entry(label).or_default() += 1;
     }
+    c.seconds = t0.elapsed().as_secs_f64();
+    c
 }
 
 /// An event the watcher read: object name, resourceVersion, seconds since the attack began.

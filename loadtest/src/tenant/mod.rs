@@ -104,6 +104,11 @@ pub struct TenantArgs {
     /// Limit of each honest request, in seconds (a timeout counts as such).
     #[arg(long, default_value_t = 10)]
     pub request_timeout_seconds: u64,
+    /// Between attacks and between endpoints, wait this long (a server tears down what the
+    /// previous attack left; kache's upstream is the endpoint measured before it), then up
+    /// to --settle-seconds for the honest GET to answer 200.
+    #[arg(long, default_value_t = 10)]
+    pub pause_seconds: u64,
     /// Before each attack, wait up to this long for the honest GET to answer 200 again.
     #[arg(long, default_value_t = 30)]
     pub settle_seconds: u64,
@@ -294,6 +299,22 @@ pub struct TargetReport {
     pub failed: BTreeMap<String, String>,
 }
 
+impl TargetReport {
+    fn new(ep: &Endpoint, pod: String, failed: BTreeMap<String, String>) -> TargetReport {
+        TargetReport {
+            name: ep.name.clone(),
+            url: ep.url.clone(),
+            pod,
+            settle: BTreeMap::new(),
+            zero_window: None,
+            held_reads: None,
+            silent: None,
+            selector: None,
+            failed,
+        }
+    }
+}
+
 /// The JSON report.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
@@ -318,11 +339,25 @@ pub fn run(args: TenantArgs) -> anyhow::Result<()> {
     attacks.dedup();
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut pod = match &args.pod {
+        Some(p) => {
+            let (ns, name) = p.split_once('/').context("--pod is NAMESPACE/NAME")?;
+            Some((ns.to_string(), name.to_string()))
+        }
+        None => None,
+    };
     let mut reports = Vec::new();
-    for ep in &endpoints {
+    for (i, ep) in endpoints.iter().enumerate() {
         eprintln!("== {} ({})", ep.name, ep.url);
-        let r = rt.block_on(probe(ep, &args, &tokens, &attacks, started_unix))?;
-        reports.push(r);
+        if i > 0 {
+            // kache's upstream may be the endpoint just attacked: let it recover first.
+            rt.block_on(async { tokio::time::sleep(Duration::from_secs(args.pause_seconds)).await });
+        }
+        let r = rt.block_on(probe(ep, &args, &tokens, &attacks, started_unix, &mut pod));
+        reports.push(r.unwrap_or_else(|e| {
+            eprintln!("   failed: {e:#}");
+            TargetReport::new(ep, String::new(), BTreeMap::from([("setup".to_string(), format!("{e:#}"))]))
+        }));
     }
     rt.shutdown_timeout(Duration::from_secs(2));
     println!("{}", table::render(&reports));
@@ -334,37 +369,40 @@ pub fn run(args: TenantArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every attack against one endpoint.
-async fn probe(ep: &Endpoint, args: &TenantArgs, tokens: &Tokens, attacks: &[Attack], run: u64) -> anyhow::Result<TargetReport> {
+/// Every attack against one endpoint. The pod read is `pod`, else the first pod the
+/// endpoint lists (kept in `pod`, so the next endpoints read the same object).
+async fn probe(
+    ep: &Endpoint,
+    args: &TenantArgs,
+    tokens: &Tokens,
+    attacks: &[Attack],
+    run: u64,
+    pod: &mut Option<(String, String)>,
+) -> anyhow::Result<TargetReport> {
     let honest = ep.target(tokens.honest.as_deref())?;
     let protocol = match args.honest_protocol {
         HonestProtocol::Http1 => Protocol::Http1,
         HonestProtocol::Http2 => Protocol::Http2,
     };
     let limit = Duration::from_secs(args.request_timeout_seconds);
-    let http = Http::new(&honest, protocol);
-    let pod = match &args.pod {
-        Some(p) => {
-            let (ns, name) = p.split_once('/').context("--pod is NAMESPACE/NAME")?;
-            (ns.to_string(), name.to_string())
+    let pod = match pod {
+        Some(p) => p.clone(),
+        None => {
+            let until = Instant::now() + Duration::from_secs(args.settle_seconds);
+            let found = first_pod(&Http::new(&honest, protocol), limit, until)
+                .await
+                .with_context(|| format!("{}: finding a pod to read", ep.url))?;
+            pod.insert(found).clone()
         }
-        None => first_pod(&http, limit).await.with_context(|| format!("{}: finding a pod to read", ep.url))?,
     };
     eprintln!("reading pod {}/{}", pod.0, pod.1);
     let ctx = Ctx { ep, args, tokens, honest, protocol, pod, limit, run_id: run.to_string() };
-    let mut r = TargetReport {
-        name: ep.name.clone(),
-        url: ep.url.clone(),
-        pod: format!("{}/{}", ctx.pod.0, ctx.pod.1),
-        settle: BTreeMap::new(),
-        zero_window: None,
-        held_reads: None,
-        silent: None,
-        selector: None,
-        failed: BTreeMap::new(),
-    };
-    for &attack in attacks {
+    let mut r = TargetReport::new(ep, format!("{}/{}", ctx.pod.0, ctx.pod.1), BTreeMap::new());
+    for (i, &attack) in attacks.iter().enumerate() {
         let name = serde_json::to_value(attack)?.as_str().unwrap_or_default().to_string();
+        if i > 0 {
+            tokio::time::sleep(Duration::from_secs(args.pause_seconds)).await;
+        }
         let s = settle(&ctx).await;
         eprintln!("-- {name} (settled in {:.1} s, ok {})", s.waited_s, s.ok);
         r.settle.insert(name.clone(), s);
@@ -384,17 +422,29 @@ async fn probe(ep: &Endpoint, args: &TenantArgs, tokens: &Tokens, attacks: &[Att
     Ok(r)
 }
 
-/// The namespace and name of the first pod a LIST returns.
-async fn first_pod(http: &Http, limit: Duration) -> anyhow::Result<(String, String)> {
-    let w = tokio::time::timeout(limit, http.get_full("/api/v1/pods?limit=1", JSON)).await.context("timed out")??;
-    if w.status != 200 {
-        bail!("LIST /api/v1/pods?limit=1: status {}: {}", w.status, String::from_utf8_lossy(&w.body[..w.body.len().min(200)]));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&w.body)?;
-    let md = &v["items"][0]["metadata"];
-    match (md["namespace"].as_str(), md["name"].as_str()) {
-        (Some(ns), Some(name)) => Ok((ns.into(), name.into())),
-        _ => bail!("the LIST returned no pod; name one with --pod"),
+/// The namespace and name of the first pod a LIST returns, asked until `until` while the
+/// endpoint does not answer 200 (it may still be recovering from the previous endpoint's
+/// attacks).
+async fn first_pod(http: &Http, limit: Duration, until: Instant) -> anyhow::Result<(String, String)> {
+    loop {
+        let w = match tokio::time::timeout(limit, http.get_full("/api/v1/pods?limit=1", JSON)).await {
+            Ok(Ok(w)) if w.status == 200 => w,
+            Ok(Ok(w)) if Instant::now() >= until => {
+                bail!("LIST /api/v1/pods?limit=1: status {}: {}", w.status, String::from_utf8_lossy(&w.body[..w.body.len().min(200)]))
+            }
+            Ok(Err(e)) if Instant::now() >= until => return Err(e),
+            Err(_) if Instant::now() >= until => bail!("LIST /api/v1/pods?limit=1: timed out"),
+            _ => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+        };
+        let v: serde_json::Value = serde_json::from_slice(&w.body)?;
+        let md = &v["items"][0]["metadata"];
+        return match (md["namespace"].as_str(), md["name"].as_str()) {
+            (Some(ns), Some(name)) => Ok((ns.into(), name.into())),
+            _ => bail!("the LIST returned no pod; name one with --pod"),
+        };
     }
 }
 

@@ -55,6 +55,7 @@ fn stream_rows(rows: &mut Vec<Row>, prefix: &str, f: fn(&TargetReport) -> Option
     rows.push(row("streams ended", |s| counts(&s.ended)));
     rows.push(row("  ended at (first/median/last)", |s| spread3(&s.ended_at_s)));
     rows.push(row("  lived (min/median/max)", |s| spread3(&s.lifetime_s)));
+    // Open: neither ended nor reset, a head (a 429's too) perhaps read but its body stuck.
     rows.push(row("open at the end", |s| s.open_at_end.to_string()));
     rows.push(row("connections (ended by server)", |s| {
         let at = s.connections_ended_at_s.map(|[a, b]| format!(" at {a:.1}-{b:.1} s")).unwrap_or_default();
@@ -104,6 +105,9 @@ pub fn render(targets: &[TargetReport]) -> String {
             let failed = if z.writer.failed.is_empty() { String::new() } else { format!("; failed: {}", counts(&z.writer.failed)) };
             format!("{}{failed}", pcts(&z.writer.latency))
         })
+    }));
+    z.push(Row::new("honest cleanup: DELETEs after", |t| {
+        t.zero_window.as_ref().map(|z| format!("{:.1} s ({})", z.cleanup.seconds, counts(&z.cleanup.statuses)))
     }));
     z.push(Row::new("honest WatchList: bookmark", |t| {
         t.zero_window.as_ref().map(|z| {

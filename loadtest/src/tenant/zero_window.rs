@@ -26,6 +26,8 @@ pub struct ZeroWindow {
     /// The honest watcher: writes seen and their lag.
     pub delivery: Delivery,
     pub writer: WriterFigures,
+    /// Deleting what the writer wrote, after the attack.
+    pub cleanup: honest::Cleanup,
     pub watch_list: WatchListFigures,
 }
 
@@ -100,7 +102,7 @@ pub async fn run(ctx: &Ctx<'_>) -> anyhow::Result<ZeroWindow> {
     let (initial_f, extra_f) = (figures("initial", &initial), figures("extra", &extra_holder));
     initial.close();
     extra_holder.close();
-    honest::clean(&ctx.honest_client(), &a.write_namespace, a.writes, ctx.limit).await;
+    let cleanup = honest::clean(&ctx.honest_client(), &a.write_namespace, a.writes, ctx.limit).await;
     let open_per_second = StreamFigures::of(&streams, &conns, |_| true, seconds).open_per_second;
     Ok(ZeroWindow {
         request,
@@ -111,6 +113,7 @@ pub async fn run(ctx: &Ctx<'_>) -> anyhow::Result<ZeroWindow> {
         open_per_second,
         delivery: honest::delivery(&writer.writes, &log),
         writer,
+        cleanup,
         watch_list,
     })
 }
