@@ -26,6 +26,7 @@ pub struct HeldReads {
     pub attack: ProbeFigures,
 }
 
+/// The honest reader's baseline, then the attack for --seconds with the reader beside it.
 pub async fn run(ctx: &Ctx<'_>) -> anyhow::Result<HeldReads> {
     let a = ctx.args;
     let request = ctx.held_request();

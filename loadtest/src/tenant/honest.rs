@@ -85,6 +85,7 @@ pub struct Write {
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct WriterFigures {
     pub asked: usize,
+    /// Writes answered (those not started by the attack's end are neither here nor failed).
     pub writes: Vec<Write>,
     /// Failed writes, by status or error.
     pub failed: BTreeMap<String, usize>,
@@ -98,13 +99,23 @@ pub fn configmap_name(i: usize) -> String {
 }
 
 /// Create (or, when it exists, merge-patch) ConfigMap `i` of `count` in `ns`, one every
-/// `interval`, stamping `run` into its data; times since `start`.
-pub async fn write(http: &Http, ns: &str, count: usize, interval: Duration, run: &str, start: Instant, limit: Duration) -> WriterFigures {
+/// `interval` and none after `until`, stamping `run` into its data; times since `start`.
+pub async fn write(
+    http: &Http,
+    ns: &str,
+    (count, interval): (usize, Duration),
+    run: &str,
+    (start, until): (Instant, Instant),
+    limit: Duration,
+) -> WriterFigures {
     let hist = Hist::default();
     let mut f = WriterFigures { asked: count, ..Default::default() };
     let mut next = Instant::now();
     for i in 0..count {
         tokio::time::sleep_until(next.into()).await;
+        if Instant::now() >= until {
+            break;
+        }
         next += interval;
         let name = configmap_name(i);
         let t0 = Instant::now();

@@ -39,6 +39,7 @@ pub fn label_selector(terms: usize) -> String {
     (0..terms).map(|i| format!("k!=v{i}")).collect::<Vec<_>>().join(",")
 }
 
+/// The control client's baseline, then the selector LISTs for --seconds with it beside them.
 pub async fn run(ctx: &Ctx<'_>) -> anyhow::Result<Selector> {
     let a = ctx.args;
     let control = ctx.control_request();

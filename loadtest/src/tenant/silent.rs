@@ -60,6 +60,7 @@ enum Kind {
     NoTls,
 }
 
+/// Open every group's connections at once and wait --seconds for the server to close them.
 pub async fn run(ctx: &Ctx<'_>) -> anyhow::Result<Silent> {
     let a = ctx.args;
     let until = Instant::now() + Duration::from_secs(a.seconds);

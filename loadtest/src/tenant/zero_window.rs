@@ -31,6 +31,8 @@ pub struct ZeroWindow {
     pub watch_list: WatchListFigures,
 }
 
+/// Run the attack for --seconds with the honest clients beside it; delete what the writer
+/// wrote afterwards.
 pub async fn run(ctx: &Ctx<'_>) -> anyhow::Result<ZeroWindow> {
     let a = ctx.args;
     let seconds = a.seconds as f64;
@@ -76,7 +78,7 @@ pub async fn run(ctx: &Ctx<'_>) -> anyhow::Result<ZeroWindow> {
     let writer = {
         let (http, ns, run, n) = (ctx.honest_client(), a.write_namespace.clone(), ctx.run_id.clone(), a.writes);
         let (interval, limit) = (Duration::from_millis(a.write_interval_ms), ctx.limit);
-        tokio::spawn(async move { honest::write(&http, &ns, n, interval, &run, start, limit).await })
+        tokio::spawn(async move { honest::write(&http, &ns, (n, interval), &run, (start, until), limit).await })
     };
     let watch_list = {
         let http = ctx.honest_client();
