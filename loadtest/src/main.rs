@@ -3,12 +3,14 @@
 //! figure comes with its ratio. Self-contained by default (starts `kache sim` and
 //! `kache serve`); or point it at kubeconfigs (any server, TLS and credentials kube's client
 //! supports). Writes Markdown, JSON and SVG reports; thresholds (`--max-p99`, `--min-rps`,
-//! `--max-error-rate`, `--max-lag-p99`) set the exit status.
+//! `--max-error-rate`, `--max-lag-p99`) set the exit status. `tenant` is a hostile-tenant
+//! probe of any endpoint on this machine (what honest clients see while a tenant attacks).
 //!
 //! Modules: `scenario` (the files), `env` (the processes started), `endpoint` (targets read
 //! from kubeconfigs by kube's `Config`), `client` (hyper client), `bare` (the closed loop's
 //! HTTP/1.1 client), `thresholds`, `wire` (list RVs, watch frames, change stamps), `phases` (the
-//! load drivers), `stats` and `procs` (figures), `progress` (bars), `report` (output).
+//! load drivers), `stats` and `procs` (figures), `progress` (bars), `report` (output),
+//! `tenant` (the hostile-tenant probe).
 
 mod bare;
 mod client;
@@ -20,6 +22,7 @@ mod progress;
 mod report;
 mod scenario;
 mod stats;
+mod tenant;
 mod thresholds;
 mod wire;
 
@@ -52,6 +55,9 @@ enum Cmd {
         #[arg(required = true)]
         json: Vec<PathBuf>,
     },
+    /// Attack an endpoint as a hostile tenant (zero-window watches, held reads, silent
+    /// connections, huge label selectors) and measure what honest clients see meanwhile.
+    Tenant(tenant::TenantArgs),
     /// A trivial hyper server returning a static body (the reference limit; started by `run`).
     #[command(hide = true)]
     TrivialServer {
@@ -211,6 +217,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Render { json } => render(&json),
         Cmd::List { scenarios_dir } => list(&scenarios_dir),
         Cmd::Run(args) => run(args),
+        Cmd::Tenant(args) => tenant::run(args),
     }
 }
 
