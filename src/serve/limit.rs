@@ -101,13 +101,14 @@ impl Inflight {
             return Err(too_many());
         }
         let Some(key) = user.map(flow) else { return Ok(permit) };
-        // Counted before the flow's entry is held (counting takes every shard's lock): a
-        // new flow is one more.
-        let flows = c.flows.len() + usize::from(!c.flows.contains_key(key));
+        // Past half of the global cap, a flow's share of the whole. The flows are counted
+        // only then, and before the flow's entry is held (counting takes every shard's
+        // lock): a new flow is one more.
+        let past_half = c.limits.global > 0 && 2 * now >= c.limits.global;
+        let flows = if past_half { c.flows.len() + usize::from(!c.flows.contains_key(key)) } else { 0 };
         let mut n = c.flows.entry(key.to_string()).or_insert(0);
         let capped = c.limits.per_user > 0 && *n >= c.limits.per_user;
-        // Past half of the global cap, a flow's share of the whole.
-        let over_share = c.limits.global > 0 && 2 * now >= c.limits.global && *n * 2 * flows >= c.limits.global;
+        let over_share = past_half && *n * 2 * flows >= c.limits.global;
         if capped || over_share {
             let empty = *n == 0;
             drop(n);
