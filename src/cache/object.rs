@@ -75,6 +75,20 @@ impl LabelSource for Object {
         }
         None
     }
+
+    fn label_count(&self) -> usize {
+        self.selectables.iter().skip(self.field_names.len()).count() / 2
+    }
+
+    fn all_labels(&self, f: &mut dyn FnMut(&str, &str) -> bool) -> bool {
+        let mut it = self.selectables.iter().skip(self.field_names.len());
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            if !f(k, v) {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 impl FieldSource for Object {

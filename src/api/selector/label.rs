@@ -1,9 +1,11 @@
-//! Label selectors: the parser (`labels.Parser`), requirements and matching.
+//! Label selectors: the parser (`labels.Parser`), requirements and their canonical form;
+//! matching is the compiled `Matcher`'s.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 use super::lexer::{tokenize, Tok, Token, END};
+use super::matcher::Matcher;
 use super::validate::{invalid, label_key_errors, label_value_errors};
 use super::{LabelSource, SelectorError};
 
@@ -23,9 +25,9 @@ pub(super) enum Op {
 /// One requirement; `values` is sorted and free of duplicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Requirement {
-    key: String,
-    op: Op,
-    values: Vec<String>,
+    pub(super) key: String,
+    pub(super) op: Op,
+    pub(super) values: Vec<String>,
 }
 
 /// In the values context the keywords `in` and `notin` are plain identifiers.
@@ -232,25 +234,6 @@ pub(super) fn new_requirement(key: &str, op: Op, values: Vec<&str>) -> Result<Re
     }
 }
 
-impl Requirement {
-    fn has(&self, value: &str) -> bool {
-        self.values.iter().any(|v| v == value)
-    }
-
-    fn matches<L: LabelSource + ?Sized>(&self, labels: &L) -> bool {
-        let got = labels.label(&self.key);
-        let number = || got.and_then(|v| v.parse::<i64>().ok());
-        match self.op {
-            Op::Equals | Op::DoubleEquals | Op::In => got.is_some_and(|v| self.has(v)),
-            Op::NotEquals | Op::NotIn => got.is_none_or(|v| !self.has(v)),
-            Op::Exists => got.is_some(),
-            Op::DoesNotExist => got.is_none(),
-            Op::GreaterThan(bound) => number().is_some_and(|n| n > bound),
-            Op::LessThan(bound) => number().is_some_and(|n| n < bound),
-        }
-    }
-}
-
 impl fmt::Display for Requirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let first = self.values.first().map_or("", String::as_str);
@@ -268,10 +251,27 @@ impl fmt::Display for Requirement {
     }
 }
 
-/// A parsed label selector: an AND of requirements, sorted by key.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A parsed label selector: an AND of requirements, sorted by key, and their compiled form.
+#[derive(Clone, Default)]
 pub struct LabelSelector {
+    /// Every requirement as parsed, for the canonical form.
     reqs: Vec<Requirement>,
+    matcher: Matcher,
+}
+
+/// Equal when the requirements are (the matcher follows from them).
+impl PartialEq for LabelSelector {
+    fn eq(&self, other: &Self) -> bool {
+        self.reqs == other.reqs
+    }
+}
+
+impl Eq for LabelSelector {}
+
+impl fmt::Debug for LabelSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LabelSelector").field("reqs", &self.reqs).finish_non_exhaustive()
+    }
 }
 
 impl LabelSelector {
@@ -280,7 +280,8 @@ impl LabelSelector {
         let mut parser = Parser { toks: tokenize(s), pos: 0 };
         let mut reqs = parser.parse().map_err(SelectorError)?;
         reqs.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(Self { reqs })
+        let matcher = Matcher::new(&reqs);
+        Ok(Self { reqs, matcher })
     }
 
     /// True when the selector has no requirements (matches everything).
@@ -290,7 +291,7 @@ impl LabelSelector {
 
     /// True when every requirement matches the labels.
     pub fn matches<L: LabelSource + ?Sized>(&self, labels: &L) -> bool {
-        self.reqs.iter().all(|r| r.matches(labels))
+        self.matcher.matches(labels)
     }
 }
 

@@ -7,6 +7,7 @@ use std::fmt;
 mod field;
 mod label;
 mod lexer;
+mod matcher;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -27,14 +28,31 @@ impl fmt::Display for SelectorError {
 impl std::error::Error for SelectorError {}
 
 /// Access to an object's labels.
+///
+/// Object safe: a LIST filters its objects through `&dyn LabelSource`.
 pub trait LabelSource {
     /// The value of the label `key`, or `None` when the object does not have it.
     fn label(&self, key: &str) -> Option<&str>;
+
+    /// How many labels (distinct keys) the object has.
+    fn label_count(&self) -> usize;
+
+    /// Calls `f` with each label's key and value, in any order, until it returns false.
+    /// True when `f` held for every label (as [`Iterator::all`]).
+    fn all_labels(&self, f: &mut dyn FnMut(&str, &str) -> bool) -> bool;
 }
 
 impl LabelSource for BTreeMap<String, String> {
     fn label(&self, key: &str) -> Option<&str> {
         self.get(key).map(String::as_str)
+    }
+
+    fn label_count(&self) -> usize {
+        self.len()
+    }
+
+    fn all_labels(&self, f: &mut dyn FnMut(&str, &str) -> bool) -> bool {
+        self.iter().all(|(k, v)| f(k, v))
     }
 }
 
@@ -45,6 +63,14 @@ impl LabelSource for [(Box<str>, Box<str>)] {
     fn label(&self, key: &str) -> Option<&str> {
         let i = self.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
         self.get(i).map(|(_, v)| &**v)
+    }
+
+    fn label_count(&self) -> usize {
+        self.len()
+    }
+
+    fn all_labels(&self, f: &mut dyn FnMut(&str, &str) -> bool) -> bool {
+        self.iter().all(|(k, v)| f(k, v))
     }
 }
 

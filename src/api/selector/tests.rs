@@ -199,6 +199,38 @@ fn display_forms() {
 }
 
 #[test]
+fn repeated_keys_are_merged_for_matching_but_shown_term_by_term() {
+    let s = sel("a!=x,!b,a notin (y,z),a!=x,!b,c,c in (1,2),c=2");
+    assert_eq!(s.to_string(), "a!=x,a notin (y,z),a!=x,!b,!b,c,c in (1,2),c=2");
+    assert!(s.matches(&labels(&[("c", "2")])));
+    assert!(s.matches(&labels(&[("a", "w"), ("c", "2")])));
+    for bad in [&[("a", "x"), ("c", "2")][..], &[("a", "z"), ("c", "2")], &[("b", ""), ("c", "2")], &[("c", "1")], &[]] {
+        assert!(!lm(&s.to_string(), bad), "{bad:?}");
+    }
+    assert!(!lm("a,!a", &[("a", "")]) && !lm("a,!a", &[]));
+    assert!(!lm("a=x,a=y", &[("a", "x")]));
+    assert!(lm("a in (x,y),a in (y,z)", &[("a", "y")]));
+    assert!(!lm("a in (x,y),a!=y", &[("a", "y")]));
+    assert!(lm("a>1,a>3,a<9,a<7", &[("a", "4")]));
+    assert!(!lm("a>1,a>3,a<9,a<7", &[("a", "3")]) && !lm("a>1,a>3,a<9,a<7", &[("a", "7")]));
+}
+
+#[test]
+fn many_absent_ok_keys_against_few_labels() {
+    let s = sel(&(0..50).map(|i| format!("!k{i},k{i}!=v")).collect::<Vec<_>>().join(","));
+    assert!(lm(&s.to_string(), &[]));
+    assert!(lm(&s.to_string(), &[("a", "1"), ("k50", "v")]));
+    assert!(!lm(&s.to_string(), &[("a", "1"), ("k49", "w")]));
+    let ne = sel(&(0..50).map(|i| format!("k{i}!=v")).collect::<Vec<_>>().join(","));
+    assert!(ne.matches(&labels(&[("k1", "w"), ("k7", "x")])));
+    assert!(!ne.matches(&labels(&[("k1", "w"), ("k7", "v")])));
+    let present = sel(&(0..10).map(|i| format!("k{i}")).collect::<Vec<_>>().join(","));
+    assert!(!present.matches(&labels(&[("k1", ""), ("k2", "")])));
+    let all: Vec<(String, String)> = (0..10).map(|i| (format!("k{i}"), String::new())).collect();
+    assert!(present.matches(&all.into_iter().collect::<BTreeMap<_, _>>()));
+}
+
+#[test]
 fn nul_bytes_behave_like_the_go_lexer() {
     // NUL right after a word or operator separates tokens; at a token start it ends the input.
     assert_eq!(sel("a=\0b"), sel("a=b"));
@@ -586,6 +618,26 @@ fn reference_matches(reqs: &[RefReq], labels: &BTreeMap<String, String>) -> bool
     })
 }
 
+/// A larger key pool than [`KEYS`], so that selectors name more keys than objects have
+/// labels.
+const MANY_KEYS: &[&str] = &["a", "b", "x.io/c", "in", "k1", "k2", "k3", "k4", "k5", "k6"];
+
+/// Requirements an absent label satisfies: the terms a hostile selector repeats.
+fn absent_ok_op() -> impl Strategy<Value = RefOp> {
+    prop_oneof![selector_value().prop_map(RefOp::Ne), value_set().prop_map(RefOp::NotIn), Just(RefOp::NotExists)]
+}
+
+/// Mostly terms an absent label satisfies, over many keys; any term on `a` and `b`.
+fn repeated_req() -> impl Strategy<Value = RefReq> {
+    let any = (proptest::sample::select(&["a", "b"][..]), ref_op());
+    let absent_ok = (proptest::sample::select(MANY_KEYS), absent_ok_op());
+    prop_oneof![1 => any, 3 => absent_ok].prop_map(|(key, op)| RefReq { key: key.to_owned(), op, ws: String::new() })
+}
+
+fn many_key_labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+    proptest::collection::btree_map(proptest::sample::select(MANY_KEYS).prop_map(str::to_owned), value(), 0..7)
+}
+
 fn label_map() -> impl Strategy<Value = BTreeMap<String, String>> {
     proptest::collection::btree_map(key(), value(), 0..4)
 }
@@ -692,5 +744,27 @@ proptest! {
             }
         }
         prop_assert_eq!(FieldSelector::parse(&selector.to_string()), Ok(selector));
+    }
+}
+
+// Selectors of up to 30 terms: more cases, so that the rarer combinations (a denied value
+// on one of many absent-ok keys) come up.
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn compiled_matching_agrees_with_reference_on_repeated_keys(
+        reqs in proptest::collection::vec(repeated_req(), 0..30),
+        labels in many_key_labels(),
+    ) {
+        let text = render(&reqs);
+        let selector = LabelSelector::parse(&text).map_err(|e| TestCaseError::fail(format!("{text:?}: {e}")))?;
+        let expected = reference_matches(&reqs, &labels);
+        prop_assert_eq!(selector.matches(&labels), expected, "{:?} on {:?}", text, labels);
+        prop_assert_eq!(selector.matches(&labels as &dyn LabelSource), expected);
+        let slice: Vec<(Box<str>, Box<str>)> =
+            labels.iter().map(|(k, v)| (Box::from(k.as_str()), Box::from(v.as_str()))).collect();
+        prop_assert_eq!(selector.matches(slice.as_slice()), expected);
+        prop_assert_eq!(sel(&selector.to_string()), selector);
     }
 }
