@@ -146,10 +146,22 @@ impl Authenticator {
             // The upstream cannot be asked (or is slow to answer): its last answer, within
             // the staleness bound.
             Err(e @ ReviewError::Transport(_)) => match last {
-                Some(known) => Ok(known),
+                Some(known) => {
+                    self.stood_for(key, &known);
+                    Ok(known)
+                }
                 None => Err(log_failure(&self.upstream, "token review failed", &e)),
             },
             Err(e) => Err(log_failure(&self.upstream, "token review failed", &e)),
+        }
+    }
+
+    /// Hold the last known decision on a token as fresh for [`review::STOOD_FOR`] (see
+    /// [`review::judged`]).
+    fn stood_for(&self, key: [u8; 32], known: &Option<Identity>) {
+        match known {
+            Some(id) => self.cache.insert_for(super::ttl::owner(&id.username), key, known.clone(), review::STOOD_FOR),
+            None => self.refused.insert(key, None, review::STOOD_FOR),
         }
     }
 
@@ -223,7 +235,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_review_gives_way_to_the_last_known_decision_once_the_upstream_is_found_hung() {
+    async fn a_review_gives_way_to_the_last_known_decision_when_the_upstream_is_hung() {
         // An upstream that takes connections and answers nothing (just hung), found so by
         // the health monitor 3 s in.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -239,7 +251,7 @@ mod tests {
         let started = tokio::time::Instant::now();
         let got = authn.token("alice-token", None).await.unwrap();
         assert_eq!(got.map(|i| i.username), Some("alice".to_string()), "the last known identity");
-        assert_eq!(started.elapsed(), Duration::from_secs(3), "when the upstream is found hung, not the review's own deadline");
+        assert_eq!(started.elapsed(), review::REVIEW_GRACE, "at the grace, not when the upstream is found hung");
         assert_eq!(authn.reviews(), 1, "the upstream was asked first");
         // A token never judged has nothing to fall back on: a 503.
         let never = authn.token("bob-token", None).await.unwrap_err();
@@ -248,13 +260,21 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_slow_review_from_an_upstream_that_is_up_is_its_answer_not_the_last_known_one() {
+    async fn a_slow_renewal_lets_the_last_decision_stand_until_its_answer_comes() {
         // An upstream that answers TokenReviews in 2 s, now refusing alice's token.
         let authn = knowing_alice(refusing_upstream(Duration::from_secs(2)).await);
         let started = tokio::time::Instant::now();
         let got = authn.token("alice-token", None).await.unwrap();
-        assert_eq!(got, None, "the upstream's answer: refused (was: alice again, after 1 s)");
-        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert_eq!(got.map(|i| i.username), Some("alice".into()), "the last decision, at the grace");
+        assert_eq!(started.elapsed(), review::REVIEW_GRACE);
+        // Meanwhile the same token is not kept waiting again, nor reviewed again.
+        let again = tokio::time::Instant::now();
+        assert!(authn.token("alice-token", None).await.unwrap().is_some());
+        assert_eq!((again.elapsed(), authn.reviews()), (Duration::ZERO, 1));
+        // Once the renewal answers, its answer is the decision.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(authn.token("alice-token", None).await.unwrap(), None, "the upstream's answer: refused");
+        assert_eq!(authn.reviews(), 1);
     }
 
     /// An upstream, up, that refuses every token `after` each review arrives.

@@ -218,6 +218,7 @@ impl Authorizer {
         self.reviews.fetch_add(1, Ordering::Relaxed);
         let (cache, allow, deny, owner) =
             (self.cache.clone(), self.settings.allow_ttl, self.settings.deny_ttl, super::ttl::owner(&id.username));
+        let hold_key = key.clone();
         let keep = move |d: &Decision| cache.insert_for(owner, key, d.clone(), if d.allowed { allow } else { deny });
         let review = Self::review(self.upstream.clone(), review_spec(id, a));
         match review::judged(&self.lanes, last.is_some(), review, keep).await {
@@ -225,7 +226,11 @@ impl Authorizer {
             // The upstream cannot be asked (or is slow to answer): its last answer, within
             // the staleness bound.
             Err(e @ ReviewError::Transport(_)) => match last {
-                Some(known) => Ok(known),
+                Some(known) => {
+                    // Held as fresh a moment (see `review::judged`); the renewal replaces it.
+                    self.cache.insert_for(owner, hold_key, known.clone(), super::review::STOOD_FOR);
+                    Ok(known)
+                }
                 None => Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),
             },
             Err(e) => Err(super::authn::log_failure(&self.upstream, "access review failed", &e)),

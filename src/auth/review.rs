@@ -56,25 +56,26 @@ pub const LANE: usize = 64;
 /// kache knows are judged meanwhile.
 #[derive(Debug)]
 pub struct Lanes {
-    renew: tokio::sync::Semaphore,
-    first: tokio::sync::Semaphore,
+    renew: std::sync::Arc<tokio::sync::Semaphore>,
+    first: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Lanes {
     /// Two lanes of `n` reviews each (0: no bound).
     pub fn new(n: usize) -> Lanes {
         let n = if n == 0 { tokio::sync::Semaphore::MAX_PERMITS } else { n };
-        Lanes { renew: tokio::sync::Semaphore::new(n), first: tokio::sync::Semaphore::new(n) }
+        let lane = || std::sync::Arc::new(tokio::sync::Semaphore::new(n));
+        Lanes { renew: lane(), first: lane() }
     }
 
     /// A place in the lane of a review with (`known`) or without a last known decision.
-    async fn enter(&self, known: bool) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    async fn enter(&self, known: bool) -> Option<tokio::sync::OwnedSemaphorePermit> {
         let lane = if known { &self.renew } else { &self.first };
-        match lane.try_acquire() {
+        match lane.clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
                 crate::telemetry::limit_hit("max-concurrent-reviews");
-                lane.acquire().await.ok()
+                lane.clone().acquire_owned().await.ok()
             }
         }
     }
@@ -112,29 +113,50 @@ impl<K: Eq + std::hash::Hash + Clone> Turns<K> {
     }
 }
 
-/// `review`, in its lane, whose answer is given to `keep` (to cache it). The caller waits
-/// for the answer: a review slower than usual from an upstream that is up is still the
-/// upstream's answer, and the last known decision is only for an upstream found (or
-/// suspected) hung or unreachable, which ends the review with [`ReviewError::Transport`]
-/// (see [`post`]). The review runs on its own task: a client that goes away meanwhile does
-/// not waste it, its answer is still kept.
+/// How long a review may keep a request waiting when kache knows the last decision (within
+/// `--serve-stale-seconds`): about what a cached read takes. Past it the last decision
+/// stands for the request (see [`judged`]).
+pub(crate) const REVIEW_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long a last known decision that stood for a request ([`REVIEW_GRACE`]) is held as
+/// fresh: the renewal still under way replaces it when it answers, and meanwhile the
+/// requests of the same client are not each kept waiting for the grace.
+pub(crate) const STOOD_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `review`, in its lane, whose answer is given to `keep` (to cache it). A first review
+/// (no decision `known`) is waited for: nothing else can decide. A renewal is waited for at
+/// most [`REVIEW_GRACE`]; past it the caller gets [`ReviewError::Transport`] and uses its
+/// last known decision, so that a read kache answers from memory does not wait on a slow or
+/// hung upstream (one found hung fails at once, see [`post`]). The review runs on its own
+/// task, holding its place in the lane: a client that goes away, or a renewal that outlasts
+/// the grace, does not waste it, its answer is still kept.
 pub(crate) async fn judged<T: Send + 'static>(
     lanes: &Lanes,
     known: bool,
     review: impl std::future::Future<Output = Result<T, ReviewError>> + Send + 'static,
     keep: impl FnOnce(&T) + Send + 'static,
 ) -> Result<T, ReviewError> {
-    let _place = lanes.enter(known).await;
-    let review = async move {
-        let answer = review.await;
-        if let Ok(a) = &answer {
-            keep(a);
+    let judged = async {
+        let place = lanes.enter(known).await;
+        let review = async move {
+            let _place = place;
+            let answer = review.await;
+            if let Ok(a) = &answer {
+                keep(a);
+            }
+            answer
+        };
+        match tokio::spawn(review).await {
+            Ok(answer) => answer,
+            Err(e) => Err(ReviewError::Transport(e.to_string())),
         }
-        answer
     };
-    match tokio::spawn(review).await {
+    if !known {
+        return judged.await;
+    }
+    match tokio::time::timeout(REVIEW_GRACE, judged).await {
         Ok(answer) => answer,
-        Err(e) => Err(ReviewError::Transport(e.to_string())),
+        Err(_) => Err(ReviewError::Transport(format!("no answer within {REVIEW_GRACE:?}"))),
     }
 }
 
@@ -207,22 +229,33 @@ mod tests {
     use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
-    async fn a_review_is_waited_for_and_its_answer_kept() {
+    async fn a_first_review_is_waited_for_a_renewal_only_for_the_grace_and_both_answers_kept() {
         let kept = Arc::new(Mutex::new(Vec::new()));
-        let slow = async {
+        let slow = || async {
             tokio::time::sleep(Duration::from_secs(2)).await;
             Ok::<_, ReviewError>("allowed")
         };
-        let keep = {
+        let keep = || {
             let kept = kept.clone();
             move |a: &&str| kept.lock().unwrap().push(a.to_string())
         };
+        let lanes = Lanes::new(4);
         let started = tokio::time::Instant::now();
-        // A last known decision exists, the upstream is up: its answer, however slow.
-        let got = judged(&Lanes::new(4), true, slow, keep).await;
+        // No decision known: nothing else can decide, however slow the upstream.
+        let got = judged(&lanes, false, slow(), keep()).await;
         assert_eq!(got.unwrap(), "allowed");
         assert_eq!(started.elapsed(), Duration::from_secs(2));
-        assert_eq!(*kept.lock().unwrap(), ["allowed"]);
+        // A renewal: the caller is let go at the grace (to use its last decision) ...
+        let started = tokio::time::Instant::now();
+        let got = judged(&lanes, true, slow(), keep()).await;
+        assert!(matches!(got, Err(ReviewError::Transport(_))), "{got:?}");
+        assert_eq!(started.elapsed(), REVIEW_GRACE);
+        assert_eq!(kept.lock().unwrap().len(), 1);
+        // ... and the review, still running in its lane, keeps its answer when it comes.
+        assert_eq!(lanes.renew.available_permits(), 3, "the renewal holds its place");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(*kept.lock().unwrap(), ["allowed", "allowed"]);
+        assert_eq!(lanes.renew.available_permits(), 4);
     }
 
     #[tokio::test(start_paused = true)]

@@ -151,6 +151,8 @@ struct Fresh {
     end_after: Option<EndAfter>,
     /// A LIST's page the upstream's metadata showed current (`serve::check`).
     verified: Option<Verified>,
+    /// The apiserver's answer when no state can do: a resourceVersion it has not reached.
+    refused: Option<Status>,
 }
 
 /// Whether a watch from no resourceVersion sends the state and then the initial-events-end
@@ -211,7 +213,10 @@ impl Serve {
         let resp = match growing {
             Some(growing) => self.growing_answer(&feed, growing, &plan, opts, arrived).await?,
             None => {
-                let fresh = self.fresh_enough(&feed, &plan, opts, &client).await?;
+                let (fresh, columns) =
+                    tokio::join!(self.fresh_enough(&feed, &plan, opts, &client), Self::columns_current(&feed, &plan, opts));
+                let fresh = fresh?;
+                columns?;
                 self.answer(&feed, &plan, opts, fresh).await
             }
         };
@@ -255,6 +260,18 @@ impl Serve {
             return Err(PassThrough::NoPrinter);
         }
         Ok((feed, None))
+    }
+
+    /// A custom resource's Table is printed with its CRD's columns as they stand when the
+    /// read asks for the upstream's state (any but `resourceVersion=0`): read alongside the
+    /// freshness proof; columns that changed leave the Table to the upstream (the kind's
+    /// cache relists when its watch ends, as the apiserver ends them on a CRD change).
+    async fn columns_current(feed: &Feed, plan: &Plan<'_>, opts: &Options) -> Result<(), PassThrough> {
+        let any = opts.rv == Some(0) && opts.cont.is_none();
+        if !matches!(plan.view, View::Table { .. }) || opts.watch || any || feed.columns_current().await {
+            return Ok(());
+        }
+        Err(PassThrough::NoPrinter)
     }
 
     /// The initial list under way, if a watch that starts with the state (a WatchList, or a
@@ -454,6 +471,9 @@ impl Serve {
         if let Some(verified) = fresh.verified {
             return handler::list_verified(cache, verified, ns, opts, (format, view));
         }
+        if let Some(status) = fresh.refused {
+            return Err(status);
+        }
         let end_after = fresh.end_after;
         match &p.name {
             Some(name) => {
@@ -492,16 +512,17 @@ impl Serve {
             return match opts.rv {
                 // A watch's start is not weighed: kache exists to hold watches.
                 None if opts.watch && ends_initial_events(opts) => {
-                    self.proving(feed, wait).await.map(|end_after| Fresh { end_after, verified: None })
+                    self.proving(feed, wait).await.map(|end_after| Fresh { end_after, ..Fresh::default() })
                 }
                 None if opts.watch => latest(self.proven(feed, wait).await),
                 None => self.consistent(feed, plan, opts, client).await,
+                Some(n) if !opts.watch => self.not_older_than(feed, plan, opts, client, n).await,
                 Some(n) => latest(self.reached(feed, n, wait).await),
             };
         }
         let past = match opts.list_mode() {
             ListMode::Consistent => return self.consistent(feed, plan, opts, client).await,
-            ListMode::NotOlderThan(n) => return latest(self.reached(feed, n, wait).await),
+            ListMode::NotOlderThan(n) => return self.not_older_than(feed, plan, opts, client, n).await,
             ListMode::Exact(n) => {
                 self.reached(feed, n, wait).await?;
                 Some(n)
@@ -542,7 +563,7 @@ impl Serve {
             Err(o) => *o,
         };
         self.count_check(outcome);
-        result.map(|verified| Fresh { end_after: None, verified })
+        result.map(|verified| Fresh { verified, ..Fresh::default() })
     }
 
     /// A consistent WatchList: the upstream's current RV, which its end bookmark waits for
@@ -622,6 +643,28 @@ impl Serve {
             Err(_) => {}
         }
         proven.map(|()| Fresh::default())
+    }
+
+    /// A read of a state at least as new as `rv` (a GET with a resourceVersion, a LIST with
+    /// `resourceVersionMatch=NotOlderThan`). A cache that has not reached `rv` proves itself
+    /// as for a consistent read, the cost rule deciding between the proof and the upstream:
+    /// the upstream's current state is at least as new as any RV it gave. An RV past the
+    /// upstream's state is waited for as the apiserver waits (the consistent wait, from the
+    /// read's arrival) and then refused with its 504, rather than passed on to wait again.
+    async fn not_older_than(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str, rv: u64) -> Result<Fresh, PassThrough> {
+        if feed.cache.progress() >= rv {
+            return Ok(Fresh::default());
+        }
+        let arrived = Instant::now();
+        let fresh = self.consistent(feed, plan, opts, client).await?;
+        if feed.cache.progress() >= rv || fresh.verified.as_ref().is_some_and(|v| v.rv >= rv) {
+            return Ok(fresh);
+        }
+        let left = self.settings.consistent_wait.saturating_sub(arrived.elapsed());
+        if feed.prove(rv, left).await {
+            return Ok(Fresh::default());
+        }
+        Ok(Fresh { refused: Some(Status::too_large_rv(rv, feed.cache.progress())), ..Fresh::default() })
     }
 
     /// Wait for `client`'s turn to have a consistent read proven: at once within its budget

@@ -282,6 +282,15 @@ impl Feed {
         }
     }
 
+    /// Whether the cache's cells were computed with the printer columns the CRD has now (a
+    /// consistent read of it): a CRD change decides a custom resource's columns without an
+    /// event of the kind, so a Table proven at the upstream's state needs this as well.
+    /// Built-in kinds: always.
+    pub(crate) async fn columns_current(&self) -> bool {
+        let cached = self.cache.snapshot().custom.clone();
+        cached.is_none() || self.custom_columns().await == cached
+    }
+
     /// A custom resource's printer columns for the cached version, read from its CRD
     /// (`None` for built-in kinds, and when the CRD cannot be read or has columns kache does
     /// not evaluate: then its Tables pass through).

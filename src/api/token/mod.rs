@@ -4,7 +4,9 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+mod gojson;
 
 /// A decoded continue token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,13 +22,10 @@ pub struct Continue {
 }
 
 /// The token's JSON; a missing member is its zero value, as in Go.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Default)]
 struct Wire {
-    #[serde(default)]
     v: String,
-    #[serde(default)]
     rv: i64,
-    #[serde(default)]
     start: String,
 }
 
@@ -67,12 +66,11 @@ impl Continue {
         let raw = LENIENT
             .decode(token.as_bytes())
             .map_err(|_| BadToken(format!("continue key is not valid: illegal base64 data at input byte {}", illegal_byte(token))))?;
-        let w: Wire =
-            serde_json::from_slice(&raw).map_err(|e| BadToken(format!("continue key is not valid: {}", go_json_error(&raw, &e))))?;
+        let w = gojson::token(&raw).map_err(|e| BadToken(format!("continue key is not valid: {e}")))?;
         if w.v != "meta.k8s.io/v1" {
             return Err(BadToken(format!("continue key is not valid: server does not recognize this encoded version {}", w.v)));
         }
-        if w.rv == 0 || w.rv < -1 {
+        if w.rv == 0 {
             return Err(BadToken("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into()));
         }
         if w.start.is_empty() {
@@ -89,7 +87,8 @@ impl Continue {
             Some(after) => (after, false),
             None => (start, true),
         };
-        Ok(Continue { rv: w.rv, after: after.to_string(), inclusive })
+        // Any negative RV reads as the storage's latest state, as -1 does.
+        Ok(Continue { rv: w.rv.max(-1), after: after.to_string(), inclusive })
     }
 }
 
@@ -100,32 +99,6 @@ const LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::
         .with_decode_allow_trailing_bits(true)
         .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone),
 );
-
-/// The text Go's `json.Unmarshal` gives for the commonest ways a token's JSON is broken;
-/// serde's own message otherwise.
-fn go_json_error(raw: &[u8], e: &serde_json::Error) -> String {
-    let first = raw.iter().copied().find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
-    match first {
-        None => "unexpected end of JSON input".into(),
-        Some(b) if !matches!(b, b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
-            format!("invalid character {} looking for beginning of value", go_quote_char(b))
-        }
-        _ if e.is_eof() => "unexpected end of JSON input".into(),
-        _ => e.to_string(),
-    }
-}
-
-/// Go's `quoteChar`: a byte (read as the code point of that value) in single quotes.
-fn go_quote_char(b: u8) -> String {
-    match b {
-        b'\'' => "'\\''".into(),
-        b'"' => "'\"'".into(),
-        _ => {
-            let q = crate::api::quote::go_quote(&char::from(b).to_string());
-            format!("'{}'", &q[1..q.len() - 1])
-        }
-    }
-}
 
 /// Where Go's base64 decoder reports corrupt input: the first byte outside the alphabet, or
 /// the start of a trailing partial quantum of one byte.
@@ -166,6 +139,24 @@ mod tests {
         assert_eq!(e("a!b"), "invalid continue token: continue key is not valid: illegal base64 data at input byte 1");
         assert_eq!(e("e30"), "invalid continue token: continue key is not valid: server does not recognize this encoded version ");
         assert!(Continue::decode("").is_err());
+        // "no" is not JSON: Go's scanner names the byte and the literal it expected.
+        assert_eq!(e("bm8"), "invalid continue token: continue key is not valid: invalid character 'o' in literal null (expecting 'u')");
+    }
+
+    #[test]
+    fn tokens_go_reads_are_read() {
+        let token = |json: &str| URL_SAFE_NO_PAD.encode(json);
+        // A negative RV is the storage's latest state, whatever its value.
+        let c = Continue::decode(&token(r#"{"v":"meta.k8s.io/v1","rv":-2,"start":"a\u0000"}"#)).unwrap();
+        assert_eq!(c, Continue { rv: -1, after: "a".into(), inclusive: false });
+        // Members repeated: the last one counts, as in Go.
+        let c = Continue::decode(&token(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"a\u0000","start":"b\u0000"}"#)).unwrap();
+        assert_eq!(c, Continue { rv: 3, after: "b".into(), inclusive: false });
+        let e = Continue::decode(&token(r#"{"v":"meta.k8s.io/v1","rv":"3","start":"a"}"#)).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid continue token: continue key is not valid: json: cannot unmarshal string into Go struct field continueToken.rv of type int64"
+        );
     }
 
     #[test]
