@@ -596,6 +596,17 @@ async fn real_a_crds_changed_printer_columns_are_printed_from_cache_once_its_wat
     // New columns: the apiserver ends the gizmos' watches, kache reads the CRD again and
     // relists; until then its Tables keep the old columns (or pass through while it lists).
     gizmos_crd(&direct, json!([{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}, {"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1}])).await;
+    // Once the apiserver prints them, a consistent Table through kache has them too, at
+    // once: its proof covers the CRD that decides the columns, not only the objects.
+    for _ in 0..600 {
+        let (_, direct_table) = direct_get(&direct, path, table).await;
+        if names(&serde_json::from_slice(&direct_table).unwrap()) == ["Name", "Size", "Color"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let got = k.api.request(http::Method::GET, path, Some(table), None, Vec::new()).await;
+    assert_eq!(names(&got.json()), ["Name", "Size", "Color"], "the CRD's columns as they stand");
     let mut seen = false;
     for _ in 0..600 {
         let before = k.serving.serve.cache_hits();

@@ -81,12 +81,43 @@ async fn requests_kache_cannot_answer_pass_through_with_their_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resource_version_the_upstream_has_not_reached_is_unproven() {
-    // No writes: an RV ahead of the upstream's is never proven; the upstream answers it.
-    let (sim, k) = setup(&["--consistent-wait-ms", "200"]).await;
+async fn a_resource_version_past_the_upstreams_gets_the_apiservers_504_without_asking_it_again() {
+    // No writes: an RV ahead of the upstream's is never reached. kache waits for it as the
+    // apiserver would (the consistent wait) and refuses it as the apiserver does, instead of
+    // passing it on for the upstream to wait again.
+    // Factor 0: every read that needs a proof waits for it (none is cheaper upstream).
+    let (sim, k) = setup(&["--consistent-passthrough-factor", "0"]).await;
+    // A write the cache has not seen yet: a read at least that new is proven and answered.
+    let written = obj_rv(&sim.api.create_cm("default", "not-older-than", json!({})).await);
+    let (hits, before) = (k.serving.serve.cache_hits(), counts(&k));
+    let r = k.api.get(&format!("/api/v1/namespaces?resourceVersion={written}&resourceVersionMatch=NotOlderThan")).await;
+    assert_eq!(counts(&k), before, "not passed through");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(list_rv(&r.json()) >= written);
+    assert_eq!(k.serving.serve.cache_hits(), hits + 1, "from cache");
     let rv = list_rv(&sim.api.get("/api/v1/namespaces?limit=1").await.json());
-    let path = format!("/api/v1/pods?resourceVersion={}&resourceVersionMatch=NotOlderThan", rv + 1000);
-    passes_for(&k, "unproven", Some(504), || k.api.get(&path)).await;
+    let future = rv + 1000;
+    let pod = sim.api.get("/api/v1/pods?limit=1").await.json()["items"][0]["metadata"].clone();
+    let reads = [
+        format!("/api/v1/pods?resourceVersion={future}&resourceVersionMatch=NotOlderThan"),
+        format!(
+            "/api/v1/namespaces/{}/pods/{}?resourceVersion={future}",
+            pod["namespace"].as_str().unwrap(),
+            pod["name"].as_str().unwrap()
+        ),
+    ];
+    for path in reads {
+        let before = counts(&k);
+        let r = k.api.get(&path).await;
+        assert_eq!(r.status, 504, "{path}: {}", r.text());
+        let s = r.json();
+        assert_eq!(s["reason"], "Timeout");
+        assert!(s["message"].as_str().unwrap().starts_with(&format!("Timeout: Too large resource version: {future}, current: ")), "{s}");
+        assert_eq!(s["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+        assert_eq!(s["details"]["retryAfterSeconds"], 1);
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert_eq!(counts(&k), before, "{path}: not passed through");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
