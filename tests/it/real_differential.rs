@@ -579,6 +579,21 @@ async fn cases(up: &Upstream) -> Vec<Case> {
         out.push(Case::new(format!("{cm}?{q}"), JSON));
         out.push(Case::new(format!("{cm}?{q}"), PB_FIRST));
     }
+    // Continue tokens as Go's encoding/json reads them: its syntax errors, a negative RV
+    // (the latest state), a repeated member (the last wins), a member of the wrong type.
+    use base64::Engine;
+    for json in [
+        "no",
+        "tru",
+        "{\"a\":1,}",
+        r#"{"v":"meta.k8s.io/v1","rv":-2,"start":"cm\u0000"}"#,
+        r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"a\u0000","start":"cm\u0000"}"#,
+        r#"{"v":"meta.k8s.io/v1","rv":"5","start":"a"}"#,
+        r#"{"V":"meta.k8s.io/v1","RV":-1,"Start":"cm\u0000"}"#,
+    ] {
+        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+        out.push(Case::new(format!("{cm}?limit=2&continue={token}"), JSON));
+    }
     out
 }
 

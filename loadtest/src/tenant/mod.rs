@@ -175,6 +175,10 @@ pub struct TenantArgs {
     /// `selector`: time between the control client's reads, in milliseconds.
     #[arg(long, default_value_t = 50)]
     pub control_interval_ms: u64,
+    /// Run the attacks at once rather than one after another: each with its own honest
+    /// clients, which then see every attack together.
+    #[arg(long)]
+    pub together: bool,
     /// Write every figure to this JSON file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -398,6 +402,10 @@ async fn probe(
     eprintln!("reading pod {}/{}", pod.0, pod.1);
     let ctx = Ctx { ep, args, tokens, honest, protocol, pod, limit, run_id: run.to_string() };
     let mut r = TargetReport::new(ep, format!("{}/{}", ctx.pod.0, ctx.pod.1), BTreeMap::new());
+    if args.together {
+        together(&ctx, attacks, &mut r).await;
+        return Ok(r);
+    }
     for (i, &attack) in attacks.iter().enumerate() {
         let name = serde_json::to_value(attack)?.as_str().unwrap_or_default().to_string();
         if i > 0 {
@@ -420,6 +428,54 @@ async fn probe(
         eprintln!("   done in {:.1} s", t0.elapsed().as_secs_f64());
     }
     Ok(r)
+}
+
+/// Every attack at once (`--together`), each measured by its own honest clients.
+async fn together(ctx: &Ctx<'_>, attacks: &[Attack], r: &mut TargetReport) {
+    async fn when<T>(on: bool, f: impl std::future::Future<Output = anyhow::Result<T>>) -> Option<anyhow::Result<T>> {
+        if on {
+            Some(f.await)
+        } else {
+            None
+        }
+    }
+    let s = settle(ctx).await;
+    eprintln!("-- {attacks:?} together (settled in {:.1} s, ok {})", s.waited_s, s.ok);
+    r.settle.insert("together".into(), s);
+    let t0 = Instant::now();
+    let on = |a: Attack| attacks.contains(&a);
+    let (zw, held, silent, sel) = tokio::join!(
+        when(on(Attack::ZeroWindow), zero_window::run(ctx)),
+        when(on(Attack::HeldReads), held::run(ctx)),
+        when(on(Attack::Silent), silent::run(ctx)),
+        when(on(Attack::Selector), selector::run(ctx)),
+    );
+    let mut errors: Vec<(&str, anyhow::Error)> = Vec::new();
+    match zw {
+        Some(Ok(f)) => r.zero_window = Some(f),
+        Some(Err(e)) => errors.push(("zero-window", e)),
+        None => {}
+    }
+    match held {
+        Some(Ok(f)) => r.held_reads = Some(f),
+        Some(Err(e)) => errors.push(("held-reads", e)),
+        None => {}
+    }
+    match silent {
+        Some(Ok(f)) => r.silent = Some(f),
+        Some(Err(e)) => errors.push(("silent", e)),
+        None => {}
+    }
+    match sel {
+        Some(Ok(f)) => r.selector = Some(f),
+        Some(Err(e)) => errors.push(("selector", e)),
+        None => {}
+    }
+    for (name, e) in errors {
+        eprintln!("   {name} failed: {e:#}");
+        r.failed.insert(name.into(), format!("{e:#}"));
+    }
+    eprintln!("   done in {:.1} s", t0.elapsed().as_secs_f64());
 }
 
 /// The namespace and name of the first pod a LIST returns, asked until `until` while the
