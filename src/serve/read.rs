@@ -40,7 +40,7 @@ const FIRST_PAGE_WAIT: Duration = Duration::from_millis(100);
 const GROWING_PROOF_AFTER: Duration = Duration::from_secs(3600);
 
 /// Why a request went to the upstream rather than being answered from cache: the `reason`
-/// label of `kache_passthrough_total` (the README's "Pass-through reasons" lists them).
+/// label of `kache_passthrough_total` (docs/operations.md, "Pass-through reasons", lists them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PassThrough {
     /// A method other than GET: writes, and anything else that is not a read.

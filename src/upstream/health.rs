@@ -26,7 +26,7 @@ pub const MIN_GAP: Duration = Duration::from_millis(250);
 /// makes calls waiting on the upstream give up (a Status for the client, the last known
 /// decision for a review) before the monitor declares it hung: the apiserver answers
 /// `/readyz` from memory, exempt from priority and fairness, in milliseconds (a real one
-/// with 30,000 pods, two full LISTs in flight on two cores: see README, "When the upstream
+/// with 30,000 pods, two full LISTs in flight on two cores: see docs/operations.md, "When the upstream
 /// fails"). But kache's own runtime can be slow to read the answer: a debug build opening
 /// ten TLS connections at once for a thousand passed-through watches, on a two-core
 /// machine at load 8, heard nothing for up to ~0.85 s from an apiserver answering `/readyz`

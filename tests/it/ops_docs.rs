@@ -1,16 +1,19 @@
 //! Operations documentation and deploy files kept in sync with the code:
-//! - the flags table of README.md is `kache serve --help` (every flag in the order
+//! - the flags table of docs/operations.md is `kache serve --help` (every flag in the order
 //!   the help lists them, with its environment variable, default and meaning);
-//! - the metrics table of README.md is src/telemetry.rs (every declared metric);
+//! - the metrics table of docs/operations.md is src/telemetry.rs (every declared metric);
 //! - deploy/grafana-dashboard.json queries only declared metrics, and every one of them;
 //! - every `KACHE_...` variable the manifests under deploy/ set is one kache reads.
 //!
 //! On a mismatch the expected table is printed; `BLESS=1 cargo test --test it ops_docs`
-//! rewrites the tables in README.md in place (add `-- --test-threads=1`).
+//! rewrites the tables in docs/operations.md in place (add `-- --test-threads=1`).
 
 use clap::CommandFactory;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+/// Where the operations reference lives.
+const OPERATIONS: &str = "docs/operations.md";
 
 fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
@@ -122,12 +125,12 @@ fn check_section(doc: &Path, name: &str, expected: &str) -> Result<(), String> {
 
 #[test]
 fn the_flags_table_matches_kache_serve_help() {
-    check_section(&repo("README.md"), "flags:serve", &flags_table()).unwrap_or_else(|e| panic!("{e}"));
+    check_section(&repo(OPERATIONS), "flags:serve", &flags_table()).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
 fn the_metrics_table_matches_src_telemetry() {
-    check_section(&repo("README.md"), "metrics", &metrics_table()).unwrap_or_else(|e| panic!("{e}"));
+    check_section(&repo(OPERATIONS), "metrics", &metrics_table()).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -201,12 +204,12 @@ fn manifests_set_only_variables_kache_reads() {
 }
 
 #[test]
-fn the_alert_rules_use_declared_metrics_and_the_readme_explains_each() {
+fn the_alert_rules_use_declared_metrics_and_the_operations_doc_explains_each() {
     let path = repo("deploy/monitoring/prometheusrule.yaml");
     let rule: serde_json::Value =
         serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let declared: BTreeSet<String> = crate::support::ops::telemetry_metrics().into_iter().map(|m| m.name).collect();
-    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo(OPERATIONS)).unwrap();
     let mut alerts = 0;
     for g in rule["spec"]["groups"].as_array().expect("groups") {
         for r in g["rules"].as_array().expect("rules") {
@@ -215,7 +218,7 @@ fn the_alert_rules_use_declared_metrics_and_the_readme_explains_each() {
             for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("kache_")) {
                 assert!(declared.contains(word), "alert {name} queries {word}, which src/telemetry.rs does not declare: {expr}");
             }
-            assert!(readme.contains(&format!("`{name}`")), "README.md does not explain the alert {name}");
+            assert!(readme.contains(&format!("`{name}`")), "{OPERATIONS} does not explain the alert {name}");
         }
     }
     assert!(alerts >= 5, "only {alerts} alerts");
