@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Everyday kubectl commands and client reads through kache and directly, alternating, with
 a writer moving the global resourceVersion (as a real cluster's leases do): the parity
-benchmark of issue #22.
+benchmark, the first table of BENCHMARKS.md (through `headline.sh`).
 
     python3 loadtest/real/parity.py --kache-kubeconfig kache.kubeconfig \
         --direct-kubeconfig ~/real-apiserver/kubeconfig --context admin -n 5 \
@@ -10,13 +10,13 @@ benchmark of issue #22.
 Each command runs -n times through each side, alternating kache/direct (so drift in the
 machine's load hits both alike); the report gives medians, the ratio kache/direct and
 whether it meets "<= 1.1x direct + 10 ms". kubectl's discovery cache is warmed once per side
-first, as an everyday user's is. Names of a pod, node and namespace are taken from the
-cluster (populate.py's ns-001.. namespaces and node-0000.. nodes).
+first, as an everyday user's is. The pod read, its namespace, node and a label of it are taken
+from the cluster (the first pod a LIST returns), so any cluster will do.
 
 The raw reads (curl-like, via urllib) of every pod are included: consistent and RV=0, JSON,
 protobuf and Table.
 
-`kubectl get pods -A` (60 pages) also runs with -v=6, and its time is split in two: paging
+`kubectl get pods -A` (60 pages of 500 at 30,000 pods) also runs with -v=6, and its time is split in two: paging
 (its first page's response to its last page's, the 60 requests after the first) and the rest
 (the wall time outside that span, mostly kubectl's own work after the last page). kubectl's
 client-side rate limiter (5 requests a second after a burst of 10) bounds the paging at about
@@ -114,27 +114,32 @@ def direct_json(path):
     return json.load(urllib.request.urlopen(req, context=ctx))
 
 
-pod = direct_json("/api/v1/namespaces/ns-001/pods?limit=1")["items"][0]["metadata"]["name"]
-deploy = direct_json("/apis/apps/v1/deployments?limit=1")["items"]
+# What the commands read, taken from the cluster: the first pod's namespace, name, node and
+# first label.
+first = direct_json("/api/v1/pods?limit=1")["items"][0]
+ns, pod = first["metadata"]["namespace"], first["metadata"]["name"]
+node = first["spec"].get("nodeName", "")
+label = next(iter(sorted((first["metadata"].get("labels") or {"app": "none"}).items())))
+selector = f"{label[0]}={label[1]}"
 PB = "application/vnd.kubernetes.protobuf"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 COMMANDS = [
     ("get-ns", "kubectl get ns", lambda s: kubectl(s, ["get", "ns"])),
     ("get-svc-A", "kubectl get svc -A", lambda s: kubectl(s, ["get", "svc", "-A"])),
-    ("get-pod-yaml", "kubectl get pod NAME -o yaml", lambda s: kubectl(s, ["-n", "ns-001", "get", "pod", pod, "-o", "yaml"])),
-    ("get-pod-json", "kubectl get pod NAME -o json", lambda s: kubectl(s, ["-n", "ns-001", "get", "pod", pod, "-o", "json"])),
-    ("describe-pod", "kubectl describe pod NAME", lambda s: kubectl(s, ["-n", "ns-001", "describe", "pod", pod])),
-    ("get-pods-node", "kubectl get pods -A --field-selector spec.nodeName=node-0007",
-     lambda s: kubectl(s, ["get", "pods", "-A", "--field-selector", "spec.nodeName=node-0007"])),
-    ("get-pods-label", "kubectl get pods -n ns-002 -l tier=frontend", lambda s: kubectl(s, ["-n", "ns-002", "get", "pods", "-l", "tier=frontend"])),
+    ("get-pod-yaml", "kubectl get pod NAME -o yaml", lambda s: kubectl(s, ["-n", ns, "get", "pod", pod, "-o", "yaml"])),
+    ("get-pod-json", "kubectl get pod NAME -o json", lambda s: kubectl(s, ["-n", ns, "get", "pod", pod, "-o", "json"])),
+    ("describe-pod", "kubectl describe pod NAME", lambda s: kubectl(s, ["-n", ns, "describe", "pod", pod])),
+    ("get-pods-node", "kubectl get pods -A --field-selector spec.nodeName=NODE",
+     lambda s: kubectl(s, ["get", "pods", "-A", "--field-selector", f"spec.nodeName={node}"])),
+    ("get-pods-label", "kubectl get pods -n NS -l KEY=VALUE", lambda s: kubectl(s, ["-n", ns, "get", "pods", "-l", selector])),
     ("get-nodes", "kubectl get nodes", lambda s: kubectl(s, ["get", "nodes"])),
     ("get-nodes-wide", "kubectl get nodes -o wide", lambda s: kubectl(s, ["get", "nodes", "-o", "wide"])),
-    ("get-pods-ns", "kubectl get pods -n ns-001", lambda s: kubectl(s, ["-n", "ns-001", "get", "pods"])),
-    ("get-pods-ns-wide", "kubectl get pods -n ns-001 -o wide", lambda s: kubectl(s, ["-n", "ns-001", "get", "pods", "-o", "wide"])),
-    ("get-cm-ns", "kubectl get cm -n ns-003", lambda s: kubectl(s, ["-n", "ns-003", "get", "cm"])),
-    ("get-all-ns", "kubectl get all -n ns-001", lambda s: kubectl(s, ["-n", "ns-001", "get", "all"])),
-    ("get-pods-A", "kubectl get pods -A (60 pages)", lambda s: kubectl(s, ["get", "pods", "-A"], phases)),
+    ("get-pods-ns", "kubectl get pods -n NS", lambda s: kubectl(s, ["-n", ns, "get", "pods"])),
+    ("get-pods-ns-wide", "kubectl get pods -n NS -o wide", lambda s: kubectl(s, ["-n", ns, "get", "pods", "-o", "wide"])),
+    ("get-cm-ns", "kubectl get cm -n NS", lambda s: kubectl(s, ["-n", ns, "get", "cm"])),
+    ("get-all-ns", "kubectl get all -n NS", lambda s: kubectl(s, ["-n", ns, "get", "all"])),
+    ("get-pods-A", "kubectl get pods -A", lambda s: kubectl(s, ["get", "pods", "-A"], phases)),
     ("raw-pods-pb", "consistent LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods", PB)),
     ("raw-pods-pb-rv0", "RV=0 LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", PB)),
     ("raw-pods-json", "consistent LIST of all pods, JSON", lambda s: raw(s, "/api/v1/pods", "application/json")),
@@ -195,5 +200,6 @@ for cid, label, run in COMMANDS:
 stop = True
 if a.json:
     with open(a.json, "w") as f:
-        json.dump({"n": a.n, "writer_interval": None if a.no_writer else a.writer_interval, "results": results}, f, indent=1)
+        json.dump({"n": a.n, "writer_interval": None if a.no_writer else a.writer_interval, "namespace": ns, "pod": pod, "node": node,
+               "selector": selector, "results": results}, f, indent=1)
 sys.exit(0 if all(r["parity"] for r in results if not r["id"].startswith("raw-")) else 1)
