@@ -51,7 +51,7 @@ const POPULATED: &str = "ns-001";
 
 /// Which credentials a request carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Token {
+pub(crate) enum Token {
     Admin,
     Reader,
     Nobody,
@@ -413,7 +413,7 @@ impl Sides {
 }
 
 /// The bearer token of each of the kubeconfig's contexts `admin`, `reader` and `nobody`.
-fn context_tokens(path: &std::path::Path) -> Vec<(Token, Option<String>)> {
+pub(crate) fn context_tokens(path: &std::path::Path) -> Vec<(Token, Option<String>)> {
     let kc = kube::config::Kubeconfig::read_from(path).expect("the kubeconfig reads");
     let token = |ctx: &str| -> String {
         let user = kc.contexts.iter().find(|c| c.name == ctx).and_then(|c| c.context.as_ref()).map(|c| c.user.clone().unwrap_or_default());
@@ -431,7 +431,7 @@ fn context_tokens(path: &std::path::Path) -> Vec<(Token, Option<String>)> {
     ]
 }
 
-async fn send(up: &Upstream, method: Method, path: &str, v: Option<&Value>) -> (u16, Value) {
+pub(crate) async fn send(up: &Upstream, method: Method, path: &str, v: Option<&Value>) -> (u16, Value) {
     let body = v.map(|v| v.to_string().into_bytes()).unwrap_or_default();
     let resp = up.request(method, path, &[("content-type", JSON), ("accept", JSON)], body).await.unwrap_or_else(|e| panic!("{path}: {e}"));
     let status = resp.status().as_u16();
