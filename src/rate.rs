@@ -6,6 +6,12 @@
 //! consistency proof (`--max-watch-starts-per-client`, ten seconds' worth at once, refused
 //! past it), and a client's consistent reads that each need one
 //! (`--max-consistent-reads-per-client`, ten seconds' worth at once, queued past it).
+//!
+//! Hand-written rather than `governor`'s keyed limiter, whose GCRA cannot do what two of
+//! these need: a read's bytes larger than the burst are refused for ever by its `check_key_n`
+//! (`InsufficientCapacity`) where here they go once and are repaid as a debt, and a check
+//! it refuses reserves nothing, so it has no [`Buckets::queue`] that hands each waiting
+//! read its turn in order. Its key store also grows until the caller prunes it.
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -1,96 +1,157 @@
-//! Metric names, the Prometheus recorder, and the periodic sampler of cache gauges. Labels
-//! are bounded: resource and group, encoding, verb, source, code, view; never namespace,
-//! name or raw path. The `process_*` families are read from /proc at each scrape.
+//! Metric families (name, type, help), the Prometheus recorder, and the periodic sampler of
+//! cache gauges. Labels are bounded: resource and group, encoding, verb, source, code, view;
+//! never namespace, name or raw path. The `process_*` families are read from /proc at each
+//! scrape.
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 
-/// 1, labelled with the running build: version, git commit (when built with
-/// `KACHE_GIT_COMMIT` set), platform.
-pub const BUILD_INFO: &str = "kache_build_info";
-/// Upstream connections open, by class (`own`: informers, discovery, freshness probes;
-/// `review`: token and access reviews; `probe`: health probes; `passthrough`: clients'
-/// requests: HTTP/2; `bulk`: kache's own lists of whole collections, HTTP/1.1, one at a
-/// time each).
-pub const UPSTREAM_CONNECTIONS: &str = "kache_upstream_connections";
-/// Whether the upstream answered kache's last health probe (`/readyz`) with 200: 1 or 0.
-pub const UPSTREAM_UP: &str = "kache_upstream_up";
-/// Times the upstream was found down, by reason (`hung`: no answer within the deadline;
-/// `unreachable`: connection refused or broken; `unready`: `/readyz` not 200).
-pub const UPSTREAM_FAULTS: &str = "kache_upstream_faults_total";
-/// Seconds the cache may have missed upstream changes (0 while its informer is connected
-/// to an upstream found up), by resource and encoding: how stale what kache serves is.
-pub const STALE_SECONDS: &str = "kache_cache_stale_seconds";
-/// Freshness probes started (short watches that prove a cache current), by resource and
-/// encoding.
-pub const FRESHNESS_PROBES: &str = "kache_freshness_probes_total";
-/// Duration of freshness probes, by resource and encoding (a histogram: buckets from 5 ms
-/// to 10 s).
-pub const FRESHNESS_PROBE_SECONDS: &str = "kache_freshness_probe_seconds";
-/// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
-pub const REQUESTS: &str = "kache_requests_total";
-/// Requests passed through to the upstream, by reason (`serve::PassThrough`: write,
-/// non_resource, subresource, unknown_resource, scope, encoding, named_watch, view,
-/// unknown_field, not_synced, no_printer, cheaper_upstream, unproven, unavailable, stale).
-pub const PASSTHROUGH: &str = "kache_passthrough_total";
-/// Consistent LISTs proven current without waiting for a bookmark, by outcome:
-/// `accounted`: by the revision ledger (`cache::ledger`), every revision since the cache's
-/// last proof another resource's write; or checked against the upstream's metadata
-/// (`serve::check`) where the cost rule would send them upstream: `same`, answered from
-/// cache, the pages matched; `proven`, answered from cache, proven meanwhile; `differed`,
-/// `failed`, passed through.
-pub const CONSISTENT_CHECKS: &str = "kache_consistent_checks_total";
-/// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
-/// objects, by view (`metadata`, `table`) and verb.
-pub const CACHED_VIEWS: &str = "kache_cached_views_total";
-/// Time to response headers, by verb and source.
-pub const REQUEST_SECONDS: &str = "kache_request_duration_seconds";
-/// Bytes of cached (non-watch) responses, by verb.
-pub const RESPONSE_BYTES: &str = "kache_response_bytes_total";
-/// Objects held, by resource and encoding.
-pub const OBJECTS: &str = "kache_cache_objects";
-/// Encoded bytes held, by resource and encoding.
-pub const BYTES: &str = "kache_cache_bytes";
-/// Events in the window, by resource and encoding.
-pub const WINDOW_EVENTS: &str = "kache_cache_window_events";
-/// Bytes of the object versions the window holds (bounded by `--cache-window-bytes`), by
-/// resource and encoding.
-pub const WINDOW_BYTES: &str = "kache_cache_window_bytes";
-/// Seconds between the oldest and newest event in the window.
-pub const WINDOW_SECONDS: &str = "kache_cache_window_span_seconds";
-/// How far the cache's RV trails the upstream's at the last consistency probe.
-pub const RV_LAG: &str = "kache_cache_rv_lag";
-/// Upstream events ingested, by resource and encoding.
-pub const EVENTS_INGESTED: &str = "kache_informer_events_total";
-/// LISTs of the informers (the initial one included), by resource, encoding and outcome
-/// (`initial`; `diffed`: a relist told to open watchers as events; `replaced`: a relist that
-/// ended them; `failed`).
-pub const RELISTS: &str = "kache_informer_relists_total";
-/// Upstream watch restarts, by resource and encoding.
-pub const WATCH_RESTARTS: &str = "kache_informer_watch_restarts_total";
-/// Objects left out of a cache because kache cannot decode them (the kind stays cached
-/// without them), by resource and reason (`json`, `too_deep`: nested deeper than the
-/// apiserver decodes, `protobuf`, `metadata`: no name or resourceVersion).
-pub const OBJECTS_SKIPPED: &str = "kache_objects_skipped_total";
-/// Watches open, by resource.
-pub const WATCHES_OPEN: &str = "kache_watches_open";
-/// Watch events sent to clients, by resource.
-pub const WATCH_EVENTS_SENT: &str = "kache_watch_events_sent_total";
-/// Watchers ended for falling behind, by resource.
-pub const WATCHERS_SLOW: &str = "kache_watchers_ended_slow_total";
-/// Bytes of events queued for watches' clients and not yet taken, over all watches.
-pub const WATCH_BUFFERED_BYTES: &str = "kache_watch_buffered_bytes";
-/// Runs of a gzipped WatchList's initial events (`cache::deflated`), by `outcome`: `kept`,
-/// sent from the deflated copy an earlier WatchList left; `deflated`, deflated for this one.
-pub const WATCH_LIST_RUNS: &str = "kache_watch_list_runs_total";
-/// Client connections open.
-pub const CONNECTIONS_OPEN: &str = "kache_connections_open";
-/// Failed accepts of client connections, by `kind`: `descriptors` (the process or system
-/// is out of file descriptors), `memory` (out of socket buffers or memory), `other`.
-pub const ACCEPT_ERRORS: &str = "kache_accept_errors_total";
-/// Times a bound on what one request, object or client may cost was reached, by `limit`:
-/// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
-pub const LIMIT_HITS: &str = "kache_limit_hits_total";
+/// How Prometheus types a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    /// The name `# TYPE` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// A declared family: what `/metrics` says of it in `# HELP` and `# TYPE`, and what the
+/// README's metrics table says of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Its constant's doc comment on one line.
+    pub help: &'static str,
+}
+
+impl Metric {
+    /// The base unit its name carries (`_seconds`, `_bytes`, before any `_total`), if any.
+    pub fn unit(&self) -> Option<metrics::Unit> {
+        let base = self.name.strip_suffix("_total").unwrap_or(self.name);
+        if base.ends_with("_seconds") {
+            Some(metrics::Unit::Seconds)
+        } else if base.ends_with("_bytes") {
+            Some(metrics::Unit::Bytes)
+        } else {
+            None
+        }
+    }
+}
+
+/// Each family as a `pub const` of its name, documented, and all of them in [`METRICS`]
+/// with that documentation as their help: one text for rustdoc, `# HELP` and the README.
+macro_rules! families {
+    (@kind counter) => { Kind::Counter };
+    (@kind gauge) => { Kind::Gauge };
+    (@kind histogram) => { Kind::Histogram };
+    ($($(#[doc = $doc:literal])+ $kind:ident $ident:ident = $name:literal;)+) => {
+        $($(#[doc = $doc])+ pub const $ident: &str = $name;)+
+
+        /// Every declared family, in the order declared.
+        pub const METRICS: &[Metric] =
+            &[$(Metric { name: $name, kind: families!(@kind $kind), help: concat!($($doc),+).trim_ascii() }),+];
+    };
+}
+
+families! {
+    /// 1, labelled with the running build: version, git commit (when built with
+    /// `KACHE_GIT_COMMIT` set), platform.
+    gauge BUILD_INFO = "kache_build_info";
+    /// Upstream connections open, by class (`own`: informers, discovery, freshness probes;
+    /// `review`: token and access reviews; `probe`: health probes; `passthrough`: clients'
+    /// requests: HTTP/2; `bulk`: kache's own lists of whole collections, HTTP/1.1, one at a
+    /// time each).
+    gauge UPSTREAM_CONNECTIONS = "kache_upstream_connections";
+    /// Whether the upstream answered kache's last health probe (`/readyz`) with 200: 1 or 0.
+    gauge UPSTREAM_UP = "kache_upstream_up";
+    /// Times the upstream was found down, by reason (`hung`: no answer within the deadline;
+    /// `unreachable`: connection refused or broken; `unready`: `/readyz` not 200).
+    counter UPSTREAM_FAULTS = "kache_upstream_faults_total";
+    /// Seconds the cache may have missed upstream changes (0 while its informer is connected
+    /// to an upstream found up), by resource and encoding: how stale what kache serves is.
+    gauge STALE_SECONDS = "kache_cache_stale_seconds";
+    /// Freshness probes started (short watches that prove a cache current), by resource and
+    /// encoding.
+    counter FRESHNESS_PROBES = "kache_freshness_probes_total";
+    /// Duration of freshness probes, by resource and encoding (a histogram: buckets from 5 ms
+    /// to 10 s).
+    histogram FRESHNESS_PROBE_SECONDS = "kache_freshness_probe_seconds";
+    /// Requests answered, by verb, source (`cache` or `upstream`) and HTTP code.
+    counter REQUESTS = "kache_requests_total";
+    /// Requests passed through to the upstream, by reason (`serve::PassThrough`: write,
+    /// non_resource, subresource, unknown_resource, scope, encoding, named_watch, view,
+    /// unknown_field, not_synced, no_printer, cheaper_upstream, unproven, unavailable, stale).
+    counter PASSTHROUGH = "kache_passthrough_total";
+    /// Consistent LISTs proven current without waiting for a bookmark, by outcome:
+    /// `accounted`: by the revision ledger (`cache::ledger`), every revision since the cache's
+    /// last proof another resource's write; or checked against the upstream's metadata
+    /// (`serve::check`) where the cost rule would send them upstream: `same`, answered from
+    /// cache, the pages matched; `proven`, answered from cache, proven meanwhile; `differed`,
+    /// `failed`, passed through.
+    counter CONSISTENT_CHECKS = "kache_consistent_checks_total";
+    /// Reads answered from cache as metadata (PartialObjectMetadata) or Tables rather than the
+    /// objects, by view (`metadata`, `table`) and verb.
+    counter CACHED_VIEWS = "kache_cached_views_total";
+    /// Time to response headers, by verb and source.
+    histogram REQUEST_SECONDS = "kache_request_duration_seconds";
+    /// Bytes of cached (non-watch) responses, by verb.
+    counter RESPONSE_BYTES = "kache_response_bytes_total";
+    /// Objects held, by resource and encoding.
+    gauge OBJECTS = "kache_cache_objects";
+    /// Encoded bytes held, by resource and encoding.
+    gauge BYTES = "kache_cache_bytes";
+    /// Events in the window, by resource and encoding.
+    gauge WINDOW_EVENTS = "kache_cache_window_events";
+    /// Bytes of the object versions the window holds (bounded by `--cache-window-bytes`), by
+    /// resource and encoding.
+    gauge WINDOW_BYTES = "kache_cache_window_bytes";
+    /// Seconds between the oldest and newest event in the window.
+    gauge WINDOW_SECONDS = "kache_cache_window_span_seconds";
+    /// How far the cache's RV trails the upstream's at the last consistency probe.
+    gauge RV_LAG = "kache_cache_rv_lag";
+    /// Upstream events ingested, by resource and encoding.
+    counter EVENTS_INGESTED = "kache_informer_events_total";
+    /// LISTs of the informers (the initial one included), by resource, encoding and outcome
+    /// (`initial`; `diffed`: a relist told to open watchers as events; `replaced`: a relist that
+    /// ended them; `failed`).
+    counter RELISTS = "kache_informer_relists_total";
+    /// Upstream watch restarts, by resource and encoding.
+    counter WATCH_RESTARTS = "kache_informer_watch_restarts_total";
+    /// Objects left out of a cache because kache cannot decode them (the kind stays cached
+    /// without them), by resource and reason (`json`, `too_deep`: nested deeper than the
+    /// apiserver decodes, `protobuf`, `metadata`: no name or resourceVersion).
+    counter OBJECTS_SKIPPED = "kache_objects_skipped_total";
+    /// Watches open, by resource.
+    gauge WATCHES_OPEN = "kache_watches_open";
+    /// Watch events sent to clients, by resource.
+    counter WATCH_EVENTS_SENT = "kache_watch_events_sent_total";
+    /// Watchers ended for falling behind, by resource.
+    counter WATCHERS_SLOW = "kache_watchers_ended_slow_total";
+    /// Bytes of events queued for watches' clients and not yet taken, over all watches.
+    gauge WATCH_BUFFERED_BYTES = "kache_watch_buffered_bytes";
+    /// Runs of a gzipped WatchList's initial events (`cache::deflated`), by `outcome`: `kept`,
+    /// sent from the deflated copy an earlier WatchList left; `deflated`, deflated for this one.
+    counter WATCH_LIST_RUNS = "kache_watch_list_runs_total";
+    /// Client connections open.
+    gauge CONNECTIONS_OPEN = "kache_connections_open";
+    /// Failed accepts of client connections, by `kind`: `descriptors` (the process or system
+    /// is out of file descriptors), `memory` (out of socket buffers or memory), `other`.
+    counter ACCEPT_ERRORS = "kache_accept_errors_total";
+    /// Times a bound on what one request, object or client may cost was reached, by `limit`:
+    /// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
+    counter LIMIT_HITS = "kache_limit_hits_total";
+}
 
 /// The `limit` label values of [`LIMIT_HITS`]: the flags whose bounds are counted.
 pub const LIMITS: &[&str] = &[
@@ -149,6 +210,7 @@ pub fn install() -> Option<PrometheusHandle> {
                 .install_recorder()
                 .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed"))
                 .ok()?;
+            describe();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => option_env!("KACHE_GIT_COMMIT").unwrap_or("unknown"), "platform" => format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)).set(1.0);
             for reason in ["hung", "unreachable", "unready"] {
                 metrics::counter!(UPSTREAM_FAULTS, "reason" => reason).increment(0);
@@ -167,6 +229,18 @@ pub fn install() -> Option<PrometheusHandle> {
             Some(handle)
         })
         .clone()
+}
+
+/// Give every declared family its help and unit, so each has a `# HELP` line.
+fn describe() {
+    for m in METRICS {
+        let (name, unit, help) = (metrics::KeyName::from_const_str(m.name), m.unit(), metrics::SharedString::const_str(m.help));
+        metrics::with_recorder(|r| match m.kind {
+            Kind::Counter => r.describe_counter(name, unit, help),
+            Kind::Gauge => r.describe_gauge(name, unit, help),
+            Kind::Histogram => r.describe_histogram(name, unit, help),
+        });
+    }
 }
 
 /// The labels of one cache's series: its resource (plural), API group (empty for the core
@@ -305,5 +379,36 @@ pub fn verb(method: &http::Method, named: bool, watch: bool) -> &'static str {
         ("DELETE", true, _) => "delete",
         ("DELETE", false, _) => "deletecollection",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every declared family, once it has a series, is rendered with its constant's doc as
+    /// its `# HELP` and its declared `# TYPE`; no `kache_` family goes without a help.
+    #[test]
+    fn every_family_is_rendered_with_its_help() {
+        let handle = install().expect("the recorder");
+        // A label of its own, so no series another test reads is touched.
+        let labels = [("test", "help")];
+        for m in METRICS {
+            match m.kind {
+                Kind::Counter => metrics::counter!(m.name, &labels).increment(0),
+                Kind::Gauge => metrics::gauge!(m.name, &labels).increment(0.0),
+                Kind::Histogram => metrics::histogram!(m.name, &labels).record(0.0),
+            }
+        }
+        let text = handle.render();
+        for m in METRICS {
+            assert!(text.contains(&format!("# HELP {} {}\n", m.name, m.help)), "{}: no help, or another:\n{text}", m.name);
+            assert!(text.contains(&format!("# TYPE {} {}\n", m.name, m.kind.as_str())), "{}: no type, or another:\n{text}", m.name);
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, family) in lines.iter().enumerate().filter_map(|(i, l)| Some((i, l.strip_prefix("# TYPE ")?.split(' ').next()?))) {
+            let help = i.checked_sub(1).map(|h| lines[h]).unwrap_or("");
+            assert!(help.starts_with(&format!("# HELP {family} ")), "{family} has no # HELP line:\n{text}");
+        }
     }
 }

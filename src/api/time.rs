@@ -1,30 +1,12 @@
-//! Kubernetes time formats, without a date crate: RFC 3339 timestamps (`meta/v1` Time and
-//! MicroTime) and Go's duration strings, on proleptic Gregorian arithmetic (days since
-//! 1970-01-01 to and from (year, month, day), after Howard Hinnant's `days_from_civil` and
-//! `civil_from_days`).
-
-/// Days since 1970-01-01 of `y`-`m`-`d` (month 1..=12).
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// (year, month, day) of `days` since 1970-01-01.
-pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
+//! Kubernetes time formats: RFC 3339 timestamps (`meta/v1` Time and MicroTime) and Go's
+//! duration strings, in the text Go's `time` package reads and writes.
+//!
+//! The calendar (month lengths, leap years, Unix seconds to and from a date) is the `time`
+//! crate's. The text is read and written here, because the crates' RFC 3339 parsers take
+//! what Go's `time.Parse(time.RFC3339, _)` refuses: `time`'s any byte between date and time
+//! and a leap second `:60`, `jiff`'s `:60` too (and `jiff`'s `Timestamp` ends on 9999-12-30,
+//! where Go reads and writes up to 9999-12-31T23:59:59Z). Neither writes MicroTime's six
+//! fraction digits or `Duration.String()`, nor parses Go durations.
 
 /// The current Unix time in seconds.
 pub fn unix_now() -> i64 {
@@ -93,15 +75,11 @@ pub fn parse_timestamp(s: &str) -> Option<(i64, i32)> {
         }
         _ => return None,
     };
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let mdays = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&month) || day < 1 || day > mdays[(month - 1) as usize] {
-        return None;
-    }
-    if hour > 23 || min > 59 || sec > 59 {
-        return None;
-    }
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + min * 60 + sec - offset;
+    // Every field is at most four digits, so the conversions cannot fail but on a bad value.
+    let month = time::Month::try_from(u8::try_from(month).ok()?).ok()?;
+    let date = time::Date::from_calendar_date(i32::try_from(year).ok()?, month, u8::try_from(day).ok()?).ok()?;
+    let clock = time::Time::from_hms(u8::try_from(hour).ok()?, u8::try_from(min).ok()?, u8::try_from(sec).ok()?).ok()?;
+    let secs = time::PrimitiveDateTime::new(date, clock).assume_utc().unix_timestamp() - offset;
     Some((secs, nanos as i32))
 }
 
@@ -110,18 +88,14 @@ pub fn parse_timestamp(s: &str) -> Option<(i64, i32)> {
 /// encoder refuses those too).
 pub fn format_timestamp(secs: i64, nanos: i32, micro: bool) -> Option<String> {
     // Go normalizes nanos outside [0, 1e9) into the seconds.
-    let total = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-    let secs = i64::try_from(total.div_euclid(1_000_000_000)).ok()?;
-    let nanos = total.rem_euclid(1_000_000_000) as i64;
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(secs) * 1_000_000_000 + i128::from(nanos)).ok()?;
+    let (y, m, d) = (t.year(), u8::from(t.month()), t.day());
     if !(0..=9999).contains(&y) {
         return None;
     }
-    let (hh, mm, ss) = (sod / 3600, sod % 3600 / 60, sod % 60);
+    let (hh, mm, ss) = (t.hour(), t.minute(), t.second());
     Some(if micro {
-        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:06}Z", nanos / 1000)
+        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:06}Z", t.microsecond())
     } else {
         format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
     })
@@ -323,14 +297,36 @@ mod tests {
 
     #[test]
     fn known_dates() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(11_017 * 86_400), "2000-03-01T00:00:00Z");
+        assert_eq!(rfc3339(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(rfc3339(GO_ZERO_TIME_UNIX - 1), "0001-01-01T00:00:00Z", "clamped to Go's zero time");
+        assert_eq!(rfc3339(i64::MAX), "9999-12-31T23:59:59Z", "clamped to Go's last");
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59Z"), Some(MAX_TIME_UNIX));
+        assert_eq!(parse_rfc3339("0000-01-01T00:00:00+23:59"), Some(-62_167_219_200 - 86_340));
+        assert_eq!(format_timestamp(-62_167_219_200, 0, false).as_deref(), Some("0000-01-01T00:00:00Z"));
+        assert_eq!(format_timestamp(-62_167_219_201, 0, false), None, "year -1");
+        assert_eq!(format_timestamp(MAX_TIME_UNIX + 1, 0, false), None, "year 10000");
+        assert_eq!(format_timestamp(1, -1, true).as_deref(), Some("1970-01-01T00:00:00.999999Z"));
         assert_eq!(rfc3339(1_793_095_200), "2026-10-27T10:00:00Z");
         assert_eq!(parse_rfc3339("2024-02-29T23:59:59Z"), Some(1_709_251_199));
+        assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(11_016 * 86_400));
         assert_eq!(parse_rfc3339("2024-02-29T23:59:59.5Z"), Some(1_709_251_199));
         assert_eq!(parse_rfc3339("2024-03-01T00:59:59+01:00"), Some(1_709_251_199));
-        for bad in ["2024-02-29 23:59:59Z", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", ""] {
+        for bad in [
+            "2024-02-29 23:59:59Z",
+            "2024-13-01T00:00:00Z",
+            "2024-00-01T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2100-02-29T00:00:00Z",
+            "2024-04-31T00:00:00Z",
+            "2024-04-00T00:00:00Z",
+            "2024-12-31T23:59:60Z",
+            "2024-12-31T24:00:00Z",
+            "2024-12-31T23:60:00Z",
+            "2024-12-31T23:59:59+24:00",
+            "",
+        ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
     }
@@ -367,15 +363,10 @@ mod tests {
         }
 
         #[test]
-        fn days_and_dates_round_trip(days in -800_000i64..3_000_000) {
-            let (y, m, d) = civil_from_days(days);
-            prop_assert!((1..=12).contains(&m) && (1..=31).contains(&d));
-            prop_assert_eq!(days_from_civil(y, m, d), days);
-        }
-
-        #[test]
-        fn timestamps_round_trip(secs in 0i64..253_402_300_799) {
+        fn timestamps_round_trip(secs in GO_ZERO_TIME_UNIX..=MAX_TIME_UNIX, nanos in 0i32..1_000_000_000) {
             prop_assert_eq!(parse_rfc3339(&rfc3339(secs)), Some(secs));
+            let micro = format_timestamp(secs, nanos, true).unwrap();
+            prop_assert_eq!(parse_timestamp(&micro), Some((secs, nanos / 1000 * 1000)));
         }
     }
 }

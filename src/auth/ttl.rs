@@ -7,6 +7,11 @@
 //! entries go first, then entries of the owner holding the most: a client that floods the
 //! cache with decisions nobody asks for again (made-up selectors, say) evicts its own, never
 //! the decisions other clients rely on.
+//!
+//! Hand-written rather than `moka` or `quick_cache`: they choose what to evict by recency and
+//! frequency over all entries (moka's TinyLFU, quick_cache's Clock-PRO), never by whose entries
+//! they are, so one flooding client can push out the others' decisions; neither hands out an
+//! entry past its expiry, as [`TtlCache::get_stale`] does; and quick_cache has no expiry.
 
 use std::collections::HashMap;
 use std::hash::Hash;

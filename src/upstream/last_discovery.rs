@@ -20,7 +20,7 @@ use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, Method, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
-use std::collections::{BTreeMap, HashMap};
+use lru::LruCache;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -120,31 +120,34 @@ impl Default for LastDiscovery {
     }
 }
 
-/// The documents, and the order they were last kept or answered in.
-#[derive(Debug, Default)]
+/// The documents, in the order they were last kept or answered in. Unbounded in count by
+/// itself: [`LastDiscovery::insert`] evicts for both bounds, so the bytes stay counted.
+#[derive(Debug)]
 struct Store {
-    /// Each document with its tick of `clock` when it was last kept or answered.
-    docs: HashMap<DocKey, (Doc, u64)>,
-    /// The keys by that tick: the least recently used first.
-    used: BTreeMap<u64, DocKey>,
-    clock: u64,
+    /// Hashed by std's SipHash with a random key: the keys come from clients.
+    docs: LruCache<DocKey, Doc>,
     /// What the documents take, by [`Doc::cost`].
     bytes: usize,
 }
 
-impl Store {
-    /// The next tick, `key`'s last use.
-    fn tick(&mut self, key: DocKey) -> u64 {
-        self.clock += 1;
-        self.used.insert(self.clock, key);
-        self.clock
+impl Default for Store {
+    fn default() -> Self {
+        Store { docs: LruCache::unbounded(), bytes: 0 }
     }
+}
 
+impl Store {
     fn remove(&mut self, key: &DocKey) {
-        if let Some((doc, at)) = self.docs.remove(key) {
-            self.used.remove(&at);
+        if let Some(doc) = self.docs.pop(key) {
             self.bytes -= doc.cost(key);
         }
+    }
+
+    /// Drop the least recently used document; false when there is none.
+    fn evict(&mut self) -> bool {
+        let Some((key, doc)) = self.docs.pop_lru() else { return false };
+        self.bytes -= doc.cost(&key);
+        true
     }
 }
 
@@ -167,16 +170,7 @@ impl LastDiscovery {
     }
 
     fn answer_exact(&self, key: &DocKey) -> Option<Response<Body>> {
-        let doc = {
-            let mut store = self.store();
-            let (doc, at) = store.docs.get(key).map(|(doc, at)| (doc.clone(), *at))?;
-            store.used.remove(&at);
-            let now = store.tick(key.clone());
-            if let Some(entry) = store.docs.get_mut(key) {
-                entry.1 = now;
-            }
-            doc
-        };
+        let doc = self.store().docs.get(key)?.clone();
         let mut resp = Response::new(crate::body::full(doc.body));
         *resp.headers_mut() = doc.headers;
         Some(resp)
@@ -192,12 +186,12 @@ impl LastDiscovery {
             return;
         }
         while store.bytes + cost > self.budget || store.docs.len() >= self.max_docs {
-            let Some((_, oldest)) = store.used.pop_first() else { break };
-            store.remove(&oldest);
+            if !store.evict() {
+                break;
+            }
         }
         store.bytes += cost;
-        let at = store.tick(key.clone());
-        store.docs.insert(key, (doc, at));
+        store.docs.put(key, doc);
     }
 
     /// Pass `resp` (the upstream's answer to `key`) on, keeping a copy once it has streamed
@@ -213,8 +207,8 @@ impl LastDiscovery {
                 headers.insert(h, v.clone());
             }
         }
-        let seen = match self.store().docs.get(&key) {
-            Some((doc, _)) if doc.headers == headers => Seen::Same { kept: doc.body.clone(), upto: 0 },
+        let seen = match self.store().docs.peek(&key) {
+            Some(doc) if doc.headers == headers => Seen::Same { kept: doc.body.clone(), upto: 0 },
             _ => Seen::New(BytesMut::new()),
         };
         let (parts, body) = resp.into_parts();
@@ -480,7 +474,7 @@ mod tests {
         pass(&kept, &a, Bytes::from(vec![b'a'; 600])).await;
         pass(&kept, &b, Bytes::from(vec![b'b'; 100])).await;
         assert!(kept.answer(&a).is_none());
-        assert_eq!(bytes(&kept), kept.store().docs.get(&b).map(|(d, _)| d.cost(&b)).unwrap());
+        assert_eq!(bytes(&kept), kept.store().docs.peek(&b).map(|d| d.cost(&b)).unwrap());
     }
 
     /// A document that streams through again with the bytes already kept is compared, not

@@ -1,7 +1,8 @@
 //! Operations documentation and deploy files kept in sync with the code:
 //! - the flags table of docs/operations.md is `kache serve --help` (every flag in the order
 //!   the help lists them, with its environment variable, default and meaning);
-//! - the metrics table of docs/operations.md is src/telemetry.rs (every declared metric);
+//! - the metrics table of docs/operations.md is `telemetry::METRICS` (every declared metric,
+//!   with the help `/metrics` gives it);
 //! - deploy/grafana-dashboard.json queries only declared metrics, and every one of them;
 //! - every `KACHE_...` variable the manifests under deploy/ set is one kache reads.
 //!
@@ -90,17 +91,15 @@ fn flags_table() -> String {
 
 fn metrics_table() -> String {
     let mut rows = vec!["| metric | type | meaning |".to_string(), "|---|---|---|".to_string()];
-    for m in crate::support::ops::telemetry_metrics() {
-        let kind = if m.name.ends_with("_total") {
-            "counter"
-        } else if m.name.ends_with("_seconds") && (m.ident.contains("REQUEST") || m.ident.contains("PROBE")) {
-            "histogram"
-        } else {
-            "gauge"
-        };
-        rows.push(format!("| `{}` | {kind} | {} |", m.name, cell(&m.doc)));
+    for m in kache::telemetry::METRICS {
+        rows.push(format!("| `{}` | {} | {} |", m.name, m.kind.as_str(), cell(m.help)));
     }
     rows.join("\n")
+}
+
+/// The names of the declared families.
+fn declared() -> BTreeSet<&'static str> {
+    kache::telemetry::METRICS.iter().map(|m| m.name).collect()
 }
 
 /// Replace (BLESS=1) or compare the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->`.
@@ -145,14 +144,14 @@ fn the_grafana_dashboard_uses_exactly_the_declared_metrics() {
         }
     }
     assert!(!exprs.is_empty());
-    let declared: BTreeSet<String> = crate::support::ops::telemetry_metrics().into_iter().map(|m| m.name).collect();
+    let declared = declared();
     let mut used = BTreeSet::new();
     for e in &exprs {
         for word in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("kache_")) {
             let base =
                 ["_bucket", "_sum", "_count"].iter().find_map(|s| word.strip_suffix(s).filter(|b| declared.contains(*b))).unwrap_or(word);
             assert!(declared.contains(base), "the dashboard queries {word}, which src/telemetry.rs does not declare: {e}");
-            used.insert(base.to_string());
+            used.insert(base);
         }
     }
     let unused: Vec<_> = declared.difference(&used).collect();
@@ -208,7 +207,7 @@ fn the_alert_rules_use_declared_metrics_and_the_operations_doc_explains_each() {
     let path = repo("deploy/monitoring/prometheusrule.yaml");
     let rule: serde_json::Value =
         serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let declared: BTreeSet<String> = crate::support::ops::telemetry_metrics().into_iter().map(|m| m.name).collect();
+    let declared = declared();
     let readme = std::fs::read_to_string(repo(OPERATIONS)).unwrap();
     let mut alerts = 0;
     for g in rule["spec"]["groups"].as_array().expect("groups") {

@@ -1,10 +1,10 @@
 //! Operations: the admin listener of `kache serve` (the binary, so its process-wide Prometheus
 //! recorder is its own) in front of the simulator.
 //! - Under churn and client LIST/GET/WATCH/create traffic, `/metrics` carries every family
-//!   declared in `src/telemetry.rs` with bounded labels, and the values move between two
-//!   scrapes (requests, latency histogram, response bytes, informer events, window, watches
-//!   open, watch events sent, a slow watcher ended, watch restarts after the upstream drops
-//!   its watches).
+//!   declared in `src/telemetry.rs`, with its declared help and type and bounded labels, and
+//!   the values move between two scrapes (requests, latency histogram, response bytes,
+//!   informer events, window, watches open, watch events sent, a slow watcher ended, watch
+//!   restarts after the upstream drops its watches).
 //! - `/readyz` is 503 while the preloaded caches have not synced and 200 once they have. The
 //!   "not synced yet" state is made deterministic by a proxy between kache and the simulator
 //!   that lets discovery through but holds every LIST until the test opens its gate. With the
@@ -12,7 +12,7 @@
 //!   the upstream and every cache, and turns 503 past it (at once with 0); `/livez` and
 //!   `/healthz` stay 200 throughout.
 
-use crate::support::ops::{telemetry_metrics, KacheBin, Proxy, Scrape};
+use crate::support::ops::{KacheBin, Proxy, Scrape};
 use crate::support::{cluster, deadline, eventually, list_rv, start, Next};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -167,18 +167,22 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
     .await;
 
     // Every declared family is on the page (except the ones src/ does not record yet).
-    let declared = telemetry_metrics();
+    let declared = kache::telemetry::METRICS;
     let families = s2.families();
-    let missing: Vec<&str> =
-        declared.iter().map(|d| d.name.as_str()).filter(|n| !families.contains(*n) && !KNOWN_MISSING.contains(n)).collect();
+    let missing: Vec<&str> = declared.iter().map(|d| d.name).filter(|n| !families.contains(*n) && !KNOWN_MISSING.contains(n)).collect();
     assert!(missing.is_empty(), "families declared in src/telemetry.rs but not on /metrics: {missing:?}\npage has: {families:?}");
     for known in KNOWN_MISSING {
         if families.contains(*known) {
             eprintln!("note: {known} is now recorded; remove it from KNOWN_MISSING");
         }
     }
-    let undeclared: Vec<&String> = families.iter().filter(|f| f.starts_with("kache_") && !declared.iter().any(|d| &d.name == *f)).collect();
+    let undeclared: Vec<&String> = families.iter().filter(|f| f.starts_with("kache_") && !declared.iter().any(|d| d.name == *f)).collect();
     assert!(undeclared.is_empty(), "families on /metrics not declared in src/telemetry.rs: {undeclared:?}");
+    // Each with the help and type it is declared with.
+    for d in declared.iter().filter(|d| families.contains(d.name)) {
+        assert_eq!(s2.helps.get(d.name).map(String::as_str), Some(d.help), "# HELP of {}", d.name);
+        assert_eq!(s2.types.get(d.name).map(String::as_str), Some(d.kind.as_str()), "# TYPE of {}", d.name);
+    }
 
     // Bounded labels only.
     let mut label_keys = BTreeSet::new();

@@ -5,8 +5,7 @@
 //!   makes, can hold resource requests until a gate opens (so "before sync" is a state the
 //!   test controls, not a race), and can take the upstream "down" (cut every open stream and
 //!   answer 503);
-//! - [`Scrape`]: a parser of the Prometheus text format;
-//! - [`telemetry_metrics`]: the metric names and descriptions declared in `src/telemetry.rs`.
+//! - [`Scrape`]: a parser of the Prometheus text format.
 
 use crate::support::{eventually, Api, ChildGuard};
 use bytes::Bytes;
@@ -197,6 +196,8 @@ pub struct Sample {
 pub struct Scrape {
     /// `# TYPE` of each family.
     pub types: BTreeMap<String, String>,
+    /// `# HELP` of each family.
+    pub helps: BTreeMap<String, String>,
     pub samples: Vec<Sample>,
 }
 
@@ -237,6 +238,10 @@ impl Scrape {
                 if let (Some(n), Some(t)) = (it.next(), it.next()) {
                     s.types.insert(n.to_string(), t.to_string());
                 }
+                continue;
+            }
+            if let Some((n, help)) = line.strip_prefix("# HELP ").and_then(|rest| rest.split_once(' ')) {
+                s.helps.insert(n.to_string(), help.to_string());
                 continue;
             }
             if line.starts_with('#') {
@@ -291,42 +296,6 @@ impl Scrape {
     pub fn series(&self) -> BTreeMap<String, f64> {
         self.samples.iter().map(|s| (format!("{}{:?}", s.name, s.labels), s.value)).collect()
     }
-}
-
-/// A metric declared in `src/telemetry.rs`.
-#[derive(Debug, Clone)]
-pub struct Declared {
-    /// The Rust constant (`REQUESTS`).
-    pub ident: String,
-    /// The Prometheus name (`kache_requests_total`).
-    pub name: String,
-    /// Its doc comment, one line.
-    pub doc: String,
-}
-
-/// Every `pub const X: &str = "kache_...";` in `src/telemetry.rs`, with its doc comment.
-pub fn telemetry_metrics() -> Vec<Declared> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/telemetry.rs");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut out = Vec::new();
-    let mut doc: Vec<String> = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if let Some(d) = line.strip_prefix("///") {
-            doc.push(d.trim().to_string());
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("pub const ") {
-            if let Some((ident, value)) = rest.split_once(": &str = ") {
-                let name = value.trim_end_matches(';').trim_matches('"').to_string();
-                if name.starts_with("kache_") {
-                    out.push(Declared { ident: ident.to_string(), name, doc: doc.join(" ") });
-                }
-            }
-        }
-        doc.clear();
-    }
-    assert!(out.len() >= 10, "found only {} metrics in {}", out.len(), path.display());
-    out
 }
 
 // ---- a recording, gating proxy ----
