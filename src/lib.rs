@@ -94,6 +94,13 @@
 //!    and one that cannot be is skipped and counted.
 //! 10. Shutdown: `Serve::end_watches` ends every watch so clients resume elsewhere.
 
+/// The git commit kache was built from (`git rev-parse --short HEAD`, or `KACHE_GIT_COMMIT`
+/// when the build's environment sets it; "unknown" when built outside a repository).
+pub const GIT_COMMIT: &str = env!("KACHE_GIT_COMMIT");
+
+/// What `kache --version` prints after the name: the crate's version and [`GIT_COMMIT`].
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KACHE_GIT_COMMIT"), ")");
+
 pub mod admin;
 pub mod api;
 pub mod app;
