@@ -82,7 +82,7 @@
 //! 5. Live events: `cache::KindCache::apply` (called by the feed, the one writer)
 //!    broadcasts each change; the watcher filters it (`transition`) by selectors.
 //! 6. Frames are encoded straight into the client's chunks (JSON lines or protobuf frames).
-//! 7. Bookmarks: every `--watch-bookmark-interval-seconds` and 2 s before the deadline.
+//! 7. Bookmarks: every `--watch-bookmark-interval` and 2 s before the deadline.
 //! 8. A watcher that falls behind by `--watcher-lag` is ended, never skipped silently.
 //! 9. Upstream side: `cache::feed::Feed::run` drives `feed::state::Reflector` (LIST ->
 //!    WATCH from its RV -> resume, relist on 410, back off on errors) through the steps of
