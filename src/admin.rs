@@ -1,7 +1,7 @@
 //! The admin listener: `/metrics` (Prometheus text), `/debug/cache` (JSON: what each cache
 //! holds, how fresh, who watches; `kache status` prints it), `/livez`, `/readyz` (ready when every
 //! preloaded cache has synced and its informer reaches the upstream, or serves from memory
-//! within `--serve-stale-seconds`; `?verbose` lists each check, failing ones as `[-]` even
+//! within `--serve-stale`; `?verbose` lists each check, failing ones as `[-]` even
 //! when they do not make kache unready), `/healthz`. Kept off the main listener so probes and scrapes never queue behind
 //! client traffic and never need client credentials.
 

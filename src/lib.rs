@@ -82,7 +82,7 @@
 //! 5. Live events: `cache::KindCache::apply` (called by the feed, the one writer)
 //!    broadcasts each change; the watcher filters it (`transition`) by selectors.
 //! 6. Frames are encoded straight into the client's chunks (JSON lines or protobuf frames).
-//! 7. Bookmarks: every `--watch-bookmark-interval-seconds` and 2 s before the deadline.
+//! 7. Bookmarks: every `--watch-bookmark-interval` and 2 s before the deadline.
 //! 8. A watcher that falls behind by `--watcher-lag` is ended, never skipped silently.
 //! 9. Upstream side: `cache::feed::Feed::run` drives `feed::state::Reflector` (LIST ->
 //!    WATCH from its RV -> resume, relist on 410, back off on errors) through the steps of
@@ -93,6 +93,13 @@
 //!    ones only as far as their key and selectable fields (`api::transcode::pb_to_json_only`),
 //!    and one that cannot be is skipped and counted.
 //! 10. Shutdown: `Serve::end_watches` ends every watch so clients resume elsewhere.
+
+/// The git commit kache was built from (`git rev-parse --short HEAD`, or `KACHE_GIT_COMMIT`
+/// when the build's environment sets it; "unknown" when built outside a repository).
+pub const GIT_COMMIT: &str = env!("KACHE_GIT_COMMIT");
+
+/// What `kache --version` prints after the name: the crate's version and [`GIT_COMMIT`].
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KACHE_GIT_COMMIT"), ")");
 
 pub mod admin;
 pub mod api;

@@ -9,8 +9,35 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Write generated text (a completion script, a man page) to standard output. A reader that
+/// closed early (`| head`) is no error.
+fn print(text: &[u8]) -> ExitCode {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kache: cannot write to standard output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match &cli.command {
+        Command::Completion(args) => return print(&kache::config::manual::completion(args)),
+        Command::Man(args) => {
+            return match kache::config::manual::man(args) {
+                Ok(page) => print(&page),
+                Err(e) => {
+                    eprintln!("kache: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        _ => {}
+    }
     // Refused before anything starts: a mistyped level would otherwise log at a level
     // nobody asked for, or nothing.
     if let Err(e) = kache::config::validate_log_level(&cli.log_level) {
@@ -40,6 +67,8 @@ fn main() -> ExitCode {
             Command::Serve(args) => kache::app::run_serve(args).await,
             Command::Kubeconfig(args) => kache::app::kubeconfig::run(&args),
             Command::Status(args) => kache::app::status::run(&args).await,
+            // Answered above, before logging starts.
+            Command::Completion(_) | Command::Man(_) => Ok(()),
         }
     });
     match result {

@@ -2,7 +2,7 @@
 //! a second's worth at once unless said otherwise. Four bounds use them: reviews of tokens
 //! kache has never judged, per source address (`--max-token-review-rate-per-address`), the
 //! bytes of consistent reads a client has kache pass to the apiserver as the cheaper way
-//! (`--max-cheaper-upstream-bytes-per-client`), a client's watch starts that each need a
+//! (`--max-cheaper-upstream-rate-per-client`), a client's watch starts that each need a
 //! consistency proof (`--max-watch-starts-per-client`, ten seconds' worth at once, refused
 //! past it), and a client's consistent reads that each need one
 //! (`--max-consistent-reads-per-client`, ten seconds' worth at once, queued past it).

@@ -211,7 +211,7 @@ pub fn install() -> Option<PrometheusHandle> {
                 .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed"))
                 .ok()?;
             describe();
-            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => option_env!("KACHE_GIT_COMMIT").unwrap_or("unknown"), "platform" => format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)).set(1.0);
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => crate::GIT_COMMIT, "platform" => format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)).set(1.0);
             for reason in ["hung", "unreachable", "unready"] {
                 metrics::counter!(UPSTREAM_FAULTS, "reason" => reason).increment(0);
             }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kache's RSS per 10,000 pods and per open watch, in front of `kache sim` (loopback only;
 # stops everything it started). For each pod size (POD_SIZES: the simulator's default
-# when "default", else --pod-bytes) and encoding (ENCODINGS), it starts the simulator with
+# when "default", else --pod-size) and encoding (ENCODINGS), it starts the simulator with
 # PODS pods (no churn), kache preloading pods in that encoding alone, and prints kache's RSS
 # once ready with what its cache holds; a kache preloading nodes only gives the baseline.
 # Then, in front of the first pod size, it opens WATCHES pod watches (as kubelets do:
@@ -18,7 +18,7 @@ trap cleanup EXIT
 
 start_sim() { # pod size
   local size_flag=()
-  [ "$1" != default ] && size_flag=(--pod-bytes "$1")
+  [ "$1" != default ] && size_flag=(--pod-size "$1")
   rm -f "$dir/sim"
   "$KACHE" sim --nodes "$NODES" --pods "$PODS" "${size_flag[@]}" --churn-per-sec 0 --lease-churn-per-sec 0 \
     --listen 127.0.0.1:0 --addr-file "$dir/sim" 2>"$dir/sim.log" & sp=$!

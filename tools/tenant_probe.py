@@ -96,7 +96,7 @@ def main():
     out = {"label": LABEL}
     sim = subprocess.Popen(
         [BIN, "sim", "--listen", "127.0.0.1:0", "--addr-file", f"{tmp}/sim.addr", "--kubeconfig-out", f"{tmp}/sim.kubeconfig",
-         "--pods", str(PODS), "--pod-bytes", str(POD_BYTES), "--lease-churn-per-sec", "0"],
+         "--pods", str(PODS), "--pod-size", str(POD_BYTES), "--lease-churn-per-sec", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kache = None
     try:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # RSS of `kache serve` in front of `kache sim` while pods of POD_BYTES change CHURN times a
 # second, sampled every STEP seconds for DURATION; extra `kache serve` flags from the
-# arguments (e.g. `--cache-window-bytes 0` for no byte bound). Prints "seconds rss_mb
+# arguments (e.g. `--cache-window-size 0` for no byte bound). Prints "seconds rss_mb
 # window_events window_bytes" lines. Loopback only; stops everything it started.
 #   KACHE=target/release/kache PODS=3000 POD_BYTES=16384 CHURN=100 DURATION=120 \
-#     bash tools/window_rss.sh --cache-window-bytes 0
+#     bash tools/window_rss.sh --cache-window-size 0
 set -euo pipefail
 KACHE="${KACHE:-target/release/kache}"
 PODS="${PODS:-3000}"; POD_BYTES="${POD_BYTES:-16384}"; CHURN="${CHURN:-100}"
@@ -12,7 +12,7 @@ SECONDS_TOTAL="${DURATION:-120}"; STEP="${STEP:-10}"
 dir="$(mktemp -d)"
 cleanup() { kill "${kp:-}" "${sp:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
-"$KACHE" sim --nodes 100 --pods "$PODS" --pod-bytes "$POD_BYTES" --churn-per-sec "$CHURN" \
+"$KACHE" sim --nodes 100 --pods "$PODS" --pod-size "$POD_BYTES" --churn-per-sec "$CHURN" \
   --lease-churn-per-sec 0 --listen 127.0.0.1:0 --addr-file "$dir/sim" 2>"$dir/sim.log" & sp=$!
 until [ -s "$dir/sim" ]; do sleep 0.2; done
 printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster: {server: "http://%s"}\ncontexts:\n- name: sim\n  context: {cluster: sim, user: sim}\ncurrent-context: sim\nusers:\n- name: sim\n  user: {}\n' "$(cat "$dir/sim")" > "$dir/kubeconfig"

@@ -58,9 +58,9 @@ The RSS bound (documented in BENCHMARKS.md, "Hostile tenant - issue 23"), from k
 flags and what the run made kache hold:
 
     bound = R_ready                                  RSS once every preloaded cache synced
-          + caches x --cache-window-bytes            each cache's window of past versions
+          + caches x --cache-window-size             each cache's window of past versions
           + (sum kache_cache_bytes at end - at ready) objects the run created
-          + --max-watch-buffers-bytes                events queued for all watches' clients
+          + --max-watch-buffers-size                 events queued for all watches' clients
           + --max-concurrent-encodes x 1 MiB          a 256 KiB frame + its indented/gzip copy
           + connections x 64 KiB                     TLS + HTTP buffers per client connection
           + 128 MiB                                  runtime, allocator slack, upstream pools

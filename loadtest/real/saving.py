@@ -182,7 +182,7 @@ def metrics(admin):
 # would treat them as one tenant, refuse some (429) and answer others differently (a
 # client's cheaper-upstream budget), and so change the mix. They are lifted here (a later
 # --kache-arg sets one back).
-PER_CLIENT_BOUNDS_OFF = ["--max-large-answers-per-client", "0", "--max-cheaper-upstream-bytes-per-client", "0",
+PER_CLIENT_BOUNDS_OFF = ["--max-large-answers-per-client", "0", "--max-cheaper-upstream-rate-per-client", "0",
                          "--max-watch-starts-per-client", "0", "--max-consistent-reads-per-client", "0", "--max-watches-per-client", "0",
                          "--max-passthrough-per-client", "0", "--max-inflight-reads-per-user", "0"]
 

@@ -86,7 +86,7 @@ def start_kache(work):
     cmd = [os.path.abspath(a.kache_bin), "serve", "--upstream-kubeconfig", f"{REAL}/kubeconfig", "--listen", "127.0.0.1:0",
            "--addr-file", f"{work}/addr", "--admin-listen", "127.0.0.1:0", "--admin-addr-file", f"{work}/admin",
            "--client-kubeconfig-out", kc, "--preload", "pods,configmaps",
-           "--token-cache-ttl-seconds", "0", "--authz-cache-allow-ttl-seconds", "0", *a.kache_arg]
+           "--token-cache-ttl", "0", "--authz-cache-allow-ttl", "0", *a.kache_arg]
     k = subprocess.Popen(cmd, stdout=log, stderr=log)
     deadline = time.time() + 300
     while not (os.path.exists(f"{work}/addr") and os.path.exists(f"{work}/admin")):

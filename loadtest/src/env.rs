@@ -100,9 +100,9 @@ impl Launcher<'_> {
             .args(["--namespaces", &cluster.namespaces.to_string(), "--seed", &cluster.seed.to_string()])
             .args(["--churn-per-sec", &cluster.churn_per_sec.to_string()])
             .args(["--window-events", &cluster.window_events.to_string()])
-            .args(["--bookmark-interval-seconds", &cluster.bookmark_interval_seconds.to_string()]);
+            .args(["--bookmark-interval", &cluster.bookmark_interval_seconds.to_string()]);
         if let Some(b) = cluster.pod_bytes {
-            cmd.args(["--pod-bytes", &b.to_string()]);
+            cmd.args(["--pod-size", &b.to_string()]);
         }
         let child = self.spawn(started, "sim", cmd, "kache sim")?;
         wait_file(&sim_addr, child, "kache sim", Duration::from_secs(600))

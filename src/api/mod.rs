@@ -2,10 +2,12 @@
 //! safe to fuzz. Nothing here knows about caches, connections or the simulator.
 //! A request's grammar: its path (`route`), query (`query`, with continue tokens in
 //! `token`), `Accept` (`media`); and what goes back: `status`, `json`, `wire` (protobuf
-//! framing), `transcode`, `table`, `selector`, `time`, `quote`.
+//! framing), `transcode`, `table`, `selector`, `time`, `quote`; `quantity` (resource quantities,
+//! which kache's size flags take too).
 
 pub(crate) mod json;
 pub mod media;
+pub(crate) mod quantity;
 pub mod query;
 pub(crate) mod quote;
 pub(crate) mod resource;

@@ -378,7 +378,7 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
         let addr = start_admin(serving.serve.clone(), admin, args.admin_addr_file.as_deref()).await?;
         tracing::info!(admin = %format!("http://{addr}"), "admin listener (/metrics, /readyz, /livez) ready");
     }
-    tracing::info!(url = %serving.url, version = env!("CARGO_PKG_VERSION"), "kache serving");
+    tracing::info!(url = %serving.url, version = env!("CARGO_PKG_VERSION"), commit = crate::GIT_COMMIT, "kache serving");
     let _ = serving.done.await;
     Ok(())
 }

@@ -25,7 +25,7 @@ pub struct AuthzSettings {
     /// Decisions remembered at most.
     pub cache_entries: usize,
     /// How long past their TTL decisions are used when the upstream cannot be asked
-    /// (`--serve-stale-seconds`).
+    /// (`--serve-stale`).
     pub stale: Duration,
     /// SubjectAccessReviews in flight at once in each lane (see [`review::Lanes`]).
     pub concurrent: usize,

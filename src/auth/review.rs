@@ -114,7 +114,7 @@ impl<K: Eq + std::hash::Hash + Clone> Turns<K> {
 }
 
 /// How long a review may keep a request waiting when kache knows the last decision (within
-/// `--serve-stale-seconds`): about what a cached read takes. Past it the last decision
+/// `--serve-stale`): about what a cached read takes. Past it the last decision
 /// stands for the request (see [`judged`]).
 pub(crate) const REVIEW_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -163,7 +163,7 @@ pub(crate) async fn judged<T: Send + 'static>(
 /// POST `review` to `path` and return the response's `status` object.
 pub async fn post(upstream: &Upstream, path: &'static str, kind: &'static str, review: &Value) -> Result<Value, ReviewError> {
     // Fail fast while the upstream is known hung or unreachable: the caller then uses its
-    // last known decision (within `--serve-stale-seconds`) or answers 503 at once.
+    // last known decision (within `--serve-stale`) or answers 503 at once.
     if let Some(why) = upstream.suspected() {
         return Err(ReviewError::Transport(why));
     }

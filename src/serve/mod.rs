@@ -135,7 +135,7 @@ fn stale_detail(what: &str, stale: Duration, bound: Duration) -> String {
     if stale < bound {
         format!("{what}; serving from memory for up to {}s more", (bound - stale).as_secs())
     } else {
-        format!("{what}; past --serve-stale-seconds ({}s)", bound.as_secs())
+        format!("{what}; past --serve-stale ({}s)", bound.as_secs())
     }
 }
 
@@ -274,7 +274,7 @@ impl Serve {
 
     /// Readiness checks for the upstream and every preloaded cache. A failing check counts
     /// (makes kache unready) unless kache still serves from memory within
-    /// `--serve-stale-seconds`: a Service must keep sending it clients then.
+    /// `--serve-stale`: a Service must keep sending it clients then.
     pub fn readiness(&self) -> Vec<Check> {
         let bound = self.settings.serve_stale;
         let mut out = vec![self.upstream_check()];
@@ -317,7 +317,7 @@ impl Serve {
     }
 
     /// Whether reads of `feed` may still be answered from memory, or the Status to answer
-    /// instead: past `--serve-stale-seconds` without the upstream, reads are refused.
+    /// instead: past `--serve-stale` without the upstream, reads are refused.
     pub(crate) fn within_stale_bound(&self, feed: &Feed) -> Result<(), Status> {
         let stale = feed.staleness();
         if stale.is_zero() || stale < self.settings.serve_stale {
@@ -530,7 +530,7 @@ impl Serve {
     }
 
     /// The upstream's last answer to a discovery request, while the upstream is hung or
-    /// unreachable (within `--serve-stale-seconds` of its going down) and the caller is
+    /// unreachable (within `--serve-stale` of its going down) and the caller is
     /// authenticated, as the apiserver's discovery roles require.
     fn kept_doc(&self, doc: &DocKey, caller: Option<&Caller>) -> Option<Response<Body>> {
         self.upstream.unavailable()?;

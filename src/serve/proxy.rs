@@ -1,7 +1,7 @@
 //! Pass-through: everything kache does not answer from cache goes to the upstream (with
 //! kache's credentials or the client's own) and streams back (bodies are never buffered whole), including connection upgrades for
 //! exec/attach/port-forward. An unreachable upstream is a 503 `Status`, one that does not
-//! answer within `--passthrough-timeout-seconds` a 504, and a client's body that cannot be
+//! answer within `--passthrough-timeout` a 504, and a client's body that cannot be
 //! read (bad chunked encoding, a connection cut mid-body) the client's 400, not an outage.
 
 use crate::api::status::Status;

@@ -193,7 +193,7 @@ impl Serve {
             Err(status) => return Ok(status.clone().into_response(pb)),
         };
         let (feed, growing) = self.servable(&plan, opts).await?;
-        // Served from memory through an outage, but only within --serve-stale-seconds.
+        // Served from memory through an outage, but only within --serve-stale.
         if let Err(status) = self.within_stale_bound(&feed) {
             return Ok(status.into_response(pb));
         }
@@ -355,7 +355,7 @@ impl Serve {
     ///   yet after [`FIRST_PAGE_WAIT`], it passes through (and kache's lists yield to it
     ///   while it streams: `cache::feed::yielding`).
     /// - Any other watch stays open for minutes (an informer's holds its stream until its
-    ///   timeout), so it waits up to `--consistent-wait-ms` for a kind that lists within it
+    ///   timeout), so it waits up to `--consistent-wait` for a kind that lists within it
     ///   rather than take an upstream stream for its whole life.
     /// - Anything else (a small answer the upstream gives in milliseconds) passes through.
     async fn wait_for_sync(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> bool {
@@ -611,7 +611,7 @@ impl Serve {
             None => 0,
         };
         let bound = match self.costs.decide(&kind, bytes, self.settings.consistent_wait) {
-            // Within the client's budget of such reads (`--max-cheaper-upstream-bytes-per-client`);
+            // Within the client's budget of such reads (`--max-cheaper-upstream-rate-per-client`);
             // past it the read waits for the proof and is answered from memory, so one client
             // cannot make the apiserver do work kache could do instead.
             // A LIST is checked against the upstream's metadata first; a GET (an etcd read

@@ -6,7 +6,7 @@
 //! Each document is kept per (path and query, `Accept`, whether gzip is accepted), as the
 //! upstream answered it (its `Content-Type` and `Content-Encoding` with it), and answered
 //! only while the health monitor finds the upstream hung or unreachable, within
-//! `--serve-stale-seconds` of its going down, and only to an authenticated caller (the
+//! `--serve-stale` of its going down, and only to an authenticated caller (the
 //! apiserver grants discovery to `system:authenticated`), byte for byte as the upstream sent
 //! it. Bounded: documents up to [`MAX_DOC`] bytes, at most [`MAX_DOCS`] of them and
 //! [`BUDGET`] bytes in all; the least recently kept or answered make room for new ones (the

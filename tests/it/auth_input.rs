@@ -83,7 +83,7 @@ fn assert_status(r: &crate::support::Resp, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundreds_of_malformed_requests_get_4xx_status_and_kache_stays_healthy() {
     let sim = SecureSim::start().await;
-    let k = SecureKache::start(&sim, &["--max-uri-bytes", "4096"]).await;
+    let k = SecureKache::start(&sim, &["--max-uri-size", "4096"]).await;
     let admin = k.client(Who::Token("admin-token"));
     let mut rng = rand::rngs::SmallRng::seed_from_u64(4);
     let queries = bad_queries(&mut rng);
@@ -148,7 +148,7 @@ async fn read_to_end(mut s: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_heads_slow_clients_and_stalled_handshakes_are_cut_off() {
     let sim = SecureSim::start().await;
-    let plain = SecureKache::start(&sim, &["--insecure-http", "--max-header-bytes", "8192", "--header-read-timeout-seconds", "1"]).await;
+    let plain = SecureKache::start(&sim, &["--insecure-http", "--max-header-size", "8192", "--header-read-timeout", "1"]).await;
     let addr = plain.serving.addr;
     // A head larger than the limit: 431, connection closed.
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -162,7 +162,7 @@ async fn oversized_heads_slow_clients_and_stalled_handshakes_are_cut_off() {
     let out = read_to_end(s).await;
     assert!(out.is_empty() || out.starts_with(b"HTTP/1.1 408"), "{}", String::from_utf8_lossy(&out));
     // A TLS client that never completes its handshake is disconnected too.
-    let tls = SecureKache::start(&sim, &["--header-read-timeout-seconds", "1"]).await;
+    let tls = SecureKache::start(&sim, &["--header-read-timeout", "1"]).await;
     let s = tokio::net::TcpStream::connect(tls.serving.addr).await.unwrap();
     let _ = read_to_end(s).await;
     // Both still serve.

@@ -29,9 +29,9 @@ use std::time::Duration;
 
 /// A watch in this view is always passed through (kache serves Tables for GET and LIST only).
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
-const SIM: &[&str] = &["--nodes", "5", "--pods", "60", "--namespaces", "3", "--bookmark-interval-seconds", "1"];
+const SIM: &[&str] = &["--nodes", "5", "--pods", "60", "--namespaces", "3", "--bookmark-interval", "1"];
 /// Short deadlines, so each test's outage is found and answered quickly.
-const DEADLINES: &[&str] = &["--upstream-timeout-seconds", "2", "--passthrough-timeout-seconds", "2"];
+const DEADLINES: &[&str] = &["--upstream-timeout", "2", "--passthrough-timeout", "2"];
 
 fn flags(extra: &[&'static str]) -> Vec<&'static str> {
     let mut f = vec!["--preload", "pods"];
@@ -95,7 +95,7 @@ async fn a_paused_upstream_is_reported_while_cached_reads_answer_and_the_rest_ge
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_upstream_gives_pass_through_a_timeout_status_and_one_whose_readyz_is_slow_too_is_found_hung() {
-    let f = faulty(SIM, &["--preload", "pods", "--passthrough-timeout-seconds", "1"]).await;
+    let f = faulty(SIM, &["--preload", "pods", "--passthrough-timeout", "1"]).await;
     f.upstream_becomes(true).await;
     // API answers slower than the pass-through deadline (1 s) while /readyz answers at
     // once (an apiserver whose priority and fairness queues requests): a 504, and the
@@ -529,7 +529,7 @@ async fn sim_fault_endpoint_flips_the_switches() {
     assert_eq!(sim.get("/readyz").await.status, 200, "the restarted apiserver says ready before its caches are");
 }
 
-/// Item 2 of the reliability issue: within `--serve-stale-seconds` (300 by default) kache
+/// Item 2 of the reliability issue: within `--serve-stale` (300 by default) kache
 /// stays ready and answers what it holds, says `[-]upstream` in `/readyz?verbose`, and fails
 /// what needs the upstream at once (503 from the health monitor's finding, not a 504 after a
 /// deadline).
@@ -568,18 +568,18 @@ async fn reads_from_memory_through_an_outage_within_the_stale_bound() {
     f.upstream_becomes(true).await;
 }
 
-/// Past `--serve-stale-seconds` without the upstream kache is unready and refuses cached
+/// Past `--serve-stale` without the upstream kache is unready and refuses cached
 /// reads too; when the upstream is back it serves again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_stale_bound_kache_is_unready_and_refuses_cached_reads() {
-    let f = faulty(SIM, &flags(&["--serve-stale-seconds", "1"])).await;
+    let f = faulty(SIM, &flags(&["--serve-stale", "1"])).await;
     f.upstream_becomes(true).await;
     f.relay.down(true);
     f.upstream_becomes(false).await;
     let admin = &f.admin;
     // Each cache keeps its own staleness clock: wait for the one the read below is served
     // from (pods in JSON), not for the first cache past the bound.
-    let past = |l: &str| l.starts_with("[-]cache pods json ") && l.ends_with("past --serve-stale-seconds (1s)");
+    let past = |l: &str| l.starts_with("[-]cache pods json ") && l.ends_with("past --serve-stale (1s)");
     let verbose = eventually(30, 100, || async move {
         let r = admin.get("/readyz?verbose").await;
         let text = r.text();
@@ -608,14 +608,14 @@ async fn past_the_stale_bound_kache_is_unready_and_refuses_cached_reads() {
 }
 
 /// With security on, decisions past their TTL are used while the upstream cannot be asked
-/// (within `--serve-stale-seconds`); a caller never judged gets 503 at once.
+/// (within `--serve-stale`); a caller never judged gets 503 at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn last_known_decisions_hold_cached_reads_through_an_outage() {
     let sim = SecureSim::start().await;
     let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", sim.running.addr).await.unwrap();
     let kubeconfig = sim.upstream_kubeconfig_at(&format!("https://{}", relay.addr));
     let mut extra = DEADLINES.to_vec();
-    extra.extend(["--token-cache-ttl-seconds", "1", "--authz-cache-allow-ttl-seconds", "1", "--authz-cache-deny-ttl-seconds", "1"]);
+    extra.extend(["--token-cache-ttl", "1", "--authz-cache-allow-ttl", "1", "--authz-cache-deny-ttl", "1"]);
     let k = SecureKache::start_at(&sim, &kubeconfig, &extra).await;
     crate::support::upstream_becomes(&k.serving.serve, true).await;
     let alice = k.client(Who::Token("alice-token"));

@@ -70,17 +70,23 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
         (&["--cache-window-events", "0"][..], "--cache-window-events"),
         (&["--snapshot-history", "0"], "--snapshot-history"),
         (&["--watcher-lag", "0"], "--watcher-lag"),
-        (&["--watch-bookmark-interval-seconds", "0"], "--watch-bookmark-interval-seconds"),
+        (&["--watch-bookmark-interval", "0"], "--watch-bookmark-interval"),
         (&["--cache-window-events", "many"], "--cache-window-events"),
-        (&["--consistent-wait-ms=-5"], "--consistent-wait-ms"),
-        (&["--shutdown-grace-seconds", "soon"], "--shutdown-grace-seconds"),
+        (&["--consistent-wait=-5"], "--consistent-wait"),
+        (&["--shutdown-grace", "soon"], "--shutdown-grace"),
         (&["--preload-encodings", "yaml"], "--preload-encodings"),
         (&["--log-format", "xml"], "--log-format"),
         (&["--listen", "not-an-address"], "--listen"),
         (&["--log-level", "verbose"], "--log-level"),
         (&["--log-level", "kache=loud"], "--log-level"),
-        (&["--serve-stale-seconds", "5 minutes"], "--serve-stale-seconds"),
-        (&["--upstream-timeout-seconds", "1500ms"], "--upstream-timeout-seconds"),
+        (&["--serve-stale", "5 minutes"], "--serve-stale"),
+        (&["--upstream-timeout", "1500ms"], "--upstream-timeout"),
+        // An old name is the same flag, and the message names the new one.
+        (&["--serve-stale-seconds", "5 minutes"], "--serve-stale"),
+        (&["--cache-window-size", "32MB"], "--cache-window-size"),
+        (&["--cache-window-bytes=-1"], "--cache-window-size"),
+        (&["--max-header-size", "1Ki"], "--max-header-size"),
+        (&["--write-timeout", "0s"], "--write-timeout"),
         (&["--tls-min-version", "VersionTLS10"], "--tls-min-version"),
         (&["--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"], "--tls-cipher-suites"),
     ] {
@@ -103,7 +109,8 @@ fn bad_values_from_the_environment_exit_2_naming_the_flag() {
         ("KACHE_SNAPSHOT_HISTORY", "0", "--snapshot-history"),
         ("KACHE_WATCHER_LAG", "0", "--watcher-lag"),
         ("KACHE_CACHE_WINDOW_EVENTS", "ten", "--cache-window-events"),
-        ("KACHE_SHUTDOWN_GRACE_SECONDS", "soon", "--shutdown-grace-seconds"),
+        ("KACHE_SHUTDOWN_GRACE_SECONDS", "soon", "--shutdown-grace"),
+        ("KACHE_CACHE_WINDOW_BYTES", "lots", "--cache-window-size"),
         ("KACHE_PRELOAD_ENCODINGS", "json,yaml", "--preload-encodings"),
         ("KACHE_LOG_FORMAT", "xml", "--log-format"),
         ("KACHE_LISTEN", "0.0.0.0:0", "--listen"),
@@ -136,14 +143,14 @@ fn bad_sim_and_demo_flags_exit_2() {
 
 /// `kache demo` flattens both the cluster's and the cache's settings, and two pairs of their
 /// fields share a clap id (`window_events`: `--window-events` / `--cache-window-events`, and
-/// `bookmark_interval_seconds`: `--bookmark-interval-seconds` /
-/// `--watch-bookmark-interval-seconds`). A debug build of `kache demo` panicked at start on
+/// `bookmark_interval_seconds`: `--bookmark-interval` /
+/// `--watch-bookmark-interval`). A debug build of `kache demo` panicked at start on
 /// clap's debug assertion; a release build silently gave both flags of a pair one value.
 /// Regression test for src/config giving the cache's fields their own ids.
 #[test]
 fn demo_flags_are_consistent_and_validated() {
     kache::config::Cli::command().debug_assert();
-    rejected(&["demo", "--cache-window-events", "0", "--seconds", "1"], &[], &["--cache-window-events"]);
+    rejected(&["demo", "--cache-window-events", "0", "--exit-after", "1s"], &[], &["--cache-window-events"]);
 }
 
 /// Flags that are checked only after kache has reached the upstream (or never): a bad
@@ -186,4 +193,63 @@ fn every_flag_has_a_kache_environment_variable() {
     }
     assert!(missing.is_empty(), "flags without a KACHE_ environment variable: {missing:?}");
     assert!(checked >= 20, "only {checked} flags seen");
+}
+
+/// Run the binary with `args`; its exit code and standard output.
+fn output(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kache")).args(args).env_remove("KUBECONFIG").stdin(Stdio::null()).output().expect("kache");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `kache serve -h` is a summary: one line per flag, under headings; `--help` adds the
+/// long texts; the hidden old names appear in neither.
+#[test]
+fn serve_help_is_grouped_and_short() {
+    let (code, short) = output(&["serve", "-h"]);
+    assert_eq!(code, Some(0));
+    let (code, long) = output(&["serve", "--help"]);
+    assert_eq!(code, Some(0));
+    for heading in
+        ["Listening and TLS:", "Upstream:", "Caching:", "Freshness:", "Limits:", "Authentication and authorization:", "Observability:"]
+    {
+        assert!(short.lines().any(|l| l == heading), "-h lacks the heading {heading:?}:\n{short}");
+        assert!(long.lines().any(|l| l == heading), "--help lacks the heading {heading:?}");
+    }
+    let flags = short.lines().filter(|l| l.trim_start().starts_with("--") || l.starts_with("  -h")).count();
+    let text = short.lines().filter(|l| !l.is_empty() && !l.ends_with(':')).count();
+    assert!(flags >= 60, "{flags} flag lines:\n{short}");
+    // Every line other than a heading is a flag's, but for the usage line and the two about the value forms.
+    assert!(text <= flags + 5, "{text} lines for {flags} flags: a flag's help spans lines:\n{short}");
+    assert!(long.lines().count() > 2 * short.lines().count(), "--help has the long texts");
+    assert!(long.contains("--cache-window-size <SIZE>") && long.contains("[default: 32Mi]"), "{long}");
+    assert!(long.contains("--listen <ADDR>") && long.contains("[default: 127.0.0.1:7443]"), "{long}");
+    assert!(!long.contains("cache-window-bytes") && !long.contains("-seconds <"), "old names are hidden:\n{long}");
+}
+
+#[test]
+fn version_names_the_commit() {
+    let (code, out) = output(&["--version"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(out.trim(), format!("kache {}", kache::VERSION));
+    assert!(out.contains(kache::GIT_COMMIT) && out.contains("(commit "), "{out}");
+}
+
+#[test]
+fn completion_scripts_and_man_pages_name_serve_and_its_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, script) = output(&["completion", shell]);
+        assert_eq!(code, Some(0), "kache completion {shell}");
+        assert!(
+            script.contains("serve") && script.contains("cache-window-size") && script.contains("upstream-kubeconfig"),
+            "{shell}:\n{script}"
+        );
+    }
+    let (code, page) = output(&["man"]);
+    assert_eq!(code, Some(0));
+    assert!(page.contains(".TH kache "), "{page}");
+    assert!(page.contains("serve"), "{page}");
+    let (code, page) = output(&["man", "serve"]);
+    assert_eq!(code, Some(0));
+    assert!(page.contains(".TH kache-serve") && page.contains("\\-\\-listen") && page.contains("KACHE_LISTEN"), "{page}");
+    rejected(&["man", "no-such-command"], &[], &["no-such-command"]);
 }

@@ -1,6 +1,7 @@
 //! Operations documentation and deploy files kept in sync with the code:
 //! - the flags table of docs/operations.md is `kache serve --help` (every flag in the order
-//!   the help lists them, with its environment variable, default and meaning);
+//!   the help lists them, under its heading, with its environment variable, default and
+//!   the whole of its long help);
 //! - the metrics table of docs/operations.md is `telemetry::METRICS` (every declared metric,
 //!   with the help `/metrics` gives it);
 //! - deploy/grafana-dashboard.json queries only declared metrics, and every one of them;
@@ -35,6 +36,10 @@ fn help_flags() -> Vec<String> {
     let text = String::from_utf8_lossy(&out.stdout);
     let mut flags = Vec::new();
     for line in text.lines() {
+        // Option lines are indented 2 (`-h, --help`) or 6 (`--name`); their texts, 10.
+        if line.len() - line.trim_start().len() > 6 {
+            continue;
+        }
         let t = line.trim_start();
         // Option lines start with `-x, --name` or `--name`.
         let t = t.strip_prefix("-h, ").or_else(|| t.strip_prefix("-V, ")).unwrap_or(t);
@@ -55,6 +60,7 @@ fn flags_table() -> String {
     let serve = cli.find_subcommand("serve").expect("serve subcommand").clone();
     let args: Vec<clap::Arg> = serve.get_arguments().chain(cli.get_arguments()).cloned().collect();
     let mut rows = vec!["| flag | environment | default | meaning |".to_string(), "|---|---|---|---|".to_string()];
+    let mut heading = None;
     for name in help_flags() {
         if name == "help" || name == "version" {
             continue;
@@ -63,6 +69,10 @@ fn flags_table() -> String {
             .iter()
             .find(|a| a.get_long() == Some(name.as_str()))
             .unwrap_or_else(|| panic!("--{name} is in --help but not in the clap definition"));
+        if a.get_help_heading() != heading {
+            heading = a.get_help_heading();
+            rows.push(format!("| **{}** | | | |", heading.unwrap_or("Options")));
+        }
         let takes_value = a.get_num_args().is_none_or(|n| n.takes_values())
             && !matches!(a.get_action(), clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count);
         let value = if takes_value {
@@ -75,7 +85,7 @@ fn flags_table() -> String {
         let env = a.get_env().and_then(|e| e.to_str()).map(|e| format!("`{e}`")).unwrap_or_default();
         let default: Vec<String> = a.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
         let default = if default.is_empty() || !takes_value { String::new() } else { format!("`{}`", default.join(",")) };
-        let mut meaning = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let mut meaning = a.get_long_help().or(a.get_help()).map(|h| h.to_string()).unwrap_or_default();
         let possible: Vec<String> = a.get_possible_values().iter().map(|p| p.get_name().to_string()).collect();
         if takes_value && !possible.is_empty() {
             // clap drops the period that ends a one-paragraph help.

@@ -8,7 +8,7 @@
 //! - `/readyz` is 503 while the preloaded caches have not synced and 200 once they have. The
 //!   "not synced yet" state is made deterministic by a proxy between kache and the simulator
 //!   that lets discovery through but holds every LIST until the test opens its gate. With the
-//!   upstream down, `/readyz` stays 200 within `--serve-stale-seconds` with `[-]` lines for
+//!   upstream down, `/readyz` stays 200 within `--serve-stale` with `[-]` lines for
 //!   the upstream and every cache, and turns 503 past it (at once with 0); `/livez` and
 //!   `/healthz` stay 200 throughout.
 
@@ -73,17 +73,16 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
         "600",
         "--namespaces",
         "4",
-        "--pod-bytes",
+        "--pod-size",
         "16000",
         "--churn-per-sec",
         "50",
-        "--bookmark-interval-seconds",
+        "--bookmark-interval",
         "1",
     ]))
     .await;
     // A small --watcher-lag so a slow client is ended quickly.
-    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--watch-bookmark-interval-seconds", "1", "--watcher-lag", "16"], &[], 120)
-        .await;
+    let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--watch-bookmark-interval", "1", "--watcher-lag", "16"], &[], 120).await;
     k.readyz_becomes(200, 120).await;
 
     // First scrape: caches synced, churn flowing, no client of ours yet.
@@ -335,7 +334,7 @@ fn check_lines(body: &str) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
-    let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval", "1"])).await;
     // Discovery passes, every LIST waits at the closed gate: kache starts and binds, and its
     // caches cannot sync until the test says so.
     let proxy = Proxy::start(&sim.addr, false).await;
@@ -373,7 +372,7 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
     assert!(verbose.contains("readyz check passed"), "{verbose}");
 
     // The upstream goes away: streams are cut and every request gets 503. kache serves from
-    // memory (within --serve-stale-seconds, 300 s by default) and stays ready, with the
+    // memory (within --serve-stale, 300 s by default) and stays ready, with the
     // fault shown: the health monitor's own finding (its probe of the upstream's /readyz
     // gets the test proxy's 503) and every cache's informer.
     proxy.set_down(true);
@@ -406,10 +405,10 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
 /// watch timed out (240-360 s) and the replica stayed unready that long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_recovers_when_the_upstream_comes_back() {
-    let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval", "1"])).await;
     let proxy = Proxy::start(&sim.addr, true).await;
     // No serving from memory: unready as soon as the upstream is.
-    let k = KacheBin::spawn(&proxy.url(), &["--serve-stale-seconds", "0"], &[], 120).await;
+    let k = KacheBin::spawn(&proxy.url(), &["--serve-stale", "0"], &[], 120).await;
     k.readyz_becomes(200, 120).await;
     proxy.set_down(true);
     k.readyz_becomes(503, 60).await;
@@ -420,7 +419,7 @@ async fn readyz_recovers_when_the_upstream_comes_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_cache_kache_status_and_the_access_log() {
-    let sim = start(&cluster(&["--nodes", "5", "--pods", "40", "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    let sim = start(&cluster(&["--nodes", "5", "--pods", "40", "--namespaces", "3", "--bookmark-interval", "1"])).await;
     let k = KacheBin::spawn(
         &format!("http://{}", sim.addr),
         &["--preload", "pods,nodes", "--preload-encodings", "json", "--access-log", "--log-format", "json"],
@@ -563,7 +562,7 @@ fn named(text: &str) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_whole_watch_list_sends_the_runs_the_first_deflated() {
     use kache::telemetry::WATCH_LIST_RUNS;
-    let sim = start(&cluster(&["--nodes", "20", "--pods", "400", "--namespaces", "4", "--bookmark-interval-seconds", "1"])).await;
+    let sim = start(&cluster(&["--nodes", "20", "--pods", "400", "--namespaces", "4", "--bookmark-interval", "1"])).await;
     let k = KacheBin::spawn(&format!("http://{}", sim.addr), &["--preload", "pods"], &[], 60).await;
     k.readyz_becomes(200, 60).await;
     let plain = String::from_utf8(watch_list_of_pods(&k.api, false).await).unwrap();

@@ -167,12 +167,9 @@ async fn the_cluster_role_covers_exactly_what_kache_calls() {
     let grants = granted(&rules);
     let with_custom: Vec<Value> = rules.iter().cloned().chain([custom_resource_rule()]).collect();
     let allowed = granted(&with_custom);
-    let sim = AuthSim::start(
-        &users(),
-        &rbac(&with_custom),
-        &["--nodes", "10", "--pods", "100", "--namespaces", "3", "--bookmark-interval-seconds", "1"],
-    )
-    .await;
+    let sim =
+        AuthSim::start(&users(), &rbac(&with_custom), &["--nodes", "10", "--pods", "100", "--namespaces", "3", "--bookmark-interval", "1"])
+            .await;
     let proxy = Proxy::start(&sim.addr, true).await;
     // Default --passthrough-auth and --preload (what deploy/replicas runs), plus a custom
     // resource.

@@ -3,7 +3,7 @@
 //!   (30,000 pods of about 4 kB, read slowly): the watch stream ends cleanly (chunked body
 //!   terminated, no reset), new connections are refused while the LIST is still streaming,
 //!   the LIST completes with every item and valid JSON, and kache exits (status 0) within
-//!   `--shutdown-grace-seconds`.
+//!   `--shutdown-grace`.
 //! - SIGINT with a client that stops reading its LIST: the grace period bounds the shutdown
 //!   (kache exits although that response never finishes).
 //!
@@ -68,8 +68,7 @@ async fn cached_watch_open(k: &KacheBin) {
 }
 
 async fn big_sim(pods: &str) -> TestSim {
-    start(&cluster(&["--nodes", "100", "--pods", pods, "--namespaces", "10", "--pod-bytes", "4000", "--bookmark-interval-seconds", "1"]))
-        .await
+    start(&cluster(&["--nodes", "100", "--pods", pods, "--namespaces", "10", "--pod-size", "4000", "--bookmark-interval", "1"])).await
 }
 
 /// A simulator of `pods` pods, the `kache` binary in front of it (ready, with `grace`
@@ -79,7 +78,7 @@ async fn ready_with_a_watch(pods: &str, grace: u64) -> (TestSim, KacheBin, Watch
     let grace = grace.to_string();
     let k = KacheBin::spawn(
         &format!("http://{}", sim.addr),
-        &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace-seconds", &grace],
+        &["--preload", "pods", "--preload-encodings", "json", "--shutdown-grace", &grace],
         &[],
         300,
     )

@@ -339,7 +339,7 @@ async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering()
     let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", target).await.unwrap();
     config.cluster_url = format!("https://{}", relay.addr).parse().unwrap();
     let up = Upstream::new(&config).expect("upstream");
-    let k = kache_over(up, &["--preload", "configmaps", "--upstream-timeout-seconds", "2"]).await;
+    let k = kache_over(up, &["--preload", "configmaps", "--upstream-timeout", "2"]).await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
     let r = k.api.post("/api/v1/namespaces", &ns).await;
     assert!(r.status == 201 || r.status == 409, "namespace {NS}: {} {}", r.status, r.text());

@@ -689,8 +689,7 @@ async fn real_authz_kache_allows_and_shows_exactly_what_the_apiserver_does() {
     objects(&up).await;
     let seed = std::env::var("KACHE_AUTHZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23u64);
 
-    let flags =
-        ["--listen", "127.0.0.1:0", "--preload", "pods,configmaps,nodes,namespaces", "--allow-anonymous", "--shutdown-grace-seconds", "1"];
+    let flags = ["--listen", "127.0.0.1:0", "--preload", "pods,configmaps,nodes,namespaces", "--allow-anonymous", "--shutdown-grace", "1"];
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = kache::app::start_serve_args(load().await.expect("upstream"), &serve_args(&flags), async move {
         let _ = stopped.await;

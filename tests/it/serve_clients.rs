@@ -20,7 +20,7 @@ fn small(extra: &[&str]) -> Vec<String> {
 
 async fn sim_with(extra: &[&str]) -> TestSim {
     let mut flags = small(extra);
-    flags.extend(["--bookmark-interval-seconds".to_string(), "1".to_string()]);
+    flags.extend(["--bookmark-interval".to_string(), "1".to_string()]);
     let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
     start(&cluster(&refs)).await
 }

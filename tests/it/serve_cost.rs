@@ -14,7 +14,7 @@ use crate::support::{
 use kache::serve::PassThrough;
 use serde_json::json;
 
-const SIM: &[&str] = &["--nodes", "5", "--pods", "60", "--namespaces", "3", "--bookmark-interval-seconds", "1"];
+const SIM: &[&str] = &["--nodes", "5", "--pods", "60", "--namespaces", "3", "--bookmark-interval", "1"];
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 async fn setup(flags: &[&str]) -> (TestSim, TestKache) {
@@ -265,7 +265,7 @@ async fn a_clients_cheaper_upstream_reads_past_its_budget_are_proven_and_answere
     let flags = [
         "--consistent-passthrough-factor",
         "0.01",
-        "--max-cheaper-upstream-bytes-per-client",
+        "--max-cheaper-upstream-rate-per-client",
         "1",
         "--cheaper-upstream-reads",
         "pass-through",
@@ -285,7 +285,7 @@ async fn a_clients_cheaper_upstream_reads_past_its_budget_are_proven_and_answere
 /// unpaged LIST) and holds the rest, preloading `preload` (the pods first) in JSON: its
 /// initial list of the pods is under way and cannot end until `release`.
 async fn loading(pods: &str, preload: &str) -> (TestSim, Proxy, TestKache) {
-    let sim = start(&cluster(&["--nodes", "5", "--pods", pods, "--namespaces", "3", "--bookmark-interval-seconds", "1"])).await;
+    let sim = start(&cluster(&["--nodes", "5", "--pods", pods, "--namespaces", "3", "--bookmark-interval", "1"])).await;
     let proxy = Proxy::start(&sim.addr, true).await;
     proxy.hold_body("/api/v1/pods", 256 * 1024);
     let up = kache::app::plain_upstream(&proxy.url()).unwrap();

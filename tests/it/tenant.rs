@@ -168,7 +168,7 @@ async fn front_proxy_identity_headers_never_reach_the_upstream() {
 async fn a_clients_large_lists_wait_for_its_own_while_its_small_reads_go() {
     // 2,000 pods of 16 KB: a LIST of all is 32 MB, more than the sockets hold for a client
     // that does not read.
-    let sim = start(&cluster(&["--nodes", "3", "--pods", "2000", "--namespaces", "3", "--pod-bytes", "16000"])).await;
+    let sim = start(&cluster(&["--nodes", "3", "--pods", "2000", "--namespaces", "3", "--pod-size", "16000"])).await;
     let kache = kache_in_front(&sim.addr.to_string(), &["--preload", "pods", "--max-large-answers-per-client", "1"]).await;
     let all = "/api/v1/pods?resourceVersion=0";
     // A client that has its LIST's headers and reads no further holds its one place.

@@ -174,7 +174,7 @@ impl SecureSim {
             tls: true,
             ..SimAuthArgs::default()
         };
-        let c = crate::support::cluster(&["--nodes", "20", "--pods", "200", "--namespaces", "4", "--bookmark-interval-seconds", "1"]);
+        let c = crate::support::cluster(&["--nodes", "20", "--pods", "200", "--namespaces", "4", "--bookmark-interval", "1"]);
         let (running, stop) = crate::support::start_sim(&c, &auth).await;
         let sim = SecureSim { running, dir, ca, _stop: stop };
         sim.seed().await;
@@ -270,15 +270,15 @@ impl SecureKache {
             ca.to_str().unwrap(),
             "--client-kubeconfig-out",
             kubeconfig.to_str().unwrap(),
-            "--token-cache-ttl-seconds",
+            "--token-cache-ttl",
             "600",
-            "--token-cache-negative-ttl-seconds",
+            "--token-cache-negative-ttl",
             "600",
-            "--authz-cache-allow-ttl-seconds",
+            "--authz-cache-allow-ttl",
             "600",
-            "--authz-cache-deny-ttl-seconds",
+            "--authz-cache-deny-ttl",
             "600",
-            "--shutdown-grace-seconds",
+            "--shutdown-grace",
             "1",
         ]
         .into_iter()
