@@ -750,6 +750,9 @@ pub struct DemoArgs {
     /// Address to listen on.
     #[arg(long, env = "KACHE_DEMO_LISTEN", default_value = "127.0.0.1:0")]
     pub listen: String,
+    /// Write kache's bound address (`host:port`) to this file once it listens.
+    #[arg(long, env = "KACHE_DEMO_ADDR_FILE")]
+    pub addr_file: Option<PathBuf>,
     /// Where to write the kubeconfig for clients.
     #[arg(long, env = "KACHE_DEMO_KUBECONFIG", default_value = "kache-demo.kubeconfig")]
     pub kubeconfig: PathBuf,

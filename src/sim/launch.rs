@@ -147,7 +147,7 @@ pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
     let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
     crate::telemetry::install();
-    let serving = start_serve(upstream, &args.listen, None, &args.cache, ctrl_c(), Duration::from_secs(5)).await?;
+    let serving = start_serve(upstream, &args.listen, args.addr_file.as_deref(), &args.cache, ctrl_c(), Duration::from_secs(5)).await?;
     let admin = start_admin(serving.serve.clone(), "127.0.0.1:0", None).await?;
     serving.serve.wait_synced(Duration::from_secs(120)).await;
     let server = format!("http://{}", serving.addr);
