@@ -69,6 +69,22 @@ pub fn watch_requested(query: Option<&str>) -> bool {
     flag(query, "watch")
 }
 
+/// Whether a request is a watch: `watch=true`, or a path under the legacy `watch/` prefix
+/// (`/api/v1/watch/pods`), which the apiserver still serves.
+pub fn is_watch(path: &str, query: Option<&str>) -> bool {
+    watch_requested(query) || after_version(path) == Some("watch")
+}
+
+/// The path segment after the API version (`watch` in `/apis/apps/v1/watch/deployments`).
+fn after_version(path: &str) -> Option<&str> {
+    let mut segs = path.trim_start_matches('/').split('/');
+    match segs.next() {
+        Some("api") => segs.nth(1),
+        Some("apis") => segs.nth(2),
+        _ => None,
+    }
+}
+
 /// Whether a watch asks for its initial events (`sendInitialEvents=true`: a WatchList).
 pub fn initial_events_requested(query: Option<&str>) -> bool {
     flag(query, "sendInitialEvents")
@@ -100,13 +116,7 @@ pub fn check_request_timeout(method: &http::Method, path: &str, query: Option<&s
 /// port-forward and proxy subresources.
 fn long_running(method: &http::Method, path: &str, query: Option<&str>) -> bool {
     use crate::api::route::{classify, Target};
-    let mut segs = path.trim_start_matches('/').split('/');
-    let after_version = match segs.next() {
-        Some("api") => segs.nth(1),
-        Some("apis") => segs.nth(2),
-        _ => None,
-    };
-    if matches!(after_version, Some("watch" | "proxy")) {
+    if matches!(after_version(path), Some("watch" | "proxy")) {
         return true;
     }
     match classify(path) {
@@ -428,5 +438,15 @@ mod tests {
         assert_eq!(Options::parse(Some("limit=5&limit=abc")).unwrap().limit, 5);
         let c = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MSwic3RhcnQiOiIvY20xXHUwMDAwIn0";
         assert_eq!(Options::parse(Some(&format!("continue={c}&resourceVersion=0"))).unwrap().list_mode(), ListMode::Continue);
+    }
+
+    #[test]
+    fn a_watch_is_asked_by_the_query_or_by_the_legacy_path() {
+        assert!(is_watch("/api/v1/pods", Some("watch=1")));
+        assert!(is_watch("/api/v1/watch/namespaces/a/pods/p", None));
+        assert!(is_watch("/apis/apps/v1/watch/deployments", Some("watch=0")));
+        assert!(!is_watch("/api/v1/pods", Some("watch=false")));
+        assert!(!is_watch("/api/v1/namespaces/watch/pods", None), "a namespace called watch");
+        assert!(!is_watch("/apis/watch/v1/things", None), "a group called watch");
     }
 }

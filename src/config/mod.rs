@@ -33,7 +33,7 @@ mod value;
 
 pub use cache::{CacheArgs, CheaperReads, RevisionLedger};
 pub use serve::{SecurityArgs, ServeArgs};
-pub use sim::{ClusterArgs, DemoArgs, SimArgs, SimAuthArgs};
+pub use sim::{ClusterArgs, DemoArgs, SimArgs, SimAuthArgs, DEMO_CHURN_PER_SEC};
 pub use value::{bytes, millis, parse_go_duration, seconds};
 use value::{bytes_text, seconds_text};
 

@@ -150,12 +150,20 @@ pub struct SimArgs {
     pub auth: SimAuthArgs,
 }
 
+/// Pod changes per second of the demo's cluster unless `--churn-per-sec` says otherwise: a
+/// watch through the demo shows a few changes a second.
+pub const DEMO_CHURN_PER_SEC: &str = "3";
+
 /// `kache demo`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("churn_per_sec", |a| a.default_value(DEMO_CHURN_PER_SEC)))]
 pub struct DemoArgs {
     /// Address to listen on.
     #[arg(long, env = "KACHE_DEMO_LISTEN", default_value = "127.0.0.1:0")]
     pub listen: String,
+    /// Write kache's bound address (`host:port`) to this file once it listens.
+    #[arg(long, env = "KACHE_DEMO_ADDR_FILE")]
+    pub addr_file: Option<PathBuf>,
     /// Where to write the kubeconfig for clients.
     #[arg(long, env = "KACHE_DEMO_KUBECONFIG", default_value = "kache-demo.kubeconfig")]
     pub kubeconfig: PathBuf,

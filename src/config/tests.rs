@@ -209,3 +209,17 @@ fn log_levels_are_checked() {
         assert_eq!(e.flag, "--log-level", "{bad}");
     }
 }
+
+#[test]
+fn the_demo_churns_by_default_and_the_simulator_does_not() {
+    let churn = |argv: &[&str]| match Cli::try_parse_from(argv).expect("flags parse").command {
+        Command::Demo(d) => d.cluster.churn_per_sec,
+        Command::Sim(s) => s.cluster.churn_per_sec,
+        _ => unreachable!("a demo or sim command"),
+    };
+    assert_eq!(churn(&["kache", "demo"]), DEMO_CHURN_PER_SEC.parse::<f64>().unwrap());
+    assert!(churn(&["kache", "demo"]) > 0.0);
+    assert_eq!(churn(&["kache", "demo", "--churn-per-sec", "0"]), 0.0);
+    assert_eq!(churn(&["kache", "demo", "--churn-per-sec", "50"]), 50.0);
+    assert_eq!(churn(&["kache", "sim"]), 0.0);
+}

@@ -209,6 +209,8 @@ pub struct Serve {
     pub(crate) watch_flows: limit::WatchFlows,
     /// Each client's budget of consistent reads that need a proof, and the reads queued now.
     pub(crate) consistent_reads: (crate::rate::Buckets<String>, std::sync::atomic::AtomicUsize),
+    /// True once kache shuts down: the watches passed through end (`proxy::forward`).
+    ending: tokio::sync::watch::Sender<bool>,
 }
 
 impl Serve {
@@ -251,6 +253,7 @@ impl Serve {
             consistent_reads,
             watches,
             watch_flows: limit::WatchFlows::new(watch_flow_bytes),
+            ending: tokio::sync::watch::Sender::new(false),
         });
         serve.preload();
         telemetry::register_limits();
@@ -402,8 +405,11 @@ impl Serve {
         })
     }
 
-    /// End every open watch (shutdown): clients resume against another replica.
+    /// End every open watch (shutdown): the cache's, and those the upstream answers through
+    /// kache (each between two events), as well as any passed through from now on. Clients
+    /// resume against another replica.
     pub fn end_watches(&self) {
+        self.ending.send_replace(true);
         for e in self.feeds.iter() {
             e.value().cache.end_watchers();
         }
@@ -609,7 +615,8 @@ impl Serve {
         self.count_passthrough(reason);
         let yields = if reason == PassThrough::NotSynced { self.warmup_yields(None) } else { Vec::new() };
         let held = limit::Held::new([Some(permit), place]);
-        let resp = proxy::forward(&self.upstream, req, creds, held).await;
+        let watch = req.method() == http::Method::GET && query::is_watch(req.uri().path(), req.uri().query());
+        let resp = proxy::forward(&self.upstream, req, creds, held, watch.then(|| self.ending.subscribe())).await;
         let resp = match doc {
             Some(d) => self.kept.keep(d, resp),
             None => resp,

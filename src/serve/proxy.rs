@@ -3,6 +3,7 @@
 //! exec/attach/port-forward. An unreachable upstream is a 503 `Status`, one that does not
 //! answer within `--passthrough-timeout` a 504, and a client's body that cannot be
 //! read (bad chunked encoding, a connection cut mid-body) the client's 400, not an outage.
+//! A watch passed through ends, between two of its events, once kache shuts down.
 
 use crate::api::status::Status;
 use crate::body::BoxError;
@@ -14,9 +15,11 @@ use crate::upstream::{is_timeout, Class, Credentials, Upstream};
 use http::{header, HeaderMap, Request, Response};
 use http_body::Frame;
 use hyper_util::rt::TokioIo;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
+use tokio::sync::watch;
 
 /// A client's request body on its way upstream, remembering why it broke, if it did.
 struct Watched<B> {
@@ -122,11 +125,18 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// Forward `req` to the upstream and stream the answer back, holding `held` (the client's
-/// places) until the answer's body ends or, for an upgraded session, until it closes.
-pub async fn forward<B: RequestBody>(upstream: &Upstream, req: Request<B>, creds: Credentials, held: Held) -> Response<Body> {
+/// places) until the answer's body ends or, for an upgraded session, until it closes. A
+/// watch's answer given `ending` ends once `ending` holds true (see [`Ending`]).
+pub async fn forward<B: RequestBody>(
+    upstream: &Upstream,
+    req: Request<B>,
+    creds: Credentials,
+    held: Held,
+    ending: Option<watch::Receiver<bool>>,
+) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     let mut held = Some(held);
-    let resp = send(upstream, req, creds, upgrade.then_some(&mut held)).await;
+    let resp = send(upstream, req, creds, upgrade.then_some(&mut held), ending).await;
     match held {
         Some(held) => resp.map(|b| Guarded::holding(b, held)),
         None => resp,
@@ -164,6 +174,7 @@ async fn send<B: RequestBody>(
     mut req: Request<B>,
     creds: Credentials,
     session: Option<&mut Option<Held>>,
+    ending: Option<watch::Receiver<bool>>,
 ) -> Response<Body> {
     let upgrade = is_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
@@ -207,7 +218,144 @@ async fn send<B: RequestBody>(
     };
     let (mut parts, incoming) = resp.into_parts();
     clean(&mut parts.headers, false);
-    Response::from_parts(parts, body::streamed(incoming))
+    let body = match ending.filter(|_| parts.status.is_success()) {
+        Some(ending) => body::streamed(Ending::new(incoming, Framing::of(&parts.headers), ending)),
+        None => body::streamed(incoming),
+    };
+    Response::from_parts(parts, body)
+}
+
+/// How a watch's events follow each other in its body: where it can end without tearing one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// One JSON document a line (`application/json`, Tables and metadata views too).
+    Lines,
+    /// Each event after its length, 4 bytes big-endian
+    /// (`application/vnd.kubernetes.protobuf;stream=watch`).
+    Lengths,
+    /// Anything else (a compressed body, CBOR): no boundary kache can see.
+    Opaque,
+}
+
+impl Framing {
+    /// The framing of an answer with these headers.
+    fn of(headers: &HeaderMap) -> Framing {
+        let encoded = headers.get(header::CONTENT_ENCODING).is_some_and(|e| e.as_bytes() != b"identity");
+        let media = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let media = media.split(';').next().unwrap_or("").trim();
+        match media {
+            _ if encoded => Framing::Opaque,
+            m if m.eq_ignore_ascii_case("application/json") => Framing::Lines,
+            m if m.eq_ignore_ascii_case(crate::api::wire::PROTOBUF) => Framing::Lengths,
+            _ => Framing::Opaque,
+        }
+    }
+}
+
+/// Where the bytes of a watch passed so far end: between two events, or inside one.
+#[derive(Debug)]
+struct Events {
+    framing: Framing,
+    /// [`Framing::Lines`]: the last byte passed was a newline (or none was passed).
+    line_ended: bool,
+    /// [`Framing::Lengths`]: the length prefix read so far of the next event, and the
+    /// bytes still to come of the current one.
+    prefix: [u8; 4],
+    prefix_read: usize,
+    left: usize,
+}
+
+impl Events {
+    fn new(framing: Framing) -> Events {
+        Events { framing, line_ended: true, prefix: [0; 4], prefix_read: 0, left: 0 }
+    }
+
+    /// Count `bytes` as passed.
+    fn pass(&mut self, mut bytes: &[u8]) {
+        match self.framing {
+            Framing::Lines => {
+                if let Some(last) = bytes.last() {
+                    self.line_ended = *last == b'\n';
+                }
+            }
+            Framing::Lengths => {
+                while !bytes.is_empty() {
+                    if self.left > 0 {
+                        let n = self.left.min(bytes.len());
+                        self.left -= n;
+                        bytes = &bytes[n..];
+                        continue;
+                    }
+                    self.prefix[self.prefix_read] = bytes[0];
+                    self.prefix_read += 1;
+                    bytes = &bytes[1..];
+                    if self.prefix_read == 4 {
+                        self.left = u32::from_be_bytes(self.prefix) as usize;
+                        self.prefix_read = 0;
+                    }
+                }
+            }
+            Framing::Opaque => {}
+        }
+    }
+
+    /// Whether the bytes passed end between two events.
+    fn between(&self) -> bool {
+        match self.framing {
+            Framing::Lines => self.line_ended,
+            Framing::Lengths => self.prefix_read == 0 && self.left == 0,
+            Framing::Opaque => true,
+        }
+    }
+}
+
+/// A watch's body from the upstream that ends (the chunked body's last chunk, HTTP/2's
+/// END_STREAM) once kache shuts down, at the first point between two events: its client
+/// resumes from its last event elsewhere, as when an apiserver shuts down. Ending it drops
+/// the upstream's stream too. Without it the shutdown would wait the whole grace period for
+/// a watch that never ends by itself.
+struct Ending<B> {
+    inner: B,
+    /// Resolves when kache shuts down.
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send + Sync>>,
+    shutting_down: bool,
+    events: Events,
+}
+
+impl<B> Ending<B> {
+    fn new(inner: B, framing: Framing, mut ending: watch::Receiver<bool>) -> Ending<B> {
+        let shutdown = Box::pin(async move {
+            // A sender gone is a server gone: end as well.
+            let _ = ending.wait_for(|ending| *ending).await;
+        });
+        Ending { inner, shutdown, shutting_down: false, events: Events::new(framing) }
+    }
+}
+
+impl<B> http_body::Body for Ending<B>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+{
+    type Data = bytes::Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<bytes::Bytes>, B::Error>>> {
+        if !self.shutting_down && self.shutdown.as_mut().poll(cx).is_ready() {
+            self.shutting_down = true;
+        }
+        if self.shutting_down && self.events.between() {
+            return Poll::Ready(None);
+        }
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(data) = frame.as_ref().and_then(|f| f.as_ref().ok()).and_then(Frame::data_ref) {
+            self.events.pass(data);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
 }
 
 /// Forward a connection upgrade (exec, attach, port-forward) over HTTP/1.1 and join the two
@@ -245,4 +393,96 @@ async fn forward_upgrade(
     let (mut parts, incoming) = resp.into_parts();
     clean(&mut parts.headers, false);
     Response::from_parts(parts, body::streamed(incoming))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, StreamBody};
+
+    /// A body whose frames the test sends, and the sender.
+    fn fed(
+    ) -> (tokio::sync::mpsc::UnboundedSender<&'static str>, impl http_body::Body<Data = Bytes, Error = std::convert::Infallible> + Unpin)
+    {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+        let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|s| (Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(s.as_bytes()))), rx))
+        });
+        (tx, StreamBody::new(Box::pin(frames)))
+    }
+
+    async fn next<B: http_body::Body<Data = Bytes> + Unpin>(body: &mut B) -> Option<Bytes>
+    where
+        B::Error: std::fmt::Debug,
+    {
+        body.frame().await.map(|f| f.expect("frame").into_data().expect("data"))
+    }
+
+    #[tokio::test]
+    async fn a_watch_passed_through_ends_between_two_events_once_kache_shuts_down() {
+        let (tx, inner) = fed();
+        let (stop, ending) = watch::channel(false);
+        let mut body = Ending::new(inner, Framing::Lines, ending);
+        tx.send("{\"type\":\"ADDED\"}\n{\"type\":").unwrap();
+        assert_eq!(next(&mut body).await.unwrap(), "{\"type\":\"ADDED\"}\n{\"type\":");
+        stop.send_replace(true);
+        // The event begun still comes whole; the next does not.
+        tx.send("\"MODIFIED\"}\n").unwrap();
+        tx.send("{\"type\":\"DELETED\"}\n").unwrap();
+        assert_eq!(next(&mut body).await.unwrap(), "\"MODIFIED\"}\n");
+        assert_eq!(next(&mut body).await, None);
+
+        // Waiting between two events, it ends at once.
+        let (_tx, inner) = fed();
+        let (stop, ending) = watch::channel(false);
+        let mut body = Ending::new(inner, Framing::Lines, ending);
+        let waiting = tokio::spawn(async move { next(&mut body).await });
+        tokio::task::yield_now().await;
+        stop.send_replace(true);
+        assert_eq!(waiting.await.unwrap(), None);
+        // Started after the shutdown: ended before its first event.
+        let (tx, inner) = fed();
+        let mut body = Ending::new(inner, Framing::Lines, stop.subscribe());
+        tx.send("{}\n").unwrap();
+        assert_eq!(next(&mut body).await, None);
+    }
+
+    #[test]
+    fn protobuf_events_are_counted_by_their_length_prefix_across_frames() {
+        let mut e = Events::new(Framing::Lengths);
+        assert!(e.between());
+        e.pass(&[0, 0]);
+        assert!(!e.between(), "half a length prefix");
+        e.pass(&[0, 3, b'a']);
+        assert!(!e.between(), "two of three bytes to come");
+        e.pass(&[b'b', b'c', 0, 0, 0, 1]);
+        assert!(!e.between(), "the next event's prefix");
+        e.pass(&[b'd']);
+        assert!(e.between());
+        e.pass(&[0, 0, 0, 0]);
+        assert!(e.between(), "an empty event");
+        let mut e = Events::new(Framing::Lines);
+        e.pass(b"{}\n{");
+        assert!(!e.between());
+        e.pass(b"}\n");
+        assert!(e.between());
+    }
+
+    #[test]
+    fn framing_is_read_from_the_answers_headers() {
+        let framing = |pairs: &[(header::HeaderName, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(k.clone(), http::HeaderValue::from_static(v));
+            }
+            Framing::of(&h)
+        };
+        assert_eq!(framing(&[(header::CONTENT_TYPE, "application/json")]), Framing::Lines);
+        assert_eq!(framing(&[(header::CONTENT_TYPE, "application/json;as=Table;g=meta.k8s.io;v=v1")]), Framing::Lines);
+        assert_eq!(framing(&[(header::CONTENT_TYPE, "application/vnd.kubernetes.protobuf;stream=watch")]), Framing::Lengths);
+        assert_eq!(framing(&[(header::CONTENT_TYPE, "application/json"), (header::CONTENT_ENCODING, "gzip")]), Framing::Opaque);
+        assert_eq!(framing(&[(header::CONTENT_TYPE, "application/cbor-seq")]), Framing::Opaque);
+        assert_eq!(framing(&[]), Framing::Opaque);
+    }
 }

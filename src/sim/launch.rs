@@ -2,7 +2,7 @@
 //! progress for bookmarks, optionally with TLS, users and RBAC) and `kache demo` (the
 //! simulator with kache in front of it, a kubeconfig and commands to try).
 
-use crate::app::{ctrl_c, kubeconfig, kubeconfig_with_ca, plain_upstream, serving_cert, start_admin, start_serve, StartError};
+use crate::app::{ctrl_c, kubeconfig, kubeconfig_with_ca, plain_upstream, serving_cert, start_admin, start_serve, terminated, StartError};
 use crate::auth::tls;
 use crate::cache::Limits;
 use crate::config::{ClusterArgs, ConfigError, DemoArgs, SimArgs, SimAuthArgs};
@@ -139,15 +139,54 @@ pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
     Ok(())
 }
 
-/// `kache demo`.
+/// `kache demo`: until SIGINT or SIGTERM, or for `--seconds` once it serves. Then kache
+/// stops accepting, ends its watches (its clients' and those passed through) and lets other
+/// requests finish; the simulator goes with the process.
 pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
     // Every flag checked before the simulated cluster is built and anything listens.
     args.cluster.validate()?;
     args.cache.validate()?;
-    let sim = start_sim("127.0.0.1:0", None, &args.cluster, ctrl_c()).await?;
+    // Generating the cluster holds the thread; until it is done a signal's default action
+    // ends the process (the handler below is installed only when first polled).
+    let sim = start_sim("127.0.0.1:0", None, &args.cluster, std::future::pending()).await?;
+    let signal = terminated();
+    tokio::pin!(signal);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        let mut stopped = stopped;
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let serving = tokio::select! {
+        started = start_demo(&args, &sim, shutdown) => started?,
+        // Nothing serves a client yet: there is nothing to drain.
+        () = &mut signal => return Ok(()),
+    };
+    let ran = async {
+        match args.seconds {
+            0 => std::future::pending().await,
+            n => tokio::time::sleep(Duration::from_secs(n)).await,
+        }
+    };
+    tokio::select! {
+        () = &mut signal => {}
+        () = ran => {}
+    }
+    stop.send_replace(true);
+    let _ = serving.done.await;
+    Ok(())
+}
+
+/// Start kache in front of `sim` (serving until `shutdown` resolves), wait for its caches,
+/// write the kubeconfig and print what to try. The simulator serves until the process
+/// ends, after kache has ended its watches on it.
+async fn start_demo(
+    args: &DemoArgs,
+    sim: &Running,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<crate::app::Serving, StartError> {
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
     crate::telemetry::install();
-    let serving = start_serve(upstream, &args.listen, None, &args.cache, ctrl_c(), Duration::from_secs(5)).await?;
+    let serving = start_serve(upstream, &args.listen, args.addr_file.as_deref(), &args.cache, shutdown, Duration::from_secs(5)).await?;
     let admin = start_admin(serving.serve.clone(), "127.0.0.1:0", None).await?;
     serving.serve.wait_synced(Duration::from_secs(120)).await;
     let server = format!("http://{}", serving.addr);
@@ -160,12 +199,7 @@ pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
     println!("  kubectl --kubeconfig {kc} get pods -A -w -o json");
     println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500 -o name | wc -l");
     println!("metrics: curl http://{admin}/metrics   readiness: curl 'http://{admin}/readyz?verbose'");
-    if args.seconds > 0 {
-        tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-    } else {
-        ctrl_c().await;
-    }
-    Ok(())
+    Ok(serving)
 }
 
 #[cfg(test)]

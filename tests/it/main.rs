@@ -34,6 +34,7 @@ mod tenant;
 
 // Running kache: flags, docs, kubeconfigs, metrics, RBAC of its own, shutdown.
 mod ops_config;
+mod ops_demo;
 mod ops_docs;
 mod ops_incluster;
 mod ops_kubeconfig;

@@ -193,3 +193,30 @@ async fn sigint_with_a_stalled_list_reader_exits_once_the_grace_period_ends() {
     let rest = read_at_least(&mut body, &mut list, length, deadline(30)).await;
     assert!(rest.is_err() && list.len() < length, "the unread LIST cannot have completed ({} of {length} bytes, {rest:?})", list.len());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_upstreams_watches_too_and_exits_without_waiting_for_the_grace_period() {
+    // A grace period far beyond the test's bound: only the watches ending lets kache exit.
+    let (_sim, mut k, mut cached) = ready_with_a_watch("200", 600).await;
+    // A Table watch with the objects in it: kache builds no such view, so the upstream
+    // answers it through kache.
+    let rv = list_rv(&k.api.get_ok("/api/v1/pods?resourceVersion=0&limit=1").await);
+    let mut passed = k
+        .api
+        .watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}&includeObject=Object"), "application/json;as=Table;g=meta.k8s.io;v=v1")
+        .await;
+    assert_eq!(passed.status, 200);
+    assert!(passed.headers.get(kache::api::FROM_CACHE_HEADER).is_none(), "the Table watch is the upstream's");
+
+    let t0 = Instant::now();
+    k.signal("TERM");
+    // Both end cleanly (json_until_end panics on a body error or a torn line).
+    cached.json_until_end(t0 + Duration::from_secs(60)).await;
+    passed.json_until_end(t0 + Duration::from_secs(60)).await;
+    let status = k
+        .wait_exit(t0 + Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|| panic!("kache still running 60 s after SIGTERM with only watches open:\n{}", k.stderr()));
+    assert!(status.success(), "exit status: {status}\n{}", k.stderr());
+    assert!(!k.stderr().contains("grace period"), "nothing was left to cut at the end of the grace period:\n{}", k.stderr());
+}
