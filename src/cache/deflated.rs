@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// A run is not cut before it holds this many bytes of frames. Each run is deflated without
 /// the window of the one before, so runs cost compression: the protobuf WatchList of 30,000
 /// pods (171 MB) deflated whole at level 1 is 13.3 MB, in runs of at least 32 KiB 15.6 MB,
-/// at least 128 KiB 14.5 MB, at least 256 KiB 14.1 MB (zlib; BENCHMARKS.md, issue 22).
+/// at least 128 KiB 14.5 MB, at least 256 KiB 14.1 MB (zlib; BENCHMARKS.md).
 pub const MIN_RUN: usize = 128 * 1024;
 /// A run is cut once it holds this many bytes of frames.
 pub const MAX_RUN: usize = 1024 * 1024;

@@ -4,7 +4,7 @@
 //! started at the same moment waits for its own answer. With every preloaded kind and
 //! encoding listing at once, a client-go WatchList informer of 30,000 pods started with kache
 //! synced 1.31x slower than directly; with only the pods in protobuf listing, 0.93x
-//! (BENCHMARKS.md, issue 22). So at start the preloaded feeds list one after another, in
+//! (BENCHMARKS.md). So at start the preloaded feeds list one after another, in
 //! the order [`in_turn`] is given: a feed's list goes once the one before it has ended
 //! (synced, or failed once, so an upstream that refuses or is down holds nothing up), or
 //! after [`TURN_MAX`], and no client passed through or sent a list as it loads is still

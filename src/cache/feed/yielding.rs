@@ -27,7 +27,7 @@ pub const WINDOW: Duration = Duration::from_millis(250);
 /// what its socket and HTTP/2 window hold (megabytes) and then stores the state. A client-go
 /// WatchList informer of 30,000 pods finished 0.2-0.65 s after kache's own JSON list of the
 /// pods had started 250 ms after the last busy window, and the two shared the cores
-/// (BENCHMARKS.md, issue 22).
+/// (BENCHMARKS.md).
 pub const DIGEST: Duration = Duration::from_secs(1);
 /// The longest a list yields in all (many clients streaming in turn cannot keep a cache
 /// from syncing).

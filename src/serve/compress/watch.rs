@@ -32,7 +32,7 @@
 //! frames are deflated at kache's own priority ([`InitialState::loading`]), not in the
 //! low-priority lane: its client waits on each of them while the apiserver and kache's own
 //! list take the cores, and in the lane a cold start synced 1.05x direct against 0.96x
-//! uncompressed; at kache's priority 0.87x against 0.94x (BENCHMARKS.md, issue 22).
+//! uncompressed; at kache's priority 0.87x against 0.94x (BENCHMARKS.md).
 
 use super::{Encodes, INDENT_INLINE};
 use crate::body::{Body, BoxError, Chunk};
@@ -63,14 +63,14 @@ const STORED_MAX: usize = 0xffff;
 /// empty stored block hands out everything before it: without it a Go client decoded each
 /// live event only when the next one came, and a WatchList's end bookmark, sent once its
 /// freshness proof came after the state, only with the kind's next event (a client-go
-/// informer of a quiet kind did not sync; BENCHMARKS.md, issue 22).
+/// informer of a quiet kind did not sync; BENCHMARKS.md).
 const FLUSHED: [u8; 5] = [0, 0, 0, 0xff, 0xff];
 
 /// The level a WatchList's runs are deflated at. A run is deflated once and sent to every
 /// WatchList while its objects do not change, so it is deflated denser than a stream's own
 /// bytes (level 1, the apiserver's): the runs of 30,000 pods' protobuf WatchList (171 MB)
 /// are 17.5 MB at level 1 and 9.2 MB at level 7, deflated at 709 and 294 MB/s, and Go's
-/// gzip reader inflates them in 0.243 and 0.175 s (BENCHMARKS.md, issue 22).
+/// gzip reader inflates them in 0.243 and 0.175 s (BENCHMARKS.md).
 const RUN_LEVEL: u32 = 7;
 
 /// Whether a watch has sent its initial state: set by the watcher, read by the encoding of
