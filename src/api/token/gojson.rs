@@ -97,6 +97,19 @@ impl Scan<'_> {
         }
     }
 
+    /// An object's key and its colon, the key's first byte read (it must open a string).
+    fn key(&mut self, first: u8) -> Result<(), String> {
+        if first != b'"' {
+            return Err(invalid(first, "looking for beginning of object key string"));
+        }
+        self.string()?;
+        self.skip_space();
+        match self.next()? {
+            b':' => Ok(()),
+            b => Err(invalid(b, "after object key")),
+        }
+    }
+
     fn digits(&mut self) {
         while self.peek().is_some_and(|b| b.is_ascii_digit()) {
             self.i += 1;
@@ -179,15 +192,10 @@ fn check(s: &[u8]) -> Result<(), String> {
                     b'}' => {
                         stack.pop();
                     }
-                    b'"' => {
-                        scan.string()?;
-                        scan.skip_space();
-                        match scan.next()? {
-                            b':' => continue 'value,
-                            b => return Err(invalid(b, "after object key")),
-                        }
+                    b => {
+                        scan.key(b)?;
+                        continue 'value;
                     }
-                    b => return Err(invalid(b, "looking for beginning of object key string")),
                 }
             }
             b'[' => {
@@ -218,17 +226,9 @@ fn check(s: &[u8]) -> Result<(), String> {
             match (top, b) {
                 (Open::Object, b',') => {
                     scan.skip_space();
-                    match scan.next()? {
-                        b'"' => {
-                            scan.string()?;
-                            scan.skip_space();
-                            match scan.next()? {
-                                b':' => continue 'value,
-                                b => return Err(invalid(b, "after object key")),
-                            }
-                        }
-                        b => return Err(invalid(b, "looking for beginning of object key string")),
-                    }
+                    let first = scan.next()?;
+                    scan.key(first)?;
+                    continue 'value;
                 }
                 (Open::Object, b'}') | (Open::Array, b']') => {
                     stack.pop();
