@@ -42,6 +42,9 @@ fn main() -> ExitCode {
             Command::Status(args) => kache::app::status::run(&args).await,
         }
     });
+    // Tasks still running (informers, servers) stop here: nothing logs after the outcome,
+    // and a blocking job still running does not hold the exit up for long.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

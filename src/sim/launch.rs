@@ -89,7 +89,7 @@ pub async fn start_sim_with(
         seconds = started.elapsed().as_secs_f64(),
         "simulated cluster generated"
     );
-    let (listener, addr) = server::bind(listen, addr_file).await?;
+    let (listener, addr) = server::bind(listen, addr_file).await.map_err(StartError::bind("--listen"))?;
     let ticker = sim.clone();
     let progress_notify = c.progress_notify_seconds;
     tokio::spawn(async move {
@@ -106,7 +106,7 @@ pub async fn start_sim_with(
     let limits = ConnLimits { max_streams: c.http2_max_streams, ..ConnLimits::default() };
     tokio::spawn(server::serve_with(listener, config, limits, sim.clone(), shutdown, Duration::from_secs(1)));
     if let Some(path) = &auth.kubeconfig_out {
-        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", ca_pem.as_deref()))?;
+        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", ca_pem.as_deref())).map_err(StartError::write(path))?;
     }
     Ok(Running { sim, addr, url, ca_pem })
 }
@@ -125,15 +125,17 @@ pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
     let mut auth = args.auth.clone();
     let kubeconfig_out = auth.kubeconfig_out.take();
     let running = start_sim_with("127.0.0.1:0", None, &args.cluster, &auth, ctrl_c()).await?;
-    let proxy = FaultProxy::start(&args.listen, running.addr).await?;
+    let proxy = FaultProxy::start(&args.listen, running.addr).await.map_err(StartError::bind("--listen"))?;
     if let Some(path) = &args.addr_file {
-        std::fs::write(path, proxy.addr.to_string())?;
+        std::fs::write(path, proxy.addr.to_string()).map_err(StartError::write(path))?;
     }
     let url = format!("{}://{}", if running.ca_pem.is_some() { "https" } else { "http" }, proxy.addr);
     if let Some(path) = &kubeconfig_out {
-        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref()))?;
+        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref())).map_err(StartError::write(path))?;
     }
-    let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy)).await?;
+    let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy))
+        .await
+        .map_err(StartError::bind("--fault-listen"))?;
     tracing::info!(url = %url, faults = %format!("http://{faults}"), "kache sim listening; fault switches ready");
     ctrl_c().await;
     Ok(())
@@ -190,7 +192,7 @@ async fn start_demo(
     let admin = start_admin(serving.serve.clone(), "127.0.0.1:0", None).await?;
     serving.serve.wait_synced(Duration::from_secs(120)).await;
     let server = format!("http://{}", serving.addr);
-    std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo"))?;
+    std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo")).map_err(StartError::write(&args.kubeconfig))?;
     let kc = args.kubeconfig.display();
     let node = "node-0003";
     println!("kache demo: simulated cluster with {} nodes and {} pods at http://{}", args.cluster.nodes, args.cluster.pods, sim.addr);

@@ -187,3 +187,82 @@ fn every_flag_has_a_kache_environment_variable() {
     assert!(missing.is_empty(), "flags without a KACHE_ environment variable: {missing:?}");
     assert!(checked >= 20, "only {checked} flags seen");
 }
+
+/// The one line `kache: ...` a failed start ends with: the last line of stderr, and no other
+/// line starts so.
+fn start_error(out: &Outcome, args: &[&str]) -> String {
+    assert!(out.code.is_some_and(|c| c != 0), "kache {args:?}: expected a failure, got {:?}: {}", out.code, out.stderr);
+    let last = out.stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("kache: "), "kache {args:?}: stderr does not end with the error line:\n{}", out.stderr);
+    assert_eq!(out.stderr.lines().filter(|l| l.starts_with("kache: ")).count(), 1, "kache {args:?}: one error line:\n{}", out.stderr);
+    last.to_string()
+}
+
+/// A listen address in use names its flag and the address, for every listener of every
+/// subcommand; the error is one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_address_in_use_is_named_with_its_flag() {
+    let sim = crate::support::start(&crate::support::cluster(&["--nodes", "2", "--pods", "10"])).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = crate::support::ops::upstream_kubeconfig(dir.path(), &format!("http://{}", sim.addr)).display().to_string();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = taken.local_addr().unwrap().to_string();
+    let demo_kc = dir.path().join("demo.kubeconfig").display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["serve", "--upstream-kubeconfig", &kc, "--insecure-http", "--listen", &busy], "--listen"),
+        (vec!["serve", "--upstream-kubeconfig", &kc, "--insecure-http", "--admin-listen", &busy], "--admin-listen"),
+        (vec!["sim", "--nodes", "2", "--pods", "10", "--listen", &busy], "--listen"),
+        (vec!["sim", "--nodes", "2", "--pods", "10", "--fault-listen", &busy], "--fault-listen"),
+        (vec!["demo", "--nodes", "2", "--pods", "10", "--kubeconfig", &demo_kc, "--listen", &busy], "--listen"),
+    ];
+    for (args, flag) in cases {
+        let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let out = tokio::task::spawn_blocking(move || run(&owned.iter().map(String::as_str).collect::<Vec<_>>(), &[])).await.unwrap();
+        let line = start_error(&out, &args);
+        assert!(line.starts_with(&format!("kache: {flag} {busy}: ")), "kache {args:?}: {line}");
+        assert!(line.to_lowercase().contains("address already in use"), "kache {args:?}: {line}");
+    }
+}
+
+/// An upstream that cannot be reached is named by its URL, in one line.
+#[test]
+fn an_unreachable_upstream_is_named_by_its_url() {
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().unwrap().port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("http://127.0.0.1:{port}");
+    let kc = crate::support::ops::upstream_kubeconfig(dir.path(), &url).display().to_string();
+    let args = ["serve", "--upstream-kubeconfig", &kc, "--insecure-http"];
+    let line = start_error(&run(&args, &[]), &args);
+    assert!(line.starts_with(&format!("kache: cannot discover the resources of the upstream at {url}")), "{line}");
+}
+
+/// A kubeconfig that is missing, not a file or not YAML is named in a line of its own,
+/// whether given by flag, by KUBECONFIG, or found (not) at ~/.kube/config.
+#[test]
+fn a_kubeconfig_that_cannot_be_read_is_named_in_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let garbage = dir.path().join("garbage.kubeconfig");
+    std::fs::write(&garbage, "apiVersion: v1\nclusters: [\n  - name: x\n").unwrap();
+    let garbage = garbage.display().to_string();
+    let missing = dir.path().join("missing.kubeconfig").display().to_string();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let home_config = home.join(".kube").join("config").display().to_string();
+    let a_dir = dir.path().display().to_string();
+    let home = home.display().to_string();
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+        (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &garbage], vec![], &garbage),
+        (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &missing], vec![], &missing),
+        (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &a_dir], vec![], &a_dir),
+        (vec!["serve", "--insecure-http"], vec![("KUBECONFIG", &missing)], &missing),
+        (vec!["serve", "--insecure-http"], vec![("KUBECONFIG", &garbage)], &garbage),
+        (vec!["serve", "--insecure-http"], vec![("HOME", &home)], &home_config),
+        (vec!["kubeconfig", "--server", "https://kache:443", "--out", "-", "--from-kubeconfig", &garbage], vec![], &garbage),
+    ];
+    for (args, env, file) in cases {
+        let line = start_error(&run(&args, &env), &args);
+        assert!(line.contains(file), "kache {args:?} {env:?}: the error names {file}: {line}");
+        assert!(line.len() < 240, "kache {args:?} {env:?}: a short line: {line}");
+    }
+}
