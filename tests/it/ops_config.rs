@@ -195,6 +195,8 @@ fn start_error(out: &Outcome, args: &[&str]) -> String {
     let last = out.stderr.lines().last().unwrap_or_default();
     assert!(last.starts_with("kache: "), "kache {args:?}: stderr does not end with the error line:\n{}", out.stderr);
     assert_eq!(out.stderr.lines().filter(|l| l.starts_with("kache: ")).count(), 1, "kache {args:?}: one error line:\n{}", out.stderr);
+    // Written to a file, not a terminal: the log lines before it carry no colour codes.
+    assert!(!out.stderr.contains('\x1b'), "kache {args:?}: ANSI escape codes in a log file:\n{}", out.stderr);
     last.to_string()
 }
 
