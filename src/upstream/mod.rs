@@ -354,22 +354,27 @@ impl Upstream {
         let mut bare = config.clone();
         bare.auth_info = kube::config::AuthInfo::default();
         let heard = Arc::new(health::Heard::new());
-        let pool = |class, c: &kube::Config| {
+        // Told of the answers to kache's own credentials (every pool but the bare one).
+        let refusals = Some(Arc::new(pool::Refusals::default()));
+        let pool = |class, c: &kube::Config, refusals: &Option<Arc<pool::Refusals>>| {
             let streams = streams.max(1);
             let connector = Connector::new(c, Some(streams))?;
-            Ok::<_, UpstreamError>(Arc::new(Pool::new(class, streams, MAX_CONNECTIONS, heard.clone(), move || connector.service())))
+            let refusals = refusals.clone();
+            Ok::<_, UpstreamError>(Arc::new(Pool::new(class, streams, MAX_CONNECTIONS, heard.clone(), refusals, move || {
+                connector.service()
+            })))
         };
         Ok(Upstream {
-            svc: pool(Class::Passthrough, config)?,
-            own: pool(Class::Own, config)?,
+            svc: pool(Class::Passthrough, config, &refusals)?,
+            own: pool(Class::Own, config, &refusals)?,
             bulk: {
                 let connector = Connector::new(config, None)?;
-                Arc::new(Pool::new(Class::Bulk, 1, BULK_CONNECTIONS, heard.clone(), move || connector.service()))
+                Arc::new(Pool::new(Class::Bulk, 1, BULK_CONNECTIONS, heard.clone(), refusals.clone(), move || connector.service()))
             },
-            reviews: pool(Class::Review, config)?,
-            probes: pool(Class::Probe, config)?,
+            reviews: pool(Class::Review, config, &refusals)?,
+            probes: pool(Class::Probe, config, &refusals)?,
             svc_h1: Self::service(config, None)?,
-            bare: pool(Class::Passthrough, &bare)?,
+            bare: pool(Class::Passthrough, &bare, &None)?,
             bare_h1: Self::service(&bare, None)?,
             base: config.cluster_url.clone(),
             timeouts: Timeouts::default(),

@@ -2,7 +2,10 @@
 //! `KACHE_...` environment variable, makes the binary exit with code 2 and a message that
 //! names the flag, before it listens or talks to the upstream (the upstream here is a socket
 //! that accepts nothing, so a check made too late shows up as a hang, caught by a deadline).
-//! Also: every flag of every subcommand has a `KACHE_...` environment variable.
+//! Also: every flag of every subcommand has a `KACHE_...` environment variable; a failed
+//! start ends with one line naming what failed (flag and address, upstream URL, kubeconfig
+//! file); and kache says once why it answers 401 (its own credentials refused, a client's
+//! token unknown to the upstream, no credentials).
 
 use clap::CommandFactory;
 use std::process::{Command, Stdio};
@@ -267,4 +270,46 @@ fn a_kubeconfig_that_cannot_be_read_is_named_in_one_line() {
         assert!(line.contains(file), "kache {args:?} {env:?}: the error names {file}: {line}");
         assert!(line.len() < 240, "kache {args:?} {env:?}: a short line: {line}");
     }
+}
+
+/// kache says, once, why it answers 401: the upstream refused kache's own credentials (here
+/// at discovery, so kache cannot start either), a TokenReview did not authenticate a client's
+/// token (an upstream without users), a request came without credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kache_says_once_why_it_answers_401() {
+    use crate::support::ops::{request_as, AuthSim, KacheBin};
+    let users = "tokens:\n  alice-token: {username: alice, groups: [devs]}\n";
+    let sim = AuthSim::start(users, "rules: []\n", &["--nodes", "2", "--pods", "10"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("upstream.kubeconfig");
+    let url = format!("http://{}", sim.addr);
+    std::fs::write(
+        &kc,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {url}\ncontexts:\n- name: up\n  context:\n    cluster: up\n    user: kache\ncurrent-context: up\nusers:\n- name: kache\n  user:\n    token: not-a-token-the-upstream-knows\n"),
+    )
+    .unwrap();
+    let kc = kc.display().to_string();
+    let args = ["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http"];
+    let out = {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        tokio::task::spawn_blocking(move || run(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])).await.unwrap()
+    };
+    let line = start_error(&out, &args);
+    assert!(line.contains(&url), "{line}");
+    assert_eq!(out.stderr.matches("the upstream refused kache's credentials (401 Unauthorized)").count(), 1, "{}", out.stderr);
+
+    // An upstream without users: every client token is refused by its TokenReview.
+    let open = crate::support::start(&crate::support::cluster(&["--nodes", "2", "--pods", "10"])).await;
+    let k = KacheBin::spawn(&format!("http://{}", open.addr), &["--no-anonymous"], &[], 60).await;
+    for token in ["made-up-1", "made-up-2"] {
+        assert_eq!(request_as(k.addr, token, http::Method::GET, "/api/v1/pods?limit=1", None).await.0, 401);
+    }
+    for _ in 0..2 {
+        assert_eq!(k.api.get("/api/v1/pods?limit=1").await.status, 401);
+    }
+    let log = k.stderr();
+    assert_eq!(log.matches("the upstream's TokenReview did not authenticate a client's token").count(), 1, "{log}");
+    assert!(log.contains("invalid bearer token"), "the review's own reason: {log}");
+    assert_eq!(log.matches("a request without credentials got 401: pass --allow-anonymous").count(), 1, "{log}");
+    assert!(!log.contains("refused kache's credentials"), "{log}");
 }
