@@ -458,7 +458,7 @@ mod tests {
         assert!(!e.between(), "two of three bytes to come");
         e.pass(&[b'b', b'c', 0, 0, 0, 1]);
         assert!(!e.between(), "the next event's prefix");
-        e.pass(&[b'd']);
+        e.pass(b"d");
         assert!(e.between());
         e.pass(&[0, 0, 0, 0]);
         assert!(e.between(), "an empty event");

@@ -158,38 +158,46 @@ pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
         let mut stopped = stopped;
         let _ = stopped.wait_for(|s| *s).await;
     };
-    let serving = tokio::select! {
+    let (serving, admin) = tokio::select! {
         started = start_demo(&args, &sim, shutdown) => started?,
-        // Nothing serves a client yet: there is nothing to drain.
+        // Nothing listens yet: there is nothing to drain.
         () = &mut signal => return Ok(()),
     };
+    // kache serves from here on, its caches still syncing: a signal drains it.
     let ran = async {
+        ready_demo(&args, &sim, &serving, admin).await?;
         match args.seconds {
             0 => std::future::pending().await,
             n => tokio::time::sleep(Duration::from_secs(n)).await,
         }
+        Ok(())
     };
-    tokio::select! {
-        () = &mut signal => {}
-        () = ran => {}
-    }
+    let result = tokio::select! {
+        r = ran => r,
+        () = &mut signal => Ok(()),
+    };
     stop.send_replace(true);
     let _ = serving.done.await;
-    Ok(())
+    result
 }
 
-/// Start kache in front of `sim` (serving until `shutdown` resolves), wait for its caches,
-/// write the kubeconfig and print what to try. The simulator serves until the process
-/// ends, after kache has ended its watches on it.
+/// Start kache in front of `sim`, serving until `shutdown` resolves, and its admin listener
+/// (its address). The simulator serves until the process ends, after kache has ended its
+/// watches on it.
 async fn start_demo(
     args: &DemoArgs,
     sim: &Running,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<crate::app::Serving, StartError> {
+) -> Result<(crate::app::Serving, SocketAddr), StartError> {
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
     crate::telemetry::install();
     let serving = start_serve(upstream, &args.listen, args.addr_file.as_deref(), &args.cache, shutdown, Duration::from_secs(5)).await?;
     let admin = start_admin(serving.serve.clone(), "127.0.0.1:0", None).await?;
+    Ok((serving, admin))
+}
+
+/// Wait for kache's caches, write the kubeconfig and print what to try.
+async fn ready_demo(args: &DemoArgs, sim: &Running, serving: &crate::app::Serving, admin: SocketAddr) -> Result<(), StartError> {
     serving.serve.wait_synced(Duration::from_secs(120)).await;
     let server = format!("http://{}", serving.addr);
     std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo")).map_err(StartError::write(&args.kubeconfig))?;
@@ -201,7 +209,7 @@ async fn start_demo(
     println!("  kubectl --kubeconfig {kc} get pods -A -w -o json");
     println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500 -o name | wc -l");
     println!("metrics: curl http://{admin}/metrics   readiness: curl 'http://{admin}/readyz?verbose'");
-    Ok(serving)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -256,7 +256,9 @@ fn a_kubeconfig_that_cannot_be_read_is_named_in_one_line() {
     let home_config = home.join(".kube").join("config").display().to_string();
     let a_dir = dir.path().display().to_string();
     let home = home.display().to_string();
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    // The arguments, the environment, and the file the error must name.
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &garbage], vec![], &garbage),
         (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &missing], vec![], &missing),
         (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &a_dir], vec![], &a_dir),
