@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use kache::config::{Cli, Command};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// jemalloc rather than glibc's malloc: the request path allocates and frees per request
@@ -45,7 +46,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let filter = tracing_subscriber::EnvFilter::new(&cli.log_level);
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let colours = kache::config::log_colours(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colours);
     if cli.log_format == kache::config::LogFormat::Json {
         builder.json().init();
     } else {
@@ -71,6 +73,9 @@ fn main() -> ExitCode {
             Command::Completion(_) | Command::Man(_) => Ok(()),
         }
     });
+    // Tasks still running (informers, servers) stop here: nothing logs after the outcome,
+    // and a blocking job still running does not hold the exit up for long.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -57,11 +57,13 @@ impl Credentials {
     /// `from` (default: KUBECONFIG or ~/.kube/config). `flags` name the two flags that chose
     /// them, for messages (`("--from-kubeconfig", "--context")`).
     pub fn from_kubeconfig(from: Option<&Path>, context: Option<&str>, flags: (&str, &str)) -> Result<Credentials, StartError> {
-        let (source, what) = match from {
-            Some(p) => (Kubeconfig::read_from(p), format!("{} {}", flags.0, p.display())),
-            None => (Kubeconfig::read(), format!("{} (default: KUBECONFIG or ~/.kube/config)", flags.0)),
+        let (source, file, what) = match from {
+            Some(p) => (Kubeconfig::read_from(p), p.display().to_string(), format!("{} {}", flags.0, p.display())),
+            None => {
+                (Kubeconfig::read(), crate::upstream::default_kubeconfig(), format!("{} (default: KUBECONFIG or ~/.kube/config)", flags.0))
+            }
         };
-        let source = source.map_err(|e| bad(format!("{what}: {e}")))?;
+        let source = source.map_err(|e| bad(format!("{}: {}", flags.0, crate::upstream::kubeconfig_problem(&file, &e))))?;
         let context_name = match (context, &source.current_context) {
             (Some(c), _) => c.to_string(),
             (None, Some(c)) if !c.is_empty() => c.clone(),
@@ -191,10 +193,10 @@ pub fn run(args: &KubeconfigArgs) -> Result<(), StartError> {
         serde_json::to_string_pretty(&config).map_err(|e| StartError::Kubeconfig(format!("cannot encode the kubeconfig: {e}")))?;
     text.push('\n');
     if args.out.as_os_str() == "-" {
-        std::io::stdout().write_all(text.as_bytes())?;
+        std::io::stdout().write_all(text.as_bytes()).map_err(StartError::write(Path::new("standard output")))?;
         return Ok(());
     }
-    write_private(&args.out, &text)?;
+    write_private(&args.out, &text).map_err(StartError::write(&args.out))?;
     eprintln!("kache: wrote {} (server {}, context {:?})", args.out.display(), args.server, args.name);
     Ok(())
 }

@@ -31,18 +31,43 @@ pub enum StartError {
     /// A flag has an invalid value (a usage error: exit code 2).
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The listener could not be bound or a file (address, kubeconfig) written.
-    #[error("cannot listen or write a file")]
-    Io(#[from] std::io::Error),
+    /// A listener could not be bound to the address `flag` gave (in use, not one of this
+    /// host's, not permitted).
+    #[error("{flag} {addr}")]
+    Listen {
+        /// The flag that gave the address (`--listen`, `--admin-listen`, ...).
+        flag: &'static str,
+        /// The address.
+        addr: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be written: an address file, a kubeconfig.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file (or `standard output`).
+        path: std::path::PathBuf,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
     /// The simulator's cluster or its users and RBAC could not be built.
     #[error("cannot build the simulated cluster")]
     Sim(#[source] crate::api::status::Status),
     /// The upstream client could not be configured.
     #[error("cannot configure the upstream client")]
     Upstream(#[from] UpstreamError),
-    /// The upstream's resources could not be discovered.
-    #[error("cannot discover the upstream's resources")]
-    Discovery(#[from] DiscoveryError),
+    /// The upstream's resources could not be discovered: it is unreachable, refuses kache,
+    /// or answers what no apiserver would.
+    #[error("cannot discover the resources of the upstream at {url}")]
+    Discovery {
+        /// The upstream's URL.
+        url: String,
+        /// What failed.
+        #[source]
+        source: DiscoveryError,
+    },
     /// `kache kubeconfig` was given something it cannot use (a usage error: exit code 2).
     #[error("{0}")]
     Kubeconfig(String),
@@ -55,6 +80,21 @@ pub enum StartError {
     /// The low-priority lane's threads could not be started.
     #[error("cannot start the low-priority lane")]
     Lane(#[source] std::io::Error),
+}
+
+impl StartError {
+    /// The error of binding the address `flag` gave.
+    pub(crate) fn bind(flag: &'static str) -> impl FnOnce(server::BindError) -> StartError {
+        move |e| match e {
+            server::BindError::Listen { addr, source } => StartError::Listen { flag, addr, source },
+            server::BindError::AddrFile { path, source } => StartError::Write { path, source },
+        }
+    }
+
+    /// The error of writing `path`.
+    pub(crate) fn write(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> StartError + '_ {
+        move |source| StartError::Write { path: path.to_path_buf(), source }
+    }
 }
 
 /// An error and its causes on one line, each cause after a colon, as Go tools print wrapped
@@ -263,7 +303,8 @@ pub async fn start_serve_args(
     let grace = Duration::from_secs(args.shutdown_grace_seconds);
     let serving = launch(upstream, &args.listen, args.addr_file.as_deref(), settings, tls, limits, shutdown, grace).await?;
     if let (Some(path), Some(creds)) = (&args.client_kubeconfig_out, &creds) {
-        kubeconfig::write_private(path, &kubeconfig::for_client(&serving.url, "kache", serving.ca_pem.as_deref(), creds))?;
+        kubeconfig::write_private(path, &kubeconfig::for_client(&serving.url, "kache", serving.ca_pem.as_deref(), creds))
+            .map_err(StartError::write(path))?;
         tracing::info!(path = %path.display(), server = %serving.url, "wrote the client kubeconfig");
     }
     Ok(serving)
@@ -322,8 +363,9 @@ async fn launch(
 ) -> Result<Serving, StartError> {
     // Before anything is counted: series handles bind to the recorder present when made.
     crate::telemetry::install();
-    let serve = Serve::start(upstream, settings).await?;
-    let (listener, addr) = server::bind(listen, addr_file).await?;
+    let url = upstream.base.to_string();
+    let serve = Serve::start(upstream, settings).await.map_err(|source| StartError::Discovery { url, source })?;
+    let (listener, addr) = server::bind(listen, addr_file).await.map_err(StartError::bind("--listen"))?;
     let ending = serve.clone();
     let shutdown = async move {
         shutdown.await;
@@ -339,7 +381,7 @@ async fn launch(
 /// Start the admin listener for `serve`.
 pub async fn start_admin(serve: Arc<Serve>, listen: &str, addr_file: Option<&std::path::Path>) -> Result<SocketAddr, StartError> {
     let admin = Arc::new(crate::admin::Admin { serve, prometheus: crate::telemetry::install() });
-    let (listener, addr) = server::bind(listen, addr_file).await?;
+    let (listener, addr) = server::bind(listen, addr_file).await.map_err(StartError::bind("--admin-listen"))?;
     tokio::spawn(server::serve(listener, admin, std::future::pending::<()>(), Duration::ZERO));
     Ok(addr)
 }
@@ -369,7 +411,8 @@ pub async fn run_serve(args: ServeArgs) -> Result<(), StartError> {
         admin.parse::<SocketAddr>().map_err(|e| ConfigError::new("--admin-listen", admin, e.to_string()))?;
     }
     if let Some(path) = args.upstream_kubeconfig.as_deref().filter(|p| !p.is_file()) {
-        return Err(ConfigError::new("--upstream-kubeconfig", path.display(), "no such file").into());
+        let why = if path.exists() { "not a file" } else { "no such file" };
+        return Err(ConfigError::new("--upstream-kubeconfig", path.display(), why).into());
     }
     crate::telemetry::install();
     let upstream = Upstream::load(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref()).await?;
@@ -408,17 +451,45 @@ mod tests {
         assert!(matches!(err, UpstreamError::Kubeconfig(_)), "{err:?}");
         let io = std::fs::read(&missing).unwrap_err().to_string();
         let text = describe(&StartError::from(err));
-        assert!(text.starts_with("cannot configure the upstream client: upstream kubeconfig: failed to read kubeconfig"), "{text}");
-        assert_eq!(text.matches(&io).count(), 1, "{text}");
+        assert_eq!(text, format!("cannot configure the upstream client: cannot read kubeconfig {}: {io}", missing.display()));
+        // A YAML error is one line too (serde-saphyr adds a snippet of the file below it).
+        let garbage = std::env::temp_dir().join(format!("kache-garbage-kubeconfig-{}", std::process::id()));
+        std::fs::write(&garbage, "clusters: [\n").unwrap();
+        let err = runtime.block_on(Upstream::load(Some(&garbage), None)).unwrap_err();
+        let _ = std::fs::remove_file(&garbage);
+        let text = describe(&StartError::from(err));
+        assert!(
+            text.starts_with(&format!("cannot configure the upstream client: kubeconfig {} is not valid YAML: ", garbage.display())),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
+    }
+
+    #[test]
+    fn a_listener_error_names_the_flag_and_the_address() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap().to_string();
+        let err = runtime.block_on(server::bind(&addr, None)).map(|_| ()).map_err(StartError::bind("--admin-listen")).unwrap_err();
+        let io = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        assert!(matches!(&err, StartError::Listen { source, .. } if source.kind() == io.kind()), "{err:?}");
+        let text = describe(&err);
+        assert!(text.starts_with(&format!("--admin-listen {addr}: ")), "{text}");
+        assert_eq!(text.matches(&addr).count(), 1, "{text}");
+        let dir = std::env::temp_dir().join(format!("kache-no-such-dir-{}", std::process::id()));
+        let err = runtime.block_on(server::bind("127.0.0.1:0", Some(&dir.join("addr")))).map(|_| ()).map_err(StartError::bind("--listen"));
+        let text = describe(&err.unwrap_err());
+        assert!(text.starts_with(&format!("cannot write {}: ", dir.join("addr").display())), "{text}");
     }
 
     #[test]
     fn a_discovery_error_names_the_document_and_its_cause_once() {
         let source = crate::cache::feed::InformerError::Transport("connection refused".into());
-        let err = StartError::from(DiscoveryError::Fetch { path: "/apis".into(), source });
+        let err =
+            StartError::Discovery { url: "https://10.0.0.1:6443/".into(), source: DiscoveryError::Fetch { path: "/apis".into(), source } };
         assert_eq!(
             describe(&err),
-            "cannot discover the upstream's resources: cannot fetch /apis: upstream request failed: connection refused"
+            "cannot discover the resources of the upstream at https://10.0.0.1:6443/: cannot fetch /apis: upstream request failed: connection refused"
         );
     }
 }

@@ -116,6 +116,6 @@ pub async fn run(args: &StatusArgs) -> Result<(), StartError> {
     let report = fetch(&args.admin).await?;
     let text = if args.json { serde_json::to_string_pretty(&report).unwrap_or_default() + "\n" } else { table(&report) };
     use std::io::Write;
-    std::io::stdout().write_all(text.as_bytes())?;
+    std::io::stdout().write_all(text.as_bytes()).map_err(StartError::write(std::path::Path::new("standard output")))?;
     Ok(())
 }

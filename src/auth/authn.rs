@@ -14,7 +14,7 @@ use crate::upstream::Upstream;
 use http::{header, HeaderMap};
 use serde_json::json;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +56,18 @@ pub struct Authenticator {
     /// the others then find its answer (one review, one unit of the address's rate).
     reviewing: review::Turns<[u8; 32]>,
     reviews: AtomicU64,
+    /// Whether a refusal was logged: the first token the upstream refused, the first request
+    /// without credentials refused (see [`Authenticator::say_once`]).
+    said: Arc<[AtomicBool; 2]>,
+}
+
+/// What [`Authenticator::say_once`] says.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// A TokenReview did not authenticate a client's token.
+    Token = 0,
+    /// A request came without credentials and anonymous requests are not allowed.
+    NoCredentials = 1,
 }
 
 /// The bearer token of an `Authorization` header, if it carries one.
@@ -73,7 +85,28 @@ impl Authenticator {
         let refused = Arc::new(TtlCache::new(settings.cache_entries).keeping(settings.stale));
         let lanes = review::Lanes::new(settings.concurrent);
         let firsts = Buckets::new(settings.first_reviews_per_address.into(), "max-token-review-rate-per-address");
-        Authenticator { upstream, settings, cache, refused, lanes, firsts, reviewing: Default::default(), reviews: AtomicU64::new(0) }
+        let said = Arc::default();
+        Authenticator { upstream, settings, cache, refused, lanes, firsts, reviewing: Default::default(), reviews: AtomicU64::new(0), said }
+    }
+
+    /// Log, the first time only, why kache answers 401: clients of an upstream that knows
+    /// none of their tokens (a cluster without those users, a simulator without a users
+    /// file) get nothing but 401, and would otherwise not learn why from kache's log.
+    fn say_once(said: &[AtomicBool; 2], refusal: Refusal, why: &str) {
+        if said[refusal as usize].swap(true, Ordering::Relaxed) {
+            return;
+        }
+        match refusal {
+            Refusal::Token => tracing::info!(
+                error = why,
+                "the upstream's TokenReview did not authenticate a client's token: kache authenticates clients with the \
+                 upstream, so a token the upstream does not know (a user it does not have) gets 401 (logged once)"
+            ),
+            Refusal::NoCredentials => tracing::info!(
+                "a request without credentials got 401: pass --allow-anonymous to serve such requests as system:anonymous, \
+                 as the apiserver's --anonymous-auth does (logged once)"
+            ),
+        }
     }
 
     /// TokenReviews sent to the upstream so far.
@@ -91,7 +124,10 @@ impl Authenticator {
         match bearer(headers) {
             Some(token) => self.token(token, ip).await?.ok_or_else(Status::unauthorized),
             None if self.settings.allow_anonymous => Ok(Identity::anonymous()),
-            None => Err(Status::unauthorized()),
+            None => {
+                Self::say_once(&self.said, Refusal::NoCredentials, "");
+                Err(Status::unauthorized())
+            }
         }
     }
 
@@ -140,7 +176,7 @@ impl Authenticator {
                 refused.insert(key, None, negative)
             }
         };
-        let review = Self::review(self.upstream.clone(), token.to_string());
+        let review = Self::review(self.upstream.clone(), token.to_string(), self.said.clone());
         match review::judged(&self.lanes, last.is_some(), review, keep).await {
             Ok(answer) => Ok(answer),
             // The upstream cannot be asked (or is slow to answer): its last answer, within
@@ -165,10 +201,12 @@ impl Authenticator {
         }
     }
 
-    async fn review(upstream: Upstream, token: String) -> Result<Option<Identity>, ReviewError> {
+    async fn review(upstream: Upstream, token: String, said: Arc<[AtomicBool; 2]>) -> Result<Option<Identity>, ReviewError> {
         let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
         let status = review::post(&upstream, "/apis/authentication.k8s.io/v1/tokenreviews", "TokenReview", &body).await?;
         if status.get("authenticated").and_then(serde_json::Value::as_bool) != Some(true) {
+            let why = status.get("error").and_then(serde_json::Value::as_str).unwrap_or("not authenticated");
+            Self::say_once(&said, Refusal::Token, why);
             return Ok(None);
         }
         let mut id: Identity = serde_json::from_value(status.get("user").cloned().unwrap_or_default())

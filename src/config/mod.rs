@@ -137,6 +137,13 @@ pub fn validate_log_level(filter: &str) -> Result<(), ConfigError> {
     tracing_subscriber::EnvFilter::try_new(filter).map(|_| ()).map_err(|e| bad(e.to_string()))
 }
 
+/// Whether text log lines carry ANSI colours: only on a terminal (a file or a log
+/// collector would keep the escape codes), and not when `NO_COLOR` is set to anything but
+/// the empty string (<https://no-color.org>).
+pub fn log_colours(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 /// kache: a watch cache and read proxy for the Kubernetes API.
 // `term_width = 0`: no wrapping, so `-h` keeps each flag on one line, whatever the terminal.
 #[derive(Debug, Parser)]

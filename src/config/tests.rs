@@ -211,6 +211,16 @@ fn log_levels_are_checked() {
 }
 
 #[test]
+fn log_lines_are_coloured_only_on_a_terminal_without_no_color() {
+    use std::ffi::OsStr;
+    assert!(log_colours(true, None));
+    assert!(log_colours(true, Some(OsStr::new(""))), "an empty NO_COLOR is unset");
+    assert!(!log_colours(true, Some(OsStr::new("1"))));
+    assert!(!log_colours(false, None), "a file or a pipe gets no escape codes");
+    assert!(!log_colours(false, Some(OsStr::new("1"))));
+}
+
+#[test]
 fn the_demo_churns_by_default_and_the_simulator_does_not() {
     let churn = |argv: &[&str]| match Cli::try_parse_from(argv).expect("flags parse").command {
         Command::Demo(d) => d.cluster.churn_per_sec,

@@ -124,15 +124,40 @@ impl Default for ConnLimits {
     }
 }
 
+/// Why [`bind`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The address could not be bound: in use, not one of this host's, not permitted.
+    #[error("cannot listen on {addr}")]
+    Listen {
+        /// The address asked for.
+        addr: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bound address could not be written to the address file.
+    #[error("cannot write the bound address to {}", path.display())]
+    AddrFile {
+        /// The address file.
+        path: std::path::PathBuf,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Bind `addr` and, if asked, write the bound address to `addr_file` (atomically, so a
 /// reader never sees half of it).
-pub async fn bind(addr: &str, addr_file: Option<&Path>) -> std::io::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
+pub async fn bind(addr: &str, addr_file: Option<&Path>) -> Result<(TcpListener, SocketAddr), BindError> {
+    let listen = |source| BindError::Listen { addr: addr.to_string(), source };
+    let listener = TcpListener::bind(addr).await.map_err(listen)?;
+    let local = listener.local_addr().map_err(listen)?;
     if let Some(path) = addr_file {
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, local.to_string())?;
-        std::fs::rename(&tmp, path)?;
+        std::fs::write(&tmp, local.to_string())
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|source| BindError::AddrFile { path: path.to_path_buf(), source })?;
     }
     Ok((listener, local))
 }

@@ -17,7 +17,7 @@
 
 use crate::body::{self, Body, RequestBody};
 use crate::serve::respond::respond;
-use crate::serve::server::Handler;
+use crate::serve::server::{BindError, Handler};
 use crate::sim::Sim;
 use http::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
@@ -47,9 +47,9 @@ pub struct FaultProxy {
 
 impl FaultProxy {
     /// Relay `listen` (port 0 picks one) to `target` until the proxy is dropped.
-    pub async fn start(listen: &str, target: SocketAddr) -> std::io::Result<Arc<FaultProxy>> {
-        let listener = TcpListener::bind(listen).await?;
-        let proxy = Arc::new(FaultProxy { addr: listener.local_addr()?, state: watch::Sender::new(Relay::default()) });
+    pub async fn start(listen: &str, target: SocketAddr) -> Result<Arc<FaultProxy>, BindError> {
+        let (listener, addr) = crate::serve::server::bind(listen, None).await?;
+        let proxy = Arc::new(FaultProxy { addr, state: watch::Sender::new(Relay::default()) });
         tokio::spawn(accept(listener, target, Arc::downgrade(&proxy)));
         Ok(proxy)
     }
@@ -193,7 +193,7 @@ pub async fn serve_control(
     addr_file: Option<&std::path::Path>,
     sim: Arc<Sim>,
     proxy: Option<Arc<FaultProxy>>,
-) -> std::io::Result<SocketAddr> {
+) -> Result<SocketAddr, BindError> {
     let (listener, addr) = crate::serve::server::bind(listen, addr_file).await?;
     let control = Arc::new(Control { sim, proxy });
     tokio::spawn(crate::serve::server::serve(listener, control, std::future::pending::<()>(), Duration::ZERO));

@@ -89,7 +89,7 @@ pub async fn start_sim_with(
         seconds = started.elapsed().as_secs_f64(),
         "simulated cluster generated"
     );
-    let (listener, addr) = server::bind(listen, addr_file).await?;
+    let (listener, addr) = server::bind(listen, addr_file).await.map_err(StartError::bind("--listen"))?;
     let ticker = sim.clone();
     let progress_notify = c.progress_notify_seconds;
     tokio::spawn(async move {
@@ -106,7 +106,7 @@ pub async fn start_sim_with(
     let limits = ConnLimits { max_streams: c.http2_max_streams, ..ConnLimits::default() };
     tokio::spawn(server::serve_with(listener, config, limits, sim.clone(), shutdown, Duration::from_secs(1)));
     if let Some(path) = &auth.kubeconfig_out {
-        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", ca_pem.as_deref()))?;
+        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", ca_pem.as_deref())).map_err(StartError::write(path))?;
     }
     Ok(Running { sim, addr, url, ca_pem })
 }
@@ -125,15 +125,17 @@ pub async fn run_sim(args: SimArgs) -> Result<(), StartError> {
     let mut auth = args.auth.clone();
     let kubeconfig_out = auth.kubeconfig_out.take();
     let running = start_sim_with("127.0.0.1:0", None, &args.cluster, &auth, ctrl_c()).await?;
-    let proxy = FaultProxy::start(&args.listen, running.addr).await?;
+    let proxy = FaultProxy::start(&args.listen, running.addr).await.map_err(StartError::bind("--listen"))?;
     if let Some(path) = &args.addr_file {
-        std::fs::write(path, proxy.addr.to_string())?;
+        std::fs::write(path, proxy.addr.to_string()).map_err(StartError::write(path))?;
     }
     let url = format!("{}://{}", if running.ca_pem.is_some() { "https" } else { "http" }, proxy.addr);
     if let Some(path) = &kubeconfig_out {
-        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref()))?;
+        std::fs::write(path, kubeconfig_with_ca(&url, "kache-sim", running.ca_pem.as_deref())).map_err(StartError::write(path))?;
     }
-    let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy)).await?;
+    let faults = serve_control(fault_listen, args.fault_addr_file.as_deref(), running.sim.clone(), Some(proxy))
+        .await
+        .map_err(StartError::bind("--fault-listen"))?;
     tracing::info!(url = %url, faults = %format!("http://{faults}"), "kache sim listening; fault switches ready");
     ctrl_c().await;
     Ok(())
@@ -156,41 +158,49 @@ pub async fn run_demo(args: DemoArgs) -> Result<(), StartError> {
         let mut stopped = stopped;
         let _ = stopped.wait_for(|s| *s).await;
     };
-    let serving = tokio::select! {
+    let (serving, admin) = tokio::select! {
         started = start_demo(&args, &sim, shutdown) => started?,
-        // Nothing serves a client yet: there is nothing to drain.
+        // Nothing listens yet: there is nothing to drain.
         () = &mut signal => return Ok(()),
     };
+    // kache serves from here on, its caches still syncing: a signal drains it.
     let ran = async {
+        ready_demo(&args, &sim, &serving, admin).await?;
         match args.seconds {
             0 => std::future::pending().await,
             n => tokio::time::sleep(Duration::from_secs(n)).await,
         }
+        Ok(())
     };
-    tokio::select! {
-        () = &mut signal => {}
-        () = ran => {}
-    }
+    let result = tokio::select! {
+        r = ran => r,
+        () = &mut signal => Ok(()),
+    };
     stop.send_replace(true);
     let _ = serving.done.await;
-    Ok(())
+    result
 }
 
-/// Start kache in front of `sim` (serving until `shutdown` resolves), wait for its caches,
-/// write the kubeconfig and print what to try. The simulator serves until the process
-/// ends, after kache has ended its watches on it.
+/// Start kache in front of `sim`, serving until `shutdown` resolves, and its admin listener
+/// (its address). The simulator serves until the process ends, after kache has ended its
+/// watches on it.
 async fn start_demo(
     args: &DemoArgs,
     sim: &Running,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<crate::app::Serving, StartError> {
+) -> Result<(crate::app::Serving, SocketAddr), StartError> {
     let upstream = plain_upstream(&format!("http://{}", sim.addr))?;
     crate::telemetry::install();
     let serving = start_serve(upstream, &args.listen, args.addr_file.as_deref(), &args.cache, shutdown, Duration::from_secs(5)).await?;
     let admin = start_admin(serving.serve.clone(), "127.0.0.1:0", None).await?;
+    Ok((serving, admin))
+}
+
+/// Wait for kache's caches, write the kubeconfig and print what to try.
+async fn ready_demo(args: &DemoArgs, sim: &Running, serving: &crate::app::Serving, admin: SocketAddr) -> Result<(), StartError> {
     serving.serve.wait_synced(Duration::from_secs(120)).await;
     let server = format!("http://{}", serving.addr);
-    std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo"))?;
+    std::fs::write(&args.kubeconfig, kubeconfig(&server, "kache-demo")).map_err(StartError::write(&args.kubeconfig))?;
     let kc = args.kubeconfig.display();
     let node = "node-0003";
     println!("kache demo: simulated cluster with {} nodes and {} pods at http://{}", args.cluster.nodes, args.cluster.pods, sim.addr);
@@ -199,7 +209,7 @@ async fn start_demo(
     println!("  kubectl --kubeconfig {kc} get pods -A -w -o json");
     println!("  kubectl --kubeconfig {kc} get pods -A --chunk-size=500 -o name | wc -l");
     println!("metrics: curl http://{admin}/metrics   readiness: curl 'http://{admin}/readyz?verbose'");
-    Ok(serving)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -45,14 +45,11 @@ use tower::{ServiceBuilder, ServiceExt};
 /// Why the upstream client could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// The kubeconfig given (or `KUBECONFIG`'s, for a context given) could not be read or has
-    /// no usable context.
-    #[error("upstream kubeconfig")]
-    Kubeconfig(#[source] kube::config::KubeconfigError),
-    /// No kubeconfig given, and none could be inferred (`KUBECONFIG`, `~/.kube/config`, the
-    /// in-cluster service account).
-    #[error("upstream kubeconfig")]
-    Infer(#[source] kube::config::InferConfigError),
+    /// The kubeconfig given (else `KUBECONFIG`'s or `~/.kube/config`) could not be read or
+    /// parsed, or has no usable context; with none given, no in-cluster service account
+    /// either. What failed, naming the file, on one line (see [`kubeconfig_problem`]).
+    #[error("{0}")]
+    Kubeconfig(String),
     /// TLS or auth settings in the config are unusable.
     #[error("upstream client")]
     Client(#[source] kube::Error),
@@ -298,19 +295,49 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Where kube reads a kubeconfig when none is named: `KUBECONFIG`'s files, else
+/// `~/.kube/config`.
+pub(crate) fn default_kubeconfig() -> String {
+    match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        Some(files) => format!("{} (KUBECONFIG)", files.to_string_lossy()),
+        None => std::env::home_dir().map_or_else(|| "~/.kube/config".into(), |h| h.join(".kube").join("config").display().to_string()),
+    }
+}
+
+/// What is wrong with the kubeconfig `file`, on one line that names the file. kube's own
+/// messages quote a path in its debug form, repeat their cause, and (YAML errors) add lines
+/// with a snippet of the file.
+pub(crate) fn kubeconfig_problem(file: &str, e: &kube::config::KubeconfigError) -> String {
+    use kube::config::KubeconfigError as E;
+    let first_line = |text: String| text.lines().next().unwrap_or_default().trim().to_string();
+    match e {
+        // The one file of several that could not be read.
+        E::ReadConfig(io, path) => format!("cannot read kubeconfig {}: {io}", path.display()),
+        E::Parse(yaml) => format!("kubeconfig {file} is not valid YAML: {}", first_line(yaml.to_string()).trim_start_matches("error: ")),
+        other => format!("kubeconfig {file}: {}", first_line(other.to_string())),
+    }
+}
+
 impl Upstream {
     /// Load the upstream config: the given kubeconfig (and context), else the usual
     /// inference (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
     pub async fn load(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Upstream, UpstreamError> {
         install_crypto_provider();
         let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+        let problem = |file: String| move |e: kube::config::KubeconfigError| UpstreamError::Kubeconfig(kubeconfig_problem(&file, &e));
         let config = match kubeconfig {
             Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path).map_err(UpstreamError::Kubeconfig)?;
-                kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(UpstreamError::Kubeconfig)?
+                let kc = kube::config::Kubeconfig::read_from(path).map_err(problem(path.display().to_string()))?;
+                kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(problem(path.display().to_string()))?
             }
-            None if context.is_some() => kube::Config::from_kubeconfig(&options).await.map_err(UpstreamError::Kubeconfig)?,
-            None => kube::Config::infer().await.map_err(UpstreamError::Infer)?,
+            None if context.is_some() => kube::Config::from_kubeconfig(&options).await.map_err(problem(default_kubeconfig()))?,
+            None => kube::Config::infer().await.map_err(|e| {
+                // kube says why the kubeconfig failed as the source; in-cluster config is the
+                // fallback that was not there either.
+                let kubeconfig = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<kube::config::KubeconfigError>());
+                let why = kubeconfig.map_or_else(|| e.to_string(), |k| kubeconfig_problem(&default_kubeconfig(), k));
+                UpstreamError::Kubeconfig(format!("{why} (and no in-cluster service account to use instead)"))
+            })?,
         };
         Self::new(&config)
     }
@@ -327,22 +354,27 @@ impl Upstream {
         let mut bare = config.clone();
         bare.auth_info = kube::config::AuthInfo::default();
         let heard = Arc::new(health::Heard::new());
-        let pool = |class, c: &kube::Config| {
+        // Told of the answers to kache's own credentials (every pool but the bare one).
+        let refusals = Some(Arc::new(pool::Refusals::default()));
+        let pool = |class, c: &kube::Config, refusals: &Option<Arc<pool::Refusals>>| {
             let streams = streams.max(1);
             let connector = Connector::new(c, Some(streams))?;
-            Ok::<_, UpstreamError>(Arc::new(Pool::new(class, streams, MAX_CONNECTIONS, heard.clone(), move || connector.service())))
+            let refusals = refusals.clone();
+            Ok::<_, UpstreamError>(Arc::new(Pool::new(class, streams, MAX_CONNECTIONS, heard.clone(), refusals, move || {
+                connector.service()
+            })))
         };
         Ok(Upstream {
-            svc: pool(Class::Passthrough, config)?,
-            own: pool(Class::Own, config)?,
+            svc: pool(Class::Passthrough, config, &refusals)?,
+            own: pool(Class::Own, config, &refusals)?,
             bulk: {
                 let connector = Connector::new(config, None)?;
-                Arc::new(Pool::new(Class::Bulk, 1, BULK_CONNECTIONS, heard.clone(), move || connector.service()))
+                Arc::new(Pool::new(Class::Bulk, 1, BULK_CONNECTIONS, heard.clone(), refusals.clone(), move || connector.service()))
             },
-            reviews: pool(Class::Review, config)?,
-            probes: pool(Class::Probe, config)?,
+            reviews: pool(Class::Review, config, &refusals)?,
+            probes: pool(Class::Probe, config, &refusals)?,
             svc_h1: Self::service(config, None)?,
-            bare: pool(Class::Passthrough, &bare)?,
+            bare: pool(Class::Passthrough, &bare, &None)?,
             bare_h1: Self::service(&bare, None)?,
             base: config.cluster_url.clone(),
             timeouts: Timeouts::default(),

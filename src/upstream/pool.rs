@@ -2,6 +2,7 @@
 //! protocol), another opened when every open one carries its limit of concurrent streams
 //! (Go's HTTP/2 transport does the same), up to a bound beyond which requests share the least
 //! busy. A request counts against its connection until its response body is dropped.
+//! The pools that send kache's own credentials say once when the upstream refuses them.
 
 use super::health::Heard;
 use super::{Class, ResponseFuture, Svc, TimedOut};
@@ -9,7 +10,7 @@ use crate::body::{Body, BoxError};
 use crate::telemetry;
 use http::Request;
 use hyper::body::Incoming;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tower::ServiceExt;
@@ -18,6 +19,26 @@ struct Slot {
     svc: Svc,
     /// Requests on this connection whose response has not been dropped yet.
     active: Arc<AtomicUsize>,
+}
+
+/// Says, once, that the upstream refused kache's own credentials: shared by the pools that
+/// send them. Nothing else would say it: a refused informer retries, a refused review is the
+/// client's 401, and kache would answer 401 to everyone without a word.
+#[derive(Debug, Default)]
+pub(super) struct Refusals(AtomicBool);
+
+impl Refusals {
+    /// An answer with `status` came to a request of `class` sent with kache's credentials.
+    fn answered(&self, status: http::StatusCode, class: Class) {
+        if status == http::StatusCode::UNAUTHORIZED && !self.0.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                class = class.label(),
+                "the upstream refused kache's credentials (401 Unauthorized): the user of kache's kubeconfig context (or its \
+                 service account) is unknown to the upstream or its token has expired; kache's own requests fail until it is \
+                 accepted (logged once)"
+            );
+        }
+    }
 }
 
 /// Upstream connections of one kind (same credentials and protocol), each its own client.
@@ -29,6 +50,8 @@ pub(super) struct Pool {
     class: Class,
     /// Noted when an answer's headers arrive (shared by every pool of one upstream).
     heard: Arc<Heard>,
+    /// Told of every answer when the pool sends kache's credentials.
+    refusals: Option<Arc<Refusals>>,
 }
 
 impl Pool {
@@ -38,11 +61,12 @@ impl Pool {
         streams: usize,
         max_connections: usize,
         heard: Arc<Heard>,
+        refusals: Option<Arc<Refusals>>,
         make: impl Fn() -> Svc + Send + Sync + 'static,
     ) -> Pool {
         let first = Slot { svc: make(), active: Arc::default() };
         metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => class.label()).set(1.0);
-        Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class, heard }
+        Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class, heard, refusals }
     }
 
     /// A connection with room for one more stream (opening one if all are full and the
@@ -69,10 +93,14 @@ impl Pool {
         let (svc, active) = self.pick();
         let guard = Active(active);
         let heard = self.heard.clone();
+        let (refusals, class) = (self.refusals.clone(), self.class);
         let call = tokio::time::timeout(deadline, svc.oneshot(req));
         Box::pin(futures_util::FutureExt::map(call, move |r| match r {
             Ok(resp) => resp.map(|resp| {
                 heard.now();
+                if let Some(r) = &refusals {
+                    r.answered(resp.status(), class);
+                }
                 resp.map(|b| Counted { inner: b, _active: guard })
             }),
             Err(_) => Err(Box::new(TimedOut(deadline)) as BoxError),

@@ -2,7 +2,10 @@
 //! `KACHE_...` environment variable, makes the binary exit with code 2 and a message that
 //! names the flag, before it listens or talks to the upstream (the upstream here is a socket
 //! that accepts nothing, so a check made too late shows up as a hang, caught by a deadline).
-//! Also: every flag of every subcommand has a `KACHE_...` environment variable.
+//! Also: every flag of every subcommand has a `KACHE_...` environment variable; a failed
+//! start ends with one line naming what failed (flag and address, upstream URL, kubeconfig
+//! file); and kache says once why it answers 401 (its own credentials refused, a client's
+//! token unknown to the upstream, no credentials).
 
 use clap::CommandFactory;
 use std::process::{Command, Stdio};
@@ -252,4 +255,129 @@ fn completion_scripts_and_man_pages_name_serve_and_its_flags() {
     assert_eq!(code, Some(0));
     assert!(page.contains(".TH kache-serve") && page.contains("\\-\\-listen") && page.contains("KACHE_LISTEN"), "{page}");
     rejected(&["man", "no-such-command"], &[], &["no-such-command"]);
+}
+
+/// The one line `kache: ...` a failed start ends with: the last line of stderr, and no other
+/// line starts so.
+fn start_error(out: &Outcome, args: &[&str]) -> String {
+    assert!(out.code.is_some_and(|c| c != 0), "kache {args:?}: expected a failure, got {:?}: {}", out.code, out.stderr);
+    let last = out.stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("kache: "), "kache {args:?}: stderr does not end with the error line:\n{}", out.stderr);
+    assert_eq!(out.stderr.lines().filter(|l| l.starts_with("kache: ")).count(), 1, "kache {args:?}: one error line:\n{}", out.stderr);
+    // Written to a file, not a terminal: the log lines before it carry no colour codes.
+    assert!(!out.stderr.contains('\x1b'), "kache {args:?}: ANSI escape codes in a log file:\n{}", out.stderr);
+    last.to_string()
+}
+
+/// A listen address in use names its flag and the address, for every listener of every
+/// subcommand; the error is one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_address_in_use_is_named_with_its_flag() {
+    let sim = crate::support::start(&crate::support::cluster(&["--nodes", "2", "--pods", "10"])).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = crate::support::ops::upstream_kubeconfig(dir.path(), &format!("http://{}", sim.addr)).display().to_string();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = taken.local_addr().unwrap().to_string();
+    let demo_kc = dir.path().join("demo.kubeconfig").display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["serve", "--upstream-kubeconfig", &kc, "--insecure-http", "--listen", &busy], "--listen"),
+        (vec!["serve", "--upstream-kubeconfig", &kc, "--insecure-http", "--admin-listen", &busy], "--admin-listen"),
+        (vec!["sim", "--nodes", "2", "--pods", "10", "--listen", &busy], "--listen"),
+        (vec!["sim", "--nodes", "2", "--pods", "10", "--fault-listen", &busy], "--fault-listen"),
+        (vec!["demo", "--nodes", "2", "--pods", "10", "--kubeconfig", &demo_kc, "--listen", &busy], "--listen"),
+    ];
+    for (args, flag) in cases {
+        let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let out = tokio::task::spawn_blocking(move || run(&owned.iter().map(String::as_str).collect::<Vec<_>>(), &[])).await.unwrap();
+        let line = start_error(&out, &args);
+        assert!(line.starts_with(&format!("kache: {flag} {busy}: ")), "kache {args:?}: {line}");
+        assert!(line.to_lowercase().contains("address already in use"), "kache {args:?}: {line}");
+    }
+}
+
+/// An upstream that cannot be reached is named by its URL, in one line.
+#[test]
+fn an_unreachable_upstream_is_named_by_its_url() {
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().unwrap().port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("http://127.0.0.1:{port}");
+    let kc = crate::support::ops::upstream_kubeconfig(dir.path(), &url).display().to_string();
+    let args = ["serve", "--upstream-kubeconfig", &kc, "--insecure-http"];
+    let line = start_error(&run(&args, &[]), &args);
+    assert!(line.starts_with(&format!("kache: cannot discover the resources of the upstream at {url}")), "{line}");
+}
+
+/// A kubeconfig that is missing, not a file or not YAML is named in a line of its own,
+/// whether given by flag, by KUBECONFIG, or found (not) at ~/.kube/config.
+#[test]
+fn a_kubeconfig_that_cannot_be_read_is_named_in_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let garbage = dir.path().join("garbage.kubeconfig");
+    std::fs::write(&garbage, "apiVersion: v1\nclusters: [\n  - name: x\n").unwrap();
+    let garbage = garbage.display().to_string();
+    let missing = dir.path().join("missing.kubeconfig").display().to_string();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let home_config = home.join(".kube").join("config").display().to_string();
+    let a_dir = dir.path().display().to_string();
+    let home = home.display().to_string();
+    // The arguments, the environment, and the file the error must name.
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &garbage], vec![], &garbage),
+        (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &missing], vec![], &missing),
+        (vec!["serve", "--insecure-http", "--upstream-kubeconfig", &a_dir], vec![], &a_dir),
+        (vec!["serve", "--insecure-http"], vec![("KUBECONFIG", &missing)], &missing),
+        (vec!["serve", "--insecure-http"], vec![("KUBECONFIG", &garbage)], &garbage),
+        (vec!["serve", "--insecure-http"], vec![("HOME", &home)], &home_config),
+        (vec!["kubeconfig", "--server", "https://kache:443", "--out", "-", "--from-kubeconfig", &garbage], vec![], &garbage),
+    ];
+    for (args, env, file) in cases {
+        let line = start_error(&run(&args, &env), &args);
+        assert!(line.contains(file), "kache {args:?} {env:?}: the error names {file}: {line}");
+        assert!(line.len() < 240, "kache {args:?} {env:?}: a short line: {line}");
+    }
+}
+
+/// kache says, once, why it answers 401: the upstream refused kache's own credentials (here
+/// at discovery, so kache cannot start either), a TokenReview did not authenticate a client's
+/// token (an upstream without users), a request came without credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kache_says_once_why_it_answers_401() {
+    use crate::support::ops::{request_as, AuthSim, KacheBin};
+    let users = "tokens:\n  alice-token: {username: alice, groups: [devs]}\n";
+    let sim = AuthSim::start(users, "rules: []\n", &["--nodes", "2", "--pods", "10"]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("upstream.kubeconfig");
+    let url = format!("http://{}", sim.addr);
+    std::fs::write(
+        &kc,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {url}\ncontexts:\n- name: up\n  context:\n    cluster: up\n    user: kache\ncurrent-context: up\nusers:\n- name: kache\n  user:\n    token: not-a-token-the-upstream-knows\n"),
+    )
+    .unwrap();
+    let kc = kc.display().to_string();
+    let args = ["serve", "--upstream-kubeconfig", kc.as_str(), "--insecure-http"];
+    let out = {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        tokio::task::spawn_blocking(move || run(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])).await.unwrap()
+    };
+    let line = start_error(&out, &args);
+    assert!(line.contains(&url), "{line}");
+    assert_eq!(out.stderr.matches("the upstream refused kache's credentials (401 Unauthorized)").count(), 1, "{}", out.stderr);
+
+    // An upstream without users: every client token is refused by its TokenReview.
+    let open = crate::support::start(&crate::support::cluster(&["--nodes", "2", "--pods", "10"])).await;
+    let k = KacheBin::spawn(&format!("http://{}", open.addr), &["--no-anonymous"], &[], 60).await;
+    for token in ["made-up-1", "made-up-2"] {
+        assert_eq!(request_as(k.addr, token, http::Method::GET, "/api/v1/pods?limit=1", None).await.0, 401);
+    }
+    for _ in 0..2 {
+        assert_eq!(k.api.get("/api/v1/pods?limit=1").await.status, 401);
+    }
+    let log = k.stderr();
+    assert_eq!(log.matches("the upstream's TokenReview did not authenticate a client's token").count(), 1, "{log}");
+    assert!(log.contains("invalid bearer token"), "the review's own reason: {log}");
+    assert_eq!(log.matches("a request without credentials got 401: pass --allow-anonymous").count(), 1, "{log}");
+    assert!(!log.contains("refused kache's credentials"), "{log}");
 }

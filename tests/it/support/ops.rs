@@ -100,12 +100,16 @@ impl KacheBin {
         let (addr_file, admin_file, log) = (dir.path().join("addr"), dir.path().join("admin-addr"), dir.path().join("stderr"));
         let mut c = Command::new(env!("CARGO_BIN_EXE_kache"));
         // Plain HTTP on loopback; clients without credentials are served as system:anonymous
-        // (the simulator without an RBAC file authorizes everyone).
-        c.arg("serve").arg("--upstream-kubeconfig").arg(kubeconfig).arg("--allow-anonymous");
+        // (the simulator without an RBAC file authorizes everyone) unless `--no-anonymous` (a
+        // test-only marker, not a kache flag) says otherwise.
+        c.arg("serve").arg("--upstream-kubeconfig").arg(kubeconfig);
+        if !args.contains(&"--no-anonymous") {
+            c.arg("--allow-anonymous");
+        }
         // `--tls` (a test-only marker, not a kache flag): serve TLS with a generated
         // certificate and write the client kubeconfig (with its CA) into the temp dir.
         let tls = args.contains(&"--tls");
-        let args: Vec<&str> = args.iter().copied().filter(|a| *a != "--tls").collect();
+        let args: Vec<&str> = args.iter().copied().filter(|a| !matches!(*a, "--tls" | "--no-anonymous")).collect();
         if tls {
             c.arg("--client-kubeconfig-out").arg(dir.path().join("client.kubeconfig"));
         } else {
