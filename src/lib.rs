@@ -101,6 +101,11 @@ pub const GIT_COMMIT: &str = env!("KACHE_GIT_COMMIT");
 /// What `kache --version` prints after the name: the crate's version and [`GIT_COMMIT`].
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KACHE_GIT_COMMIT"), ")");
 
+/// The rooms of `src/` (its top-level modules), lowest first: a room uses only rooms before it.
+/// `tests/it/house_rooms.rs` derives the graph from the code and fails on any use that looks up.
+pub const ROOMS: &[&str] =
+    &["api", "telemetry", "body", "lane", "rate", "upstream", "cache", "auth", "serve", "admin", "config", "app", "sim"];
+
 pub mod admin;
 pub mod api;
 pub mod app;

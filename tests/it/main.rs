@@ -44,6 +44,9 @@ mod ops_rbac;
 mod ops_shutdown;
 mod ops_tls;
 
+// The house: src/'s rooms only look down (kache::ROOMS).
+mod house_rooms;
+
 // Opt-in: kache in front of a real kube-apiserver (KACHE_REAL_KUBECONFIG).
 mod real_apiserver;
 mod real_authz;
