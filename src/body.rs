@@ -145,10 +145,27 @@ pub enum Chunk {
     One(Bytes),
     /// Pieces `at..end` of `all`, the first from byte `off` on; `remaining` bytes in all.
     Pieces { all: Arc<Stitched>, at: usize, end: usize, off: usize, remaining: usize },
-    /// A run of a WatchList's events, with where its deflated form is kept
-    /// ([`crate::cache::deflated`]): a gzip encoding sends that instead of deflating the
-    /// bytes again; any other reader reads the bytes.
-    Run(Bytes, Arc<crate::cache::deflated::Run>),
+    /// A run of a WatchList's events, with where its deflated form is kept (the cache's
+    /// runs): a gzip encoding sends that instead of deflating the bytes again; any other
+    /// reader reads the bytes.
+    Run(Bytes, Arc<dyn KeepsDeflated>),
+}
+
+/// A run's events deflated on their own (their blocks refer to nothing before them), and the
+/// CRC of the events.
+#[derive(Debug)]
+pub struct Deflated {
+    pub bytes: Bytes,
+    pub crc: flate2::Crc,
+}
+
+/// Where a [`Chunk::Run`]'s deflated form is kept between streams.
+pub trait KeepsDeflated: Send + Sync {
+    /// The run deflated, once some stream has deflated it.
+    fn deflated(&self) -> Option<&Deflated>;
+    /// Offer `bytes`, the run's `len` bytes of events deflated, and `crc`, their CRC; the
+    /// keeper decides whether to keep them.
+    fn keep(&self, bytes: Bytes, crc: flate2::Crc, len: usize);
 }
 
 impl std::fmt::Debug for Chunk {

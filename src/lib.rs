@@ -52,7 +52,7 @@
 //!    has spent its rate of proofs (`Serve::queue_for_proof`, `rate::Buckets::queue`), then
 //!    is proven by the revision ledger when it can be (`Feed::ledger_proof`: the upstream's
 //!    current RV from `Feed::upstream_rv`, and every revision since the cache's progress
-//!    another resource's write, `cache::ledger`). If not,
+//!    another resource's write, `upstream::ledger`). If not,
 //!    it is weighed by `serve::cost::Costs::decide` (the
 //!    upstream's measured time for the answer's bytes against the expected proof wait).
 //!    Cheaper upstream, `serve::check` asks the upstream for the same page as metadata
@@ -103,17 +103,14 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("
 
 /// The rooms of `src/` (its top-level modules), lowest first: a room uses only rooms before it.
 /// `tests/it/house_rooms.rs` derives the graph from the code and fails on any use that looks up.
-pub const ROOMS: &[&str] =
-    &["api", "telemetry", "body", "lane", "rate", "upstream", "cache", "auth", "serve", "admin", "config", "app", "sim"];
+pub const ROOMS: &[&str] = &["api", "telemetry", "body", "rate", "upstream", "cache", "auth", "serve", "config", "app", "sim"];
 
-pub mod admin;
 pub mod api;
 pub mod app;
 pub mod auth;
 pub mod body;
 pub mod cache;
 pub mod config;
-pub mod lane;
 pub(crate) mod rate;
 pub mod serve;
 #[cfg(feature = "sim")]

@@ -94,7 +94,7 @@ families! {
     /// unknown_field, not_synced, no_printer, cheaper_upstream, unproven, unavailable, stale).
     counter PASSTHROUGH = "kache_passthrough_total";
     /// Consistent LISTs proven current without waiting for a bookmark, by outcome:
-    /// `accounted`: by the revision ledger (`cache::ledger`), every revision since the cache's
+    /// `accounted`: by the revision ledger (`upstream::ledger`), every revision since the cache's
     /// last proof another resource's write; or checked against the upstream's metadata
     /// (`serve::check`) where the cost rule would send them upstream: `same`, answered from
     /// cache, the pages matched; `proven`, answered from cache, proven meanwhile; `differed`,
@@ -152,6 +152,9 @@ families! {
     /// the flag that sets it, without its dashes (`max-table-cell-bytes-per-object`, ...).
     counter LIMIT_HITS = "kache_limit_hits_total";
 }
+
+/// The `outcome` labels of [`CONSISTENT_CHECKS`], in the order of `serve::check::Outcome`.
+pub const CONSISTENT_CHECK_OUTCOMES: [&str; 5] = ["same", "proven", "differed", "failed", "accounted"];
 
 /// The `limit` label values of [`LIMIT_HITS`]: the flags whose bounds are counted.
 pub const LIMITS: &[&str] = &[
@@ -223,7 +226,7 @@ pub fn install() -> Option<PrometheusHandle> {
             for outcome in ["kept", "deflated"] {
                 metrics::counter!(WATCH_LIST_RUNS, "outcome" => outcome).increment(0);
             }
-            for outcome in crate::serve::check::Outcome::LABELS {
+            for outcome in CONSISTENT_CHECK_OUTCOMES {
                 metrics::counter!(CONSISTENT_CHECKS, "outcome" => outcome).increment(0);
             }
             Some(handle)

@@ -3,6 +3,7 @@
 //! `kache serve` (the cache in front of an upstream: TLS, authentication and authorization
 //! unless told otherwise), and `kache demo` (both, with a kubeconfig and commands to try).
 
+pub mod admin;
 pub mod kubeconfig;
 pub mod status;
 
@@ -273,7 +274,7 @@ pub async fn start_serve_args(
         Some(Arc::new(Security::new(upstream.clone(), security_settings(s, Duration::from_secs(args.cache.serve_stale_seconds)))));
     settings.inflight = InflightLimits { global: s.max_inflight_reads, per_user: s.max_inflight_reads_per_user };
     settings.max_uri_bytes = s.max_uri_bytes;
-    let lane = crate::lane::Lane::new(s.low_priority_nice, 0).map_err(StartError::Lane)?;
+    let lane = crate::serve::lane::Lane::new(s.low_priority_nice, 0).map_err(StartError::Lane)?;
     settings.encodes = crate::serve::compress::Encodes::new(s.max_concurrent_encodes).in_lane(lane);
     settings.watch.buffer_bytes = s.max_watch_buffer_bytes;
     settings.watch.buffers = WatchBuffers::new(s.max_watch_buffers_bytes);
@@ -380,7 +381,7 @@ async fn launch(
 
 /// Start the admin listener for `serve`.
 pub async fn start_admin(serve: Arc<Serve>, listen: &str, addr_file: Option<&std::path::Path>) -> Result<SocketAddr, StartError> {
-    let admin = Arc::new(crate::admin::Admin { serve, prometheus: crate::telemetry::install() });
+    let admin = Arc::new(crate::app::admin::Admin { serve, prometheus: crate::telemetry::install() });
     let (listener, addr) = server::bind(listen, addr_file).await.map_err(StartError::bind("--admin-listen"))?;
     tokio::spawn(server::serve(listener, admin, std::future::pending::<()>(), Duration::ZERO));
     Ok(addr)

@@ -21,6 +21,7 @@
 //! of pods is about a tenth). Each whole WatchList that completes drops the runs of its
 //! encoding it did not send.
 
+use crate::body::{Deflated, KeepsDeflated};
 use crate::cache::object::Object;
 use bytes::Bytes;
 use flate2::Crc;
@@ -63,13 +64,6 @@ pub struct Run {
     /// The last pass that sent it.
     pass: AtomicU64,
     held: Arc<Held>,
-}
-
-/// A run's events deflated, and the CRC of the events.
-#[derive(Debug)]
-pub struct Deflated {
-    pub bytes: Bytes,
-    pub crc: Crc,
 }
 
 /// Whether a run ends after an object with `key`, the run holding `len` bytes of frames.
@@ -130,15 +124,15 @@ impl Run {
     fn holds(&self, objects: &[&Arc<Object>]) -> bool {
         self.objects.len() == objects.len() && self.objects.iter().zip(objects).all(|(w, o)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(o)))
     }
+}
 
-    /// The run deflated, once some stream has deflated it.
-    pub fn deflated(&self) -> Option<&Deflated> {
+impl KeepsDeflated for Run {
+    fn deflated(&self) -> Option<&Deflated> {
         self.deflated.get()
     }
 
-    /// Keep `bytes`, the run's `len` bytes of events deflated, and `crc`, their CRC: if they
-    /// are at most half the events and the kind's runs have room.
-    pub fn keep(&self, bytes: Bytes, crc: Crc, len: usize) {
+    /// Kept if they are at most half the events and the kind's runs have room.
+    fn keep(&self, bytes: Bytes, crc: Crc, len: usize) {
         let n = bytes.len();
         if n > len / 2 || self.deflated.get().is_some() {
             return;

@@ -5,7 +5,6 @@
 
 pub mod deflated;
 pub mod feed;
-pub mod ledger;
 pub(crate) mod object;
 mod rings;
 pub(crate) mod store;

@@ -345,7 +345,7 @@ pub struct SecurityArgs {
     #[arg(
         long,
         env = "KACHE_LOW_PRIORITY_NICE",
-        default_value_t = crate::lane::NICE,
+        default_value_t = crate::serve::lane::NICE,
         value_parser = clap::value_parser!(i32).range(0..=19),
         value_name = "NICE",
         help_heading = heading::LIMITS

@@ -41,17 +41,15 @@ pub(crate) enum Outcome {
     /// The upstream did not answer the check (an error, or found down): passed through.
     Failed,
     /// No check was needed: the revision ledger proved the cache current (every revision
-    /// since its last proof was another resource's write; `cache::ledger`).
+    /// since its last proof was another resource's write; `upstream::ledger`).
     Accounted,
 }
 
 impl Outcome {
-    /// Every outcome's label, in declaration order.
-    pub(crate) const LABELS: [&'static str; 5] = ["same", "proven", "differed", "failed", "accounted"];
-
-    /// The metric label.
+    /// The metric label ([`crate::telemetry::CONSISTENT_CHECK_OUTCOMES`] lists them in
+    /// declaration order).
     pub(crate) fn label(self) -> &'static str {
-        Self::LABELS[self as usize]
+        crate::telemetry::CONSISTENT_CHECK_OUTCOMES[self as usize]
     }
 }
 

@@ -13,6 +13,7 @@ pub(crate) mod cost;
 pub mod discovery;
 pub(crate) mod fair;
 pub mod handler;
+pub mod lane;
 pub(crate) mod limit;
 mod preload;
 pub(crate) mod proxy;
@@ -83,7 +84,7 @@ pub struct ServeSettings {
     /// upstream is checked against its metadata first (see `check`).
     pub check_cheaper_reads: bool,
     /// `--revision-ledger on`: a consistent LIST is first proven by the revision ledger
-    /// (`cache::ledger`).
+    /// (`upstream::ledger`).
     pub revision_ledger: bool,
     /// The bound on answers being indented (`pretty`) or gzip-compressed at once (past it
     /// they go out as they are), and the lane their jobs run in.
@@ -196,7 +197,7 @@ pub struct Serve {
     /// Requests passed through, per [`PassThrough`] reason.
     passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
     /// Consistent reads checked against the upstream's metadata, by outcome (`check::Outcome`).
-    checked: [std::sync::atomic::AtomicU64; check::Outcome::LABELS.len()],
+    checked: [std::sync::atomic::AtomicU64; crate::telemetry::CONSISTENT_CHECK_OUTCOMES.len()],
     /// Answers being indented or compressed.
     encodes: compress::Encodes,
     /// Every client's large answers being sent.
@@ -269,7 +270,7 @@ impl Serve {
     }
 
     /// Wait until every started feed's resource is trusted by the revision ledger
-    /// (`cache::ledger`; Events' never are), or `timeout` passes.
+    /// (`upstream::ledger`; Events' never are), or `timeout` passes.
     pub async fn wait_ledger(&self, timeout: Duration) -> bool {
         let feeds: Vec<Arc<Feed>> = self.feeds.iter().map(|e| e.value().clone()).collect();
         futures_util::future::join_all(feeds.iter().map(|f| f.wait_in_ledger(timeout))).await.into_iter().all(|ok| ok)
@@ -393,7 +394,7 @@ impl Serve {
         let passed: serde_json::Map<String, serde_json::Value> =
             PassThrough::LABELS.iter().map(|r| (r.to_string(), self.passed_through(r).into())).collect();
         let checked: serde_json::Map<String, serde_json::Value> =
-            check::Outcome::LABELS.iter().map(|o| (o.to_string(), self.checks(o).into())).collect();
+            crate::telemetry::CONSISTENT_CHECK_OUTCOMES.iter().map(|o| (o.to_string(), self.checks(o).into())).collect();
         serde_json::json!({
             "upstream": {"up": upstream.pass, "detail": upstream.detail},
             "inFlightReads": self.in_flight(),
@@ -428,7 +429,10 @@ impl Serve {
     /// Consistent reads checked against the upstream's metadata with `outcome` (`same`,
     /// `proven`, `differed`, `failed`) so far.
     pub fn checks(&self, outcome: &str) -> u64 {
-        check::Outcome::LABELS.iter().position(|l| *l == outcome).map_or(0, |i| self.checked[i].load(std::sync::atomic::Ordering::Relaxed))
+        crate::telemetry::CONSISTENT_CHECK_OUTCOMES
+            .iter()
+            .position(|l| *l == outcome)
+            .map_or(0, |i| self.checked[i].load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Count a consistent read checked with `outcome`.

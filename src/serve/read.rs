@@ -588,7 +588,7 @@ impl Serve {
     /// kind share its probes; a client's proofs past its rate queue ([`Serve::queue_for_proof`]).
     async fn consistent(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options, client: &str) -> Result<Fresh, PassThrough> {
         // A LIST is first proven by the revision ledger, when its kind's writes can be told
-        // from the rest (`cache::ledger`): one shared probe, no bookmark, no check.
+        // from the rest (`upstream::ledger`): one shared probe, no bookmark, no check.
         let named = plan.path.name.is_some();
         if !named {
             self.queue_for_proof(client).await;

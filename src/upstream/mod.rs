@@ -24,6 +24,7 @@
 
 pub mod health;
 pub(crate) mod last_discovery;
+pub mod ledger;
 mod pool;
 
 pub use pool::Counted;
@@ -280,8 +281,8 @@ pub struct Upstream {
     /// that answers is not hung, however slow its `/readyz` (see [`Upstream::suspected`]).
     heard: Arc<health::Heard>,
     /// Which resource wrote each recent revision of the upstream's storage, as kache's
-    /// watches saw it ([`crate::cache::ledger`]).
-    ledger: Arc<crate::cache::ledger::Ledger>,
+    /// watches saw it ([`crate::upstream::ledger`]).
+    ledger: Arc<crate::upstream::ledger::Ledger>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -387,7 +388,7 @@ impl Upstream {
     }
 
     /// The revisions of the upstream's storage kache's watches have seen, by resource.
-    pub fn ledger(&self) -> &crate::cache::ledger::Ledger {
+    pub fn ledger(&self) -> &crate::upstream::ledger::Ledger {
         &self.ledger
     }
 

@@ -154,7 +154,8 @@ impl Walker<'_> {
     fn module(&mut self, file: PathBuf, module: Vec<String>, dir: PathBuf) {
         let text = (self.load)(&file).unwrap_or_else(|| panic!("{} is declared but cannot be read", file.display()));
         let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let saved = (std::mem::replace(&mut self.file, file), std::mem::replace(&mut self.module, module), std::mem::replace(&mut self.dir, dir));
+        let saved =
+            (std::mem::replace(&mut self.file, file), std::mem::replace(&mut self.module, module), std::mem::replace(&mut self.dir, dir));
         for item in &ast.items {
             self.visit_item(item);
         }
@@ -251,6 +252,15 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         }
     }
 
+    /// Paths in attributes, such as clap's `default_value_t = crate::x::Y`.
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        match &a.meta {
+            syn::Meta::List(l) => self.tokens(l.tokens.clone()),
+            syn::Meta::NameValue(nv) => self.visit_expr(&nv.value),
+            syn::Meta::Path(_) => {}
+        }
+    }
+
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         self.use_tree(&mut Vec::new(), &u.tree);
     }
@@ -271,7 +281,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
 /// The room graph of the crate whose `lib.rs` `load` reads, over the given rooms, and the
 /// rooms `lib.rs` declares outside tests.
-fn graph(load: &Load, rooms: &[&str]) -> (Graph, BTreeSet<String>) {
+fn graph(load: &Load<'_>, rooms: &[&str]) -> (Graph, BTreeSet<String>) {
     let rooms: BTreeSet<String> = rooms.iter().map(|r| r.to_string()).collect();
     let mut w = Walker {
         load,

@@ -1,10 +1,10 @@
-//! A feed's part in the upstream's revision ledger ([`crate::cache::ledger`]): it records the
+//! A feed's part in the upstream's revision ledger ([`crate::upstream::ledger`]): it records the
 //! revisions its watches bring, earns the ledger's trust once synced, and proves its cache
 //! current by the writes of other resources.
 
 use super::{Feed, InformerError};
-use crate::cache::ledger::interleaved;
 use crate::cache::window::EventType;
+use crate::upstream::ledger::interleaved;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,7 +108,7 @@ impl Feed {
 
     /// The revision nobody recorded that the last failed proof met, while it still lies above
     /// the cache's progress and nobody has recorded it since.
-    fn blocked(&self, own: crate::cache::ledger::Writer) -> Option<u64> {
+    fn blocked(&self, own: crate::upstream::ledger::Writer) -> Option<u64> {
         let b = self.ledger_block.load(Ordering::Relaxed);
         (b > self.cache.progress() && !self.upstream.ledger().accounted(own, b - 1, b)).then_some(b)
     }

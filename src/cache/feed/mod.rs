@@ -119,7 +119,7 @@ pub struct Feed {
     /// Whether its initial list may go ([`turns`]).
     turn: watch::Sender<turns::Turn>,
     /// Its resource's number in the upstream's revision ledger (`None`: never recorded).
-    writer: Option<crate::cache::ledger::Writer>,
+    writer: Option<crate::upstream::ledger::Writer>,
     /// The first revision the ledger could not account for in this kind's last proof by it
     /// (0: none; see [`account`]).
     ledger_block: AtomicU64,

@@ -22,7 +22,7 @@ pub use watch::{gzip_watch, InitialState};
 
 use crate::api::json::Indenter;
 use crate::body::{Body, BoxError, Chunk};
-use crate::lane::Lane;
+use crate::serve::lane::Lane;
 use bytes::{Buf, Bytes};
 use flate2::write::GzEncoder;
 use http::{header, HeaderValue, Response};

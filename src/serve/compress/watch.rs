@@ -36,8 +36,8 @@
 
 use super::{Encodes, INDENT_INLINE};
 use crate::body::{Body, BoxError, Chunk};
-use crate::cache::deflated::{Deflated, Run};
-use crate::lane::Lane;
+use crate::body::{Deflated, KeepsDeflated};
+use crate::serve::lane::Lane;
 use bytes::{Buf, Bytes};
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use http::{header, HeaderValue, Response};
@@ -132,7 +132,7 @@ pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
         pending: false,
         stale: false,
     };
-    let lane = if state.loading { crate::lane::Lane::default() } else { encodes.lane_for(crate::serve::fair::LARGE + 1) };
+    let lane = if state.loading { crate::serve::lane::Lane::default() } else { encodes.lane_for(crate::serve::fair::LARGE + 1) };
     let body = WatchGzipped { inner: body, gz: Some(gz), job: None, finished: false, dirty: false, lane, place: Some(place), state };
     Response::from_parts(parts, body.boxed_unsync())
 }
@@ -215,7 +215,7 @@ impl Gz {
     /// came before flushed, then the run from a reset deflater at [`RUN_LEVEL`], ended with a
     /// sync flush, so its bytes refer to nothing before them and end on a byte. The run keeps
     /// them for the next WatchList ([`Gz::splice`]). Stored, once the deflater is dropped.
-    fn deflate_run(&mut self, raw: Bytes, run: &Run) -> io::Result<Vec<u8>> {
+    fn deflate_run(&mut self, raw: Bytes, run: &dyn KeepsDeflated) -> io::Result<Vec<u8>> {
         let mut out = self.out(raw.len() / 4 + 64);
         self.sync(&mut out)?;
         let Some(c) = self.deflate.as_mut() else {
@@ -359,7 +359,7 @@ impl WatchGzipped {
                     self.start(gz, false, move |gz| gz.splice(run.deflated().expect("kept")))
                 } else {
                     let large = raw.len() > INDENT_INLINE;
-                    self.start(gz, large, move |gz| gz.deflate_run(raw, &run))
+                    self.start(gz, large, move |gz| gz.deflate_run(raw, &*run))
                 }
             }
             Ok(bytes) if gz.deflate.is_some() => {

@@ -13,7 +13,7 @@ use crate::body::{try_stitched, Body, Piece, Stitch};
 use crate::cache::object::Object;
 use crate::cache::store::Snapshot;
 use crate::cache::KindCache;
-use crate::lane::Lane;
+use crate::serve::lane::Lane;
 use crate::serve::respond::respond;
 use bytes::Bytes;
 use http::{Response, StatusCode};

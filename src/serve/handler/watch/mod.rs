@@ -8,7 +8,7 @@ use super::{candidates, list::reach, selected};
 use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::status::Status;
-use crate::body::{Body, Chunk};
+use crate::body::{Body, Chunk, KeepsDeflated};
 use crate::cache::deflated::{cut_after, Runs};
 use crate::cache::feed::growing::{End, Growing, Next};
 use crate::cache::object::Object;

@@ -124,7 +124,7 @@ fn raw(c: &Chunk) -> &[u8] {
     }
 }
 
-fn run_of(c: &Chunk) -> &Arc<crate::cache::deflated::Run> {
+fn run_of(c: &Chunk) -> &Arc<dyn crate::body::KeepsDeflated> {
     match c {
         Chunk::Run(_, run) => run,
         other => panic!("not a run: {other:?}"),
