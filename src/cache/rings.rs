@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 
 /// Largest ring per index value: one node's pods change far less often than all pods, and
-/// every value watched holds a ring (~48 bytes a slot: 1,024 slots were ~48 KB per watched
+/// every value watched holds a ring (~48 bytes a slot: at 1,024 slots, ~48 KB per watched
 /// node, half a GB for 10,000 kubelets). 128 lets every pod a node may run (the kubelet's
 /// default maxPods is 110) change once before its watchers must have caught up; a watcher
 /// that falls further behind is ended and its client resumes from the window. Objects
