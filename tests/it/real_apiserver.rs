@@ -201,8 +201,8 @@ async fn real_watch_list_is_served_from_cache_and_equals_the_apiservers_list() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_watch_list_while_kache_loads_is_sent_its_list_as_it_arrives() {
-    // kache starts with the pods' JSON list to load (30,000 pods: seconds in a release build,
-    // a minute in a debug one); the WatchList comes while it loads.
+    // kache starts with the pods' JSON list to load (all of the tier's pods, which take it a
+    // while); the WatchList comes while it loads.
     let Some(up) = real_upstream("real_a_watch_list_while_kache_loads") else { return };
     // The apiserver's own list first (its RV a lower bound for the WatchList's, which comes
     // later; pods are quiet): read after kache started, it gave kache's list time to end.
