@@ -325,7 +325,7 @@ pub(crate) async fn direct_get(client: &kube::Client, path: &str, accept: &str) 
 /// The simulator's fault relay in front of the real apiserver (a black-holed network, as a
 /// stopped apiserver looks from outside): found hung within seconds, cached reads keep
 /// answering, a write gets kache's 503 at once, and all is well again on resume. (Stopping
-/// and restarting a real apiserver process is `tools/real_fault_run.py`.)
+/// and restarting a real apiserver process is `loadtest/real/fault_run.py`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering() {
     if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
