@@ -1,9 +1,9 @@
 //! The narrower broadcast rings of a kind's cache: one per value of its indexed field that
 //! has watchers (a kubelet's node) and one per namespace that has watchers, so a change wakes
-//! only the watchers it can concern. Without them every watcher of a kind woke for every
-//! change of it: a tenant holding a thousand watches of its own namespace's pods made each
-//! pod written anywhere wake a thousand tasks, and the other clients' events wait behind
-//! them on kache's threads.
+//! only the watchers it can concern. Without them every watcher of a kind would wake for
+//! every change of it: a tenant holding a thousand watches of its own namespace's pods would
+//! make each pod written anywhere wake a thousand tasks, and the other clients' events would
+//! wait behind them on kache's threads.
 
 use crate::cache::window::Event;
 use crate::cache::Message;
