@@ -128,9 +128,9 @@ pub fn indented(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
 /// workers, one job per frame ([`Encodes::lane_for`]).
 const INDENT_INLINE: usize = 16 * 1024;
 
-/// A body indented frame by frame. Indenting is work per byte (a LIST of every pod is a
-/// good part of a core's second): done on the async workers it would hold them from
-/// everyone else's cheap reads, so each large frame is one job off them, as gzip's.
+/// A body indented frame by frame. Indenting is work per byte (a LIST of every pod is much
+/// of a core's work): done on the async workers it would hold them from everyone else's
+/// cheap reads, so each large frame is one job off them, as gzip's.
 struct Indented {
     inner: Body,
     /// The indenter's state, while no job holds it.
