@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// jemalloc rather than glibc's malloc: the request path allocates and frees per request
-/// from several threads, where glibc spent ~10% of kache's CPU (BENCHMARKS.md).
+/// from several threads, which costs glibc's allocator a large share of kache's CPU.
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

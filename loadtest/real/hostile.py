@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""One tenant cannot take the cache down (issue #23, item 6): a hostile tenant against one
-release kache in front of the real kube-apiserver, while honest clients keep working.
+"""One tenant cannot take the cache down: a hostile tenant against one release kache in
+front of the real kube-apiserver, while honest clients keep working.
 
     python3 loadtest/real/hostile.py --kache-bin target/release/kache [--seconds 60] \
         [--real ~/real-apiserver] [--json out.json] [--md out.md] [--kache-arg=--flag=value ...]
@@ -33,14 +33,18 @@ configmaps in JSON and protobuf, impersonating pass-through, default bounds), th
    (20 CPU seconds a minute). `--hostile-nice N` runs it at niceness N instead.
    - watches and lists with hostile numbers (timeoutSeconds=9223372036854775807, -2^63,
      18446744074, limit=-5, limit=2^64+, resourceVersion=abc, timeout=abc);
-   - a custom resource nested 500 levels deep (a CRD with x-kubernetes-preserve-unknown-fields
-     in the scratch group hostile.kache.test), and one 9,990 levels deep, listed and watched;
+   - custom resources nested 130, 200, 500 and 9,990 levels deep (a CRD with
+     x-kubernetes-preserve-unknown-fields in the scratch group hostile.kache.test; 130 and
+     200 just past serde_json's default recursion limit of 128), listed and watched;
    - a CRD with 300 printer columns whose jsonPath is `.`, 20 objects of 100 KB, and Table
-     LISTs of them (2 loops);
+     LISTs of them (2 loops); at the end kache's Table of them (resourceVersion=0) is
+     compared with the apiserver's, cell for cell;
    - six concurrent `pretty=true` LISTs of all 30,000 pods and one with a curl user agent,
      in loops (identity `reader`: the tenant's own account may list only its namespace);
    - stalled clients that never read: 100 watches of 20 ConfigMaps of ~900 KB (a second
      account of the tenant), 6 pretty LISTs and 6 gzip LISTs of all pods, renewed every 20 s;
+   - a stalled list reader: a LIST of all pods not read for 20 s (past kache's 15 s
+     --stall-timeout), then read: kache should have closed it;
    - as many watches as one account may open (1,100 asked; --max-watches-per-client 1000);
    - random bearer tokens as fast as one connection goes, no token at all, forged
      X-Remote-User/X-Remote-Group headers, Impersonate-User without the right, and exec
@@ -49,12 +53,13 @@ configmaps in JSON and protobuf, impersonating pass-through, default bounds), th
    elsewhere; the CRDs are installed by the admin, as a cluster's would be.
 3. Report (JSON and a markdown table): honest p50/p99 per client, baseline vs hostile, and
    the ratio; the informer's check; kache's peak RSS against the bound below;
-   kache_limit_hits_total and other counters from /metrics; panics in kache's log; what the
+   kache_limit_hits_total and other counters (upstream faults among them) from /metrics; the
+   wide objects' Table against the apiserver's; panics in kache's log; what the
    hostile tenant got (status counts; any 2xx to a forged or junk identity is a leak).
    Exit status 1 if the RSS peak exceeds the bound, an honest p99 is over 2x its baseline,
    the informer saw anything but the apiserver's events, kache panicked, or anything leaked.
 
-The RSS bound (documented in BENCHMARKS.md, "Hostile tenant - issue 23"), from kache's
+The RSS bound (documented in BENCHMARKS.md, "What does a hostile tenant cost the others?"), from kache's
 flags and what the run made kache hold:
 
     bound = R_ready                                  RSS once every preloaded cache synced
@@ -87,7 +92,7 @@ p.add_argument("--stalled-watches", type=int, default=100)
 p.add_argument("--max-watches", type=int, default=1100)
 p.add_argument("--pretty-loops", type=int, default=6)
 p.add_argument("--only", default="", help="hostile actions to run (comma-separated: numbers, deep_objects, wide_objects, stalled, "
-               "many_watches, junk_tokens, anonymous, forged, impersonation, exec_upgrades, pretty); default all")
+               "stalled_reader, many_watches, junk_tokens, anonymous, forged, impersonation, exec_upgrades, pretty); default all")
 p.add_argument("--kache-arg", action="append", default=[])
 p.add_argument("--json", default="")
 p.add_argument("--md", default="")
@@ -578,7 +583,7 @@ def hostile_worker():
 
     @guarded
     def deep_objects():
-        for levels in (500, 9990):
+        for levels in (130, 200, 500, 9990):
             o = json.dumps({"apiVersion": f"{GROUP}/v1", "kind": "Deep", "metadata": {"name": f"deep-{levels}"}, "spec": {}})
             o = o.replace('"spec": {}', '"spec": ' + deep(levels)).encode()
             st, data = once(base, "POST", f"/apis/{GROUP}/v1/namespaces/{TENANT_NS}/deeps", tenant, o)
@@ -679,6 +684,31 @@ def hostile_worker():
             s.close()
 
     @guarded
+    def stalled_reader():
+        """A LIST of every pod left unread past kache's stall timeout, then read (at most 30 s):
+        closed by kache, or still open."""
+        while time.time() + 25 < end:
+            s, st = raw_request(reader, "/api/v1/pods?resourceVersion=0")
+            time.sleep(20)
+            s.settimeout(5)
+            got, how = 0, "still open"
+            until = min(time.time() + 30, end)
+            try:
+                while time.time() < until:
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        how = "closed by kache"
+                        break
+                    got += len(chunk)
+            except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+                how = "closed by kache"
+            except socket.timeout:
+                pass
+            s.close()
+            count("stalled_reader", f"HTTP {st}, {how}")
+            count("stalled_reader_bytes", how, got)
+
+    @guarded
     def many_watches():
         ts = [threading.Thread(target=guarded(some_watches), args=()) for _ in range(4)]
         [t.start() for t in ts]
@@ -745,7 +775,8 @@ def hostile_worker():
             i += 1
             time.sleep(0.2)
 
-    threads = [numbers, deep_objects, wide_objects, stalled, many_watches, junk_tokens, anonymous, forged, impersonation, exec_upgrades]
+    threads = [numbers, deep_objects, wide_objects, stalled, stalled_reader, many_watches, junk_tokens, anonymous, forged, impersonation,
+               exec_upgrades]
     only = set(a.only.split(",")) if a.only else None
     ts = [threading.Thread(target=f, daemon=True) for f in threads if not only or f.__name__.split(".")[-1] in only]
     if not only or "pretty" in only:
@@ -776,6 +807,20 @@ def check_informer(got, ref, writes):
     return {"events": len(g), "reference_events": len(r), "equal_to_reference": g == r, "first_difference": first_diff,
             "duplicates": dups, "rv_strictly_increasing": order, "writes": len(writes), "writes_not_seen": len(missing_writes),
             "ok": g == r and dups == 0 and order and not missing_writes and len(g) > 0}
+
+
+def wide_table(base, direct, token):
+    """The wide objects' Table through kache (resourceVersion=0, from its cache) and from the
+    apiserver: sizes, and whether the cells are the same (None when either did not answer 200)."""
+    p = f"/apis/{GROUP}/v1/namespaces/{TENANT_NS}/wides"
+    try:
+        st_k, tk = once(base, "GET", p + "?resourceVersion=0", token, headers={"Accept": TABLE})
+        st_d, td = once(direct, "GET", p, token, headers={"Accept": TABLE})
+    except (OSError, http.client.HTTPException) as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    cells = lambda t: [r["cells"] for r in json.loads(t).get("rows") or []]  # noqa: E731
+    return {"kache_rv0": f"HTTP {st_k}, {len(tk)} bytes", "apiserver": f"HTTP {st_d}, {len(td)} bytes",
+            "cells_equal": cells(tk) == cells(td) if st_k == 200 and st_d == 200 else None}
 
 
 def lag_of(got, writes):
@@ -912,7 +957,7 @@ def main():
         window = flag_value("cache-window-bytes", 33554432)
         wbufs = flag_value("max-watch-buffers-bytes", 1073741824)
         encodes = flag_value("max-concurrent-encodes", 64)
-        conns = a.stalled_watches + 12 + min(a.max_watches, flag_value("max-watches-per-client", 1000)) + a.pretty_loops + 1 + 20
+        conns = a.stalled_watches + 12 + 1 + min(a.max_watches, flag_value("max-watches-per-client", 1000)) + a.pretty_loops + 1 + 20
         terms = {"R_ready": r_ready * 1024, "windows": len(caches) * window, "objects_created": max(0, cache_bytes(cache_hostile) - cache_bytes(cache_ready)),
                  "watch_buffers": wbufs, "encodes": encodes * (1 << 20), "connections": conns * 64 * 1024, "fixed": 128 << 20}
         bound = sum(terms.values())
@@ -920,7 +965,8 @@ def main():
         limits = {k2.split('"')[1]: m_end[k2] - m_base.get(k2, 0) for k2 in m_end if k2.startswith("kache_limit_hits_total{")}
         counters = {}
         for k2 in m_end:
-            if k2.startswith(("kache_watchers_ended_slow_total", "kache_objects_skipped_total", "kache_informer_relists_total", "kache_informer_watch_restarts_total")):
+            if k2.startswith(("kache_watchers_ended_slow_total", "kache_objects_skipped_total", "kache_informer_relists_total", "kache_informer_watch_restarts_total",
+                              "kache_upstream_faults_total")):
                 d = m_end[k2] - m_ready.get(k2, 0)
                 if d:
                     counters[k2] = d
@@ -929,6 +975,8 @@ def main():
         leaks = sum(hostile.get("leaks", {}).values()) if isinstance(hostile.get("leaks"), dict) else 0
         custom = {f"{c['resource']}.{c['group']} {c['encoding']}": {"synced": c["synced"], "objects": c["objects"], "bytes": c["bytes"]}
                   for c in cache_hostile["caches"] if c["group"] == GROUP}
+        wide = wide_table(base, direct, admin_tok)
+
         def cpu_use(x, y, secs):
             d = {n: round((y[0][n] - x[0][n]) / secs, 2) for n in x[0]}
             d["machine, cores busy"] = round((y[1][0] - x[1][0]) / max(1, y[1][1] - x[1][1]) * os.cpu_count(), 2)
@@ -947,7 +995,7 @@ def main():
             "rss": {"ready_mb": r_ready // 1024, "baseline_peak_mb": rss_base_peak // 1024,
                     "hostile_peak_mb": max((v for ts, v in rss if t1 <= ts), default=0) // 1024, "vmhwm_mb": hwm // 1024,
                     "bound_mb": bound >> 20, "bound_terms_mb": {k2: round(v / 2**20, 1) for k2, v in terms.items()}},
-            "limit_hits_hostile_phase": limits, "counters_run": counters, "custom_caches": custom,
+            "limit_hits_hostile_phase": limits, "counters_run": counters, "custom_caches": custom, "wide_table": wide,
             "watch_buffered_bytes_at_end_of_hostile": m_hostile.get("kache_watch_buffered_bytes"),
             "panics": panics, "kache_alive": alive, "leaks": leaks, "hostile": hostile,
             "log_warnings": len(re.findall(r"\bWARN\b", log)), "log_errors": len(re.findall(r"\bERROR\b", log)),
@@ -963,6 +1011,8 @@ def main():
                 bad.append(f"{x['client']}: p99 ratio {x['p99_ratio']}")
         if not informer["ok"]:
             bad.append("informer incorrect")
+        if wide.get("cells_equal") is False:
+            bad.append("the wide objects' Table cells differ from the apiserver's")
         if panics:
             bad.append(f"{panics} panics")
         if leaks:
@@ -1007,6 +1057,8 @@ def markdown(r):
           "", "The apiserver's requests a second (every client's; baseline -> hostile): "
           + ", ".join(f"{k} {r['apiserver_requests_per_second']['baseline'].get(k, 0)} -> {v}" for k, v in list(r["apiserver_requests_per_second"]["hostile"].items())[:8]) + ".",
           "", "Limit hits in the hostile phase: " + ", ".join(f"{k} {int(v)}" for k, v in r["limit_hits_hostile_phase"].items()) + ".",
+          "", f"Wide objects' Table: kache {r['wide_table'].get('kache_rv0')}, apiserver {r['wide_table'].get('apiserver')}; "
+          f"cells equal: {r['wide_table'].get('cells_equal')}. Stalled list reader: {r['hostile'].get('stalled_reader')}.",
           "", f"Panics: {r['panics']}; leaks: {r['leaks']}; kache alive at the end: {r['kache_alive']}; failed: {r['failed'] or 'none'}."]
     return "\n".join(L) + "\n"
 

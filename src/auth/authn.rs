@@ -35,8 +35,8 @@ pub struct AuthnSettings {
     /// TokenReviews in flight at once in each lane (see [`review::Lanes`]).
     pub concurrent: usize,
     /// Reviews of never-judged tokens one source address may cause per second (0: no
-    /// bound). Each costs the apiserver a TokenReview: one client sending made-up tokens as
-    /// fast as a connection goes (225 a second) doubled its CPU. Known tokens, and renewals
+    /// bound). Each costs the apiserver a TokenReview, so one client sending made-up tokens
+    /// as fast as a connection goes would add greatly to its CPU. Known tokens, and renewals
     /// of known ones, are not counted.
     pub first_reviews_per_address: u32,
 }

@@ -3,8 +3,8 @@
 //! A WatchList of a whole collection sends every object as an ADDED event, and a client
 //! that accepts gzip gets them deflated (`serve::compress::watch`). Informers of the same
 //! kind start their WatchLists in bursts (a controller's replicas, every client after an
-//! outage), and each would deflate the same events again: for 30,000 pods deflating was
-//! about half of what kache spent on the stream (0.75 s of CPU; from kept runs 0.5 s).
+//! outage), and each would deflate the same events again, though deflating is much of what
+//! kache spends on such a stream.
 //!
 //! So the watcher cuts such a stream into runs of consecutive objects, where the objects
 //! themselves say (a run ends after an object whose key hashes to a cut, once it holds
@@ -30,9 +30,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// A run is not cut before it holds this many bytes of frames. Each run is deflated without
-/// the window of the one before, so runs cost compression: the protobuf WatchList of 30,000
-/// pods (171 MB) deflated whole at level 1 is 13.3 MB, in runs of at least 32 KiB 15.6 MB,
-/// at least 128 KiB 14.5 MB, at least 256 KiB 14.1 MB (zlib; BENCHMARKS.md).
+/// the window of the one before, so runs cost compression, the more the shorter they are:
+/// at 128 KiB the deflated stream is a little larger than deflated whole, and longer runs
+/// gain little more.
 pub const MIN_RUN: usize = 128 * 1024;
 /// A run is cut once it holds this many bytes of frames.
 pub const MAX_RUN: usize = 1024 * 1024;

@@ -1,9 +1,9 @@
 //! The narrower broadcast rings of a kind's cache: one per value of its indexed field that
 //! has watchers (a kubelet's node) and one per namespace that has watchers, so a change wakes
-//! only the watchers it can concern. Without them every watcher of a kind woke for every
-//! change of it: a tenant holding a thousand watches of its own namespace's pods made each
-//! pod written anywhere wake a thousand tasks, and the other clients' events wait behind
-//! them on kache's threads.
+//! only the watchers it can concern. Without them every watcher of a kind would wake for
+//! every change of it: a tenant holding a thousand watches of its own namespace's pods would
+//! make each pod written anywhere wake a thousand tasks, and the other clients' events would
+//! wait behind them on kache's threads.
 
 use crate::cache::window::Event;
 use crate::cache::Message;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 
 /// Largest ring per index value: one node's pods change far less often than all pods, and
-/// every value watched holds a ring (~48 bytes a slot: 1,024 slots were ~48 KB per watched
+/// every value watched holds a ring (~48 bytes a slot: at 1,024 slots, ~48 KB per watched
 /// node, half a GB for 10,000 kubelets). 128 lets every pod a node may run (the kubelet's
 /// default maxPods is 110) change once before its watchers must have caught up; a watcher
 /// that falls further behind is ended and its client resumes from the window. Objects

@@ -109,10 +109,10 @@ pub struct CacheArgs {
     ///
     /// Such a read (a consistent read, or a resourceVersion ahead of the cache) waits this
     /// long for a freshness probe before it is passed through. Probes roll while a kind is
-    /// read (a bookmark per tick of the apiserver's bookmark timer): a read waits 0.5-1.2 s
-    /// against a kube-apiserver, the first of a quiet kind up to 2.3 s; 0 passes every such
-    /// read through. It is also the longest a watch waits for the cache it starts (a kind's
-    /// first request) to sync before it is passed through.
+    /// read (a bookmark per tick of the apiserver's bookmark timer, about once a second): a
+    /// read waits for the next tick, the first of a quiet kind for a whole probe; 0 passes
+    /// every such read through. It is also the longest a watch waits for the cache it
+    /// starts (a kind's first request) to sync before it is passed through.
     #[arg(
         long = "consistent-wait",
         alias = "consistent-wait-ms",
@@ -147,8 +147,8 @@ pub struct CacheArgs {
     /// PartialObjectMetadataList: which objects, at which resourceVersions) and, when its own
     /// page holds the same objects at the same versions, answers from memory at the
     /// upstream's resourceVersion (`kache_consistent_checks_total`); otherwise it passes the
-    /// read through. The upstream encodes metadata at a third to a half of the CPU of the
-    /// objects or their Table. `pass-through`: the read goes to the upstream at once.
+    /// read through. The upstream encodes metadata at a fraction of the CPU of the objects
+    /// or their Table. `pass-through`: the read goes to the upstream at once.
     #[arg(
         long,
         env = "KACHE_CHEAPER_UPSTREAM_READS",

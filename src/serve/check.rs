@@ -8,9 +8,9 @@
 //! objects, at which resourceVersions. An object's resourceVersion names one version of it,
 //! so when the cache's page holds the same objects at the same versions, in order, it *is*
 //! the upstream's page at the list's resourceVersion, and kache answers it from memory,
-//! reported at that resourceVersion. The upstream encodes metadata at a third to a half of
-//! the CPU of the objects or their Table; the client waits for the check's round trip, not
-//! for a proof.
+//! reported at that resourceVersion. The upstream encodes metadata at a fraction of the CPU
+//! of the objects or their Table; the client waits for the check's round trip, not for a
+//! proof.
 //!
 //! When the pages differ (an event of the page not applied yet), the check compares again
 //! each time the cache moves, for as long as the check itself took; then the read passes

@@ -6,7 +6,7 @@
 //! - the upstream's time for a read: its round trip plus the answer's bytes over its encode
 //!   rate, both learned from the reads kache passes through (an [`Observed`] body reports the
 //!   time to its last byte against the bytes kache's index holds for that answer), seeded
-//!   with what a kube-apiserver v1.36.2 measured here;
+//!   with a kube-apiserver's typical costs;
 //! - kache's time: the expected wait for a freshness proof of that kind (learned from the
 //!   proofs it waited for; the apiserver's bookmark timer ticks about once a second) plus its
 //!   own time to send the answer.
@@ -27,18 +27,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// Seconds of an upstream answer with no body to speak of, before any is measured: a
-/// consistent LIST of one Namespace from a kube-apiserver on loopback took 3-8 ms.
+/// Seconds of an upstream answer with no body to speak of, before any is measured: about
+/// what a kube-apiserver near kache takes for a consistent LIST of one object.
 const SEED_ROUND_TRIP: f64 = 0.005;
-/// Index bytes per second the upstream encodes, before any is measured: a consistent
-/// protobuf LIST of 30,000 pods (about 150 MB in kache's index) took 4.6 s from a
-/// kube-apiserver v1.36.2 on this kind of machine.
+/// Index bytes per second the upstream encodes, before any is measured: about the rate a
+/// kube-apiserver on a small machine answers a consistent protobuf LIST of a large kind at.
 const SEED_RATE: f64 = 32e6;
 /// Seconds a consistent read waits for a freshness proof, before any is measured: the
 /// apiserver's bookmark timer ticks once a second.
 const SEED_PROOF: f64 = 1.0;
-/// Bytes per second kache sends a stitched answer at (a full pod LIST of 150 MB took about
-/// 0.15 s): its own share of a cached answer's time.
+/// Bytes per second kache sends a stitched answer at (it copies bytes it holds, far faster
+/// than the upstream encodes): its own share of a cached answer's time.
 const SERVE_RATE: f64 = 1e9;
 /// Answers up to this many index bytes measure the round trip; larger ones the rate.
 const SMALL_ANSWER: u64 = 64 * 1024;

@@ -1,7 +1,7 @@
 //! Large answers from memory, a few per client at a time. Sending a LIST of every pod is
 //! seconds of a core (copying, TLS, the indentation of a `pretty` one); a client that asks
-//! for many at once (six `pretty=true` LISTs of all pods in loops) had kache's threads wait
-//! 2.7 s per second for a CPU and the other clients' p99 rise 6 to 24 times. Past
+//! for many at once (`pretty=true` LISTs of all pods in loops) would have kache's threads
+//! wait for a CPU and every other client's reads slow down many times. Past
 //! `--max-large-answers-per-client` a client's further large answers wait, in the order
 //! they came, for one of its own to end: it gets its share of kache's work, and the others
 //! theirs. A wait longer than [`QUEUE_WAIT`] ends in the apiserver's own 429 with

@@ -147,8 +147,7 @@ pub async fn forward<B: RequestBody>(
 /// answer now, not after a deadline. A write (or a session) is not sent even into one merely
 /// suspected (its probe long unanswered, nothing else heard): it might be carried out later.
 /// A `read` is, and waits for the monitor's finding: a busy upstream is slow to answer
-/// `/readyz` too, and the client going direct would have its answer (found with a thousand
-/// watches opened at once).
+/// `/readyz` too, and the client going direct would have its answer.
 fn refused(upstream: &Upstream, read: bool) -> Option<String> {
     if read {
         upstream.unavailable()

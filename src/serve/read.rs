@@ -31,8 +31,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a read of a kind's whole state waits for the first page of a list that has not
-/// brought one yet (its estimate needs one): the first page of 500 pods came in 40-90 ms from
-/// a kube-apiserver v1.36.2 when nothing else listed, 0.2-0.6 s when kache had just started.
+/// brought one yet (its estimate needs one): a kube-apiserver sends a list's first page
+/// within this when nothing else lists, later when kache has just started and its own lists
+/// share the upstream.
 const FIRST_PAGE_WAIT: Duration = Duration::from_millis(100);
 
 /// How long after a WatchList was sent a loading list its proof may still start: past it
@@ -365,10 +366,11 @@ impl Serve {
         let watch_wait = |eta: Duration| (opts.watch && eta <= bound).then_some(bound);
         let mut estimate = feed.sync_estimate();
         if estimate == SyncEstimate::Unknown && (opts.watch || whole && state) {
-            // The list's first page (40-90 ms for 500 pods from a kube-apiserver) tells how
-            // long the rest will take. A read of the whole state waits for it only
-            // FIRST_PAGE_WAIT: a list that has not brought one page by then (kache starting,
-            // its lists sharing the upstream) ends well after the upstream would answer.
+            // The list's first page tells how long the rest will take (a kube-apiserver sends
+            // it within milliseconds when not busy). A read of the whole state waits for it
+            // only FIRST_PAGE_WAIT: a list that has not brought one page by then (kache
+            // starting, its lists sharing the upstream) ends well after the upstream would
+            // answer.
             feed.next_page(if whole && state { FIRST_PAGE_WAIT.min(bound) } else { bound }).await;
             estimate = feed.sync_estimate();
         }

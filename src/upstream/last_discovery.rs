@@ -362,7 +362,7 @@ mod tests {
         curl.headers_mut().insert(header::USER_AGENT, HeaderValue::from_static("curl/8.5.0"));
         assert_eq!(DocKey::of(&curl), Some(key("/apis?pretty=1")), "the upstream indents for curl too");
 
-        // The attack: a client asks for /apis with thousands of made-up queries.
+        // The attack bounded here: a client asks for /apis with thousands of made-up queries.
         let kept = Arc::new(LastDiscovery::default());
         pass(&kept, &key("/apis"), Bytes::from(vec![b'a'; MAX_DOC / 2])).await;
         for i in 0..(2 * MAX_DOCS) {

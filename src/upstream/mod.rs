@@ -77,9 +77,9 @@ type Svc = BoxCloneSyncService<Request<Body>, Response<Incoming>, BoxError>;
 /// What every connection of one kind shares, prepared once from the config: its TLS settings
 /// (parsing certificates costs milliseconds, tens of them in a debug build) and its
 /// credentials. A pool opens another connection while requests wait on its lock, so opening
-/// one must cost nothing but the connection itself (found with a thousand watches opened at
-/// once: building the TLS settings anew for each of ten connections held both of a
-/// two-core machine's runtime threads for most of a second, and the upstream looked hung).
+/// one must cost nothing but the connection itself: building the TLS settings anew for each
+/// of several connections opened together holds the runtime's threads, and meanwhile the
+/// upstream looks hung.
 struct Connector {
     tls: rustls::ClientConfig,
     auth: Option<kube::client::middleware::AuthLayer>,
@@ -123,8 +123,8 @@ impl Connector {
         });
         // Not hyper's adaptive window: it gives the connection and each stream one window, so
         // one stream left unread takes all of it and every other response on the connection
-        // waits for that reader (found with a passed-through watch whose client stopped
-        // reading: everything else passed through hung). As Go's transport does, a stream
+        // waits for that reader (a passed-through watch whose client stopped reading would
+        // hang everything else passed through). As Go's transport does, a stream
         // gets its own window and the connection one for all of its streams at once.
         let streams = u32::try_from(self.http2.unwrap_or(1)).unwrap_or(u32::MAX);
         let connection_window = STREAM_WINDOW_BYTES.saturating_mul(streams).min(MAX_WINDOW);
@@ -211,10 +211,9 @@ pub fn is_timeout(e: &BoxError) -> bool {
 pub enum Class {
     /// Informers, discovery, freshness probes.
     Own,
-    /// kache's own lists of a whole collection, over HTTP/1.1: a kube-apiserver v1.36.2 spent
-    /// a median 2.1 s of CPU sending 170 MB of pods (30,000, protobuf) over HTTP/1.1 and 3.1 s
-    /// over HTTP/2 (eight of each, alternating; its HTTP/2 server hands each 16 KB frame from
-    /// the handler to the connection's writer). One list per connection.
+    /// kache's own lists of a whole collection, over HTTP/1.1: a kube-apiserver spends less
+    /// CPU sending a large list over HTTP/1.1 than over HTTP/2 (its HTTP/2 server hands each
+    /// frame from the handler to the connection's writer). One list per connection.
     Bulk,
     /// A client's request passed through.
     Passthrough,

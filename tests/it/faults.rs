@@ -529,10 +529,9 @@ async fn sim_fault_endpoint_flips_the_switches() {
     assert_eq!(sim.get("/readyz").await.status, 200, "the restarted apiserver says ready before its caches are");
 }
 
-/// Item 2 of the reliability issue: within `--serve-stale` (300 by default) kache
-/// stays ready and answers what it holds, says `[-]upstream` in `/readyz?verbose`, and fails
-/// what needs the upstream at once (503 from the health monitor's finding, not a 504 after a
-/// deadline).
+/// Within `--serve-stale` (300 by default) kache stays ready and answers what it holds,
+/// says `[-]upstream` in `/readyz?verbose`, and fails what needs the upstream at once (503
+/// from the health monitor's finding, not a 504 after a deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_from_memory_through_an_outage_within_the_stale_bound() {
     let f = faulty(SIM, &flags(&[])).await;

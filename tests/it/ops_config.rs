@@ -147,9 +147,9 @@ fn bad_sim_and_demo_flags_exit_2() {
 /// `kache demo` flattens both the cluster's and the cache's settings, and two pairs of their
 /// fields share a clap id (`window_events`: `--window-events` / `--cache-window-events`, and
 /// `bookmark_interval_seconds`: `--bookmark-interval` /
-/// `--watch-bookmark-interval`). A debug build of `kache demo` panicked at start on
-/// clap's debug assertion; a release build silently gave both flags of a pair one value.
-/// Regression test for src/config giving the cache's fields their own ids.
+/// `--watch-bookmark-interval`). Sharing an id, a debug build of `kache demo` would panic
+/// at start on clap's debug assertion and a release build silently give both flags of a
+/// pair one value, so src/config gives the cache's fields their own ids.
 #[test]
 fn demo_flags_are_consistent_and_validated() {
     kache::config::Cli::command().debug_assert();

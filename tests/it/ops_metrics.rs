@@ -400,9 +400,9 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
 }
 
 /// After the upstream comes back, `/readyz` must return to 200 once the informers have
-/// resumed. Regression test: `Feed::healthy` used to be written only when a watch request
-/// *ended* (`follow`), so after an outage the resumed, working watch left it false until that
-/// watch timed out (240-360 s) and the replica stayed unready that long.
+/// resumed: `Feed::healthy` is set when a resumed watch is answered, not only when a watch
+/// request *ends* (`follow`), which would leave it false until that watch timed out (minutes)
+/// and the replica unready that long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_recovers_when_the_upstream_comes_back() {
     let sim = start(&cluster(&["--nodes", "10", "--pods", "200", "--namespaces", "3", "--bookmark-interval", "1"])).await;

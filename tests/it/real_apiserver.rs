@@ -201,8 +201,8 @@ async fn real_watch_list_is_served_from_cache_and_equals_the_apiservers_list() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_watch_list_while_kache_loads_is_sent_its_list_as_it_arrives() {
-    // kache starts with the pods' JSON list to load (30,000 pods: seconds in a release build,
-    // a minute in a debug one); the WatchList comes while it loads.
+    // kache starts with the pods' JSON list to load (all of the tier's pods, which take it a
+    // while); the WatchList comes while it loads.
     let Some(up) = real_upstream("real_a_watch_list_while_kache_loads") else { return };
     // The apiserver's own list first (its RV a lower bound for the WatchList's, which comes
     // later; pods are quiet): read after kache started, it gave kache's list time to end.
@@ -325,7 +325,7 @@ pub(crate) async fn direct_get(client: &kube::Client, path: &str, accept: &str) 
 /// The simulator's fault relay in front of the real apiserver (a black-holed network, as a
 /// stopped apiserver looks from outside): found hung within seconds, cached reads keep
 /// answering, a write gets kache's 503 at once, and all is well again on resume. (Stopping
-/// and restarting a real apiserver process is `tools/real_fault_run.py`.)
+/// and restarting a real apiserver process is `loadtest/real/fault_run.py`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering() {
     if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {

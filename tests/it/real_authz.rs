@@ -1,9 +1,9 @@
-//! The authorization differential (issue #23 item 5; opt-in, like `real_apiserver.rs`): a
-//! seeded generator makes 1,000+ read requests, each made by some identity (the tier's
-//! `admin`, `reader` and `nobody` tokens, no token, a made-up token, and many users and
-//! groups reached by `Impersonate-*` headers, some of them by a client without the right
-//! to impersonate them) and each asked of kache (serving, with authentication and
-//! authorization, in front of the real apiserver) and of the apiserver directly. For each:
+//! The authorization differential (opt-in, like `real_apiserver.rs`): a seeded generator
+//! makes 1,000+ read requests, each made by some identity (the tier's `admin`, `reader` and
+//! `nobody` tokens, no token, a made-up token, and many users and groups reached by
+//! `Impersonate-*` headers, some of them by a client without the right to impersonate them)
+//! and each asked of kache (serving, with authentication and authorization, in front of the
+//! real apiserver) and of the apiserver directly. For each:
 //! the same HTTP status, and for a success the same set of object names, nothing more.
 //! Prints the count of cases and every mismatch; fails if any.
 //!

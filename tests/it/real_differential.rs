@@ -519,7 +519,7 @@ async fn cases(up: &Upstream) -> Vec<Case> {
             out.push(Case::new(format!("{}?limit=abc", c.path), JSON).with("user-agent", "curl/8.5.0"));
             out.push(Case::new(format!("{}?limit=1", c.path), JSON).with("accept-encoding", "gzip"));
         } else {
-            // Big enough for the apiserver to compress (issue #14 item 7, not this tier's).
+            // Big enough for the apiserver to compress.
             out.push(Case::new(format!("{}?limit=500", c.path), JSON).with("accept-encoding", "gzip"));
         }
         if !c.name.is_empty() {

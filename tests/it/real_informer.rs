@@ -5,9 +5,9 @@
 //! another) starts with a WatchList, which kache answers from its cache, gzipped. The informer
 //! syncs, and a change made after the sync reaches its handler while nothing else changes
 //! pods. Go's inflater hands out a stored block's bytes only when the next block begins or
-//! at an empty stored block (`serve::compress::watch`): before kache sent an empty one after
-//! each stored event, such a change waited for the kind's next one, and a WatchList whose
-//! end bookmark came after the state was sent did not sync at all.
+//! at an empty stored block (`serve::compress::watch`), so kache sends an empty one after
+//! each stored event: without it such a change would wait for the kind's next one, and a
+//! WatchList whose end bookmark came after the state was sent would not sync at all.
 
 use crate::real_apiserver::*;
 use serde_json::json;

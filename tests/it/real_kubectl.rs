@@ -706,7 +706,7 @@ fn consistent_counts(serve: &kache::serve::Serve) -> String {
     ["accounted", "same", "proven", "differed", "failed"].iter().map(|o| format!("{o} {}", serve.checks(o))).collect::<Vec<_>>().join(", ")
 }
 
-/// The revision ledger against the real apiserver (issue #22): with ConfigMaps cached, the
+/// The revision ledger against the real apiserver: with ConfigMaps cached, the
 /// writer's kind, kubectl's consistent LISTs of a namespace's pods are proven current by the
 /// ledger (every revision since the cache's last proof a ConfigMap's write) and print what
 /// they print directly; a pod labelled directly at the apiserver is still read back at once.
@@ -750,7 +750,7 @@ async fn created_and_deleted(k: &TestKache, kind: &str, name: &str) {
     assert_eq!(k.api.delete(&format!("{path}/{name}?gracePeriodSeconds=0")).await.status, 200);
 }
 
-/// Deletions in the revision ledger against the real apiserver (issue #22), which tells a
+/// Deletions in the revision ledger against the real apiserver, which tells a
 /// deletion at the revision that deleted the object. Each round creates and deletes a pod and
 /// then a ConfigMap before a consistent LIST of the namespace's pods, and a ConfigMap and then
 /// a pod before a consistent LIST of its ConfigMaps: the last revisions before each read are

@@ -1,5 +1,5 @@
 //! The opt-in real tier (see `real_apiserver`): the parity benchmark's kubectl commands
-//! (`loadtest/real/parity.py`, issue 22) print through kache what they print against the real
+//! (`loadtest/real/parity.py`) print through kache what they print against the real
 //! apiserver. The benchmark measures their times; this checks their output: an object's YAML
 //! and JSON and `describe` byte for byte, tables with their ages taken out (`get all` is one
 //! table per kind), `kubectl get pods -A` whole, its pages answered from cache.

@@ -525,7 +525,7 @@ async fn a_feed_the_upstream_refuses_stops_and_says_why() {
 
 /// kache in front of the simulator caches a custom resource, reads its CRD from the simulator
 /// and answers the resource's Tables from its cache with the CRD's columns: those a real
-/// apiserver printed for the same CRD (testdata/crd; issue #13).
+/// apiserver printed for the same CRD (testdata/crd).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resources_table_is_answered_from_cache_with_its_crds_columns() {
     let sim = sim_with(&[]).await;
@@ -569,7 +569,7 @@ async fn a_custom_resources_table_is_answered_from_cache_with_its_crds_columns()
 
 /// A watch from before kache's window is the upstream's: the upstream's longer window still
 /// holds its events (kache would have said 410), and when it does not, its 410 names its own
-/// oldest RV, which kache cannot know (issue #14, item 8).
+/// oldest RV, which kache cannot know.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_older_than_kaches_window_gets_what_the_upstream_has() {
     let sim = sim_with(&[]).await;

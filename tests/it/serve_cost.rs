@@ -1,4 +1,4 @@
-//! Why kache passes a request through, and the cost rule of consistent reads (issue #22).
+//! Why kache passes a request through, and the cost rule of consistent reads.
 //!
 //! Each pass-through reason (`kache::serve::PassThrough`, `kache_passthrough_total{reason}`)
 //! is made to happen by a request that needs it, against kache in front of the simulator;

@@ -1,8 +1,8 @@
-//! The revision ledger (issue #22): a consistent LIST proven current because every revision
-//! since the cache's last proof was a write kache's watches saw to another resource, against
-//! kache in front of the simulator (one revision per write, as etcd). A revision no watch saw
-//! (`Sim::renew_lease`, as the apiserver's own keys) leaves the proof to a check; a write of
-//! the listed kind itself is never skipped over.
+//! The revision ledger: a consistent LIST proven current because every revision since the
+//! cache's last proof was a write kache's watches saw to another resource, against kache in
+//! front of the simulator (one revision per write, as etcd). A revision no watch saw
+//! (`Sim::renew_lease`, as the apiserver's own keys) leaves the proof to a check; a write
+//! of the listed kind itself is never skipped over.
 
 use crate::support::{cluster, kache_in_front, list_rv, start, TestKache, TestSim, QUICK};
 use kache::serve::PassThrough;

@@ -130,8 +130,8 @@ async fn an_exec_session_holds_its_pass_through_place_while_it_lasts() {
     let kache = kache_in_front(&relay.to_string(), &["--preload", "pods", "--max-passthrough-per-client", "1"]).await;
     let (code, session) = exec(kache.serving.addr).await;
     assert_eq!(code, 101);
-    // The session is open: the client's one pass-through place is taken (it was given
-    // back when the 101 went out, so sessions were unbounded).
+    // The session is open: the client's one pass-through place is taken (held for the
+    // session's life, not given back when the 101 goes out, or sessions would be unbounded).
     let (code, _) = exec(kache.serving.addr).await;
     assert_eq!(code, 429, "a second session while the first lasts");
     let write = kache.api.post("/api/v1/namespaces/ns-001/configmaps", &serde_json::json!({"metadata": {"name": "x"}})).await;

@@ -69,7 +69,7 @@ fn thresholds(md: &mut String, checks: &[Check]) {
     md.push('\n');
 }
 
-/// The targets this run measured.
+/// The performance targets this run measured.
 fn targets(md: &mut String, targets: &[TargetCheck]) {
     if targets.is_empty() {
         return;

@@ -1,6 +1,6 @@
 //! Reports: the raw figures as JSON, a Markdown page (direct and kache side by side with
-//! their ratio, processes, reference limits, the issue's targets met or not), and the SVG
-//! plot.
+//! their ratio, processes, reference limits, kache's performance targets met or not), and
+//! the SVG plot.
 
 mod markdown;
 pub mod svg;
@@ -48,7 +48,7 @@ impl Machine {
     }
 }
 
-/// One issue-5 target, checked against this run's figures.
+/// One of kache's performance targets, checked against this run's figures.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct TargetCheck {
     pub target: String,
@@ -124,7 +124,7 @@ fn find(results: &[PhaseResult], f: impl Fn(&PhaseResult) -> bool) -> Option<&Ph
     results.iter().find(|r| f(r))
 }
 
-/// Check the issue's targets against what this run measured.
+/// Check kache's performance targets against what this run measured.
 pub fn targets(results: &[PhaseResult]) -> Vec<TargetCheck> {
     [full_list_vs_loopback, node_list_vs_trivial_server, kubelet_watches, memory_per_pod, write_pass_through]
         .iter()

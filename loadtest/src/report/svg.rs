@@ -2,11 +2,11 @@
 //! concurrency (log scale), one colour per workload and target (direct and kache side by
 //! side). Watch phases plot delivery lag against the number of watching clients.
 //!
-//! Hand-written rather than drawn with `plotters` (0.3.7, SVG backend, tried on the pinned
-//! fixture): its drawing code was about a third as long, but its SVG was 27 KB against this
-//! one's 9 KB, with every dash of a p99 line a `<polyline>` of its own (145 against 24), and
-//! log axes labelled `1.0`, `10.0`, `1000.0` by decade only, where this one ticks each doubling
-//! of clients; matching that needs its label formatters and key points, for three more crates.
+//! Hand-written rather than drawn with `plotters` (its SVG backend): its drawing code would
+//! be shorter, but it writes every dash of a p99 line as a `<polyline>` of its own, so its
+//! SVG is several times larger, and it labels log axes `1.0`, `10.0`, `1000.0` by decade
+//! only, where this one ticks each doubling of clients; matching that needs its label
+//! formatters and key points, for three more crates.
 
 use crate::stats::PhaseResult;
 use std::collections::BTreeMap;

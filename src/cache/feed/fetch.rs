@@ -49,7 +49,8 @@ const RV_PROBE_NAME: &str = "kache-rv-probe-";
 /// cache answers after the same freshness wait as any consistent LIST (`getCurrentRV`, then
 /// `WaitUntilFreshAndGet`), so the answer's resourceVersion is as new as the upstream was
 /// when it was asked. A `limit=1` LIST of the whole collection proves the same but has the
-/// watch cache list every object of the kind first (30,000 pods: ~19 ms of its CPU a probe).
+/// watch cache list every object of the kind first, a cost that grows with the kind and is
+/// paid again by every probe.
 pub(super) fn rv_probe_path(r: &Resource) -> String {
     let name = name_selector(RV_PROBE_NAME);
     match (r.namespaced, r.group.is_empty()) {

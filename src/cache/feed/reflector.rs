@@ -325,8 +325,8 @@ impl Feed {
     /// the objects) changed: a full LIST costs less then.
     ///
     /// After an upstream restart this is the difference between re-reading every object in
-    /// every encoding (30,000 pods: 170 MB of protobuf and 520 MB of JSON for the restarted
-    /// apiserver to encode) and a 100 MB metadata list plus the few objects that changed.
+    /// every encoding (all of it for the restarted apiserver to encode) and a metadata list,
+    /// a fraction of those bytes, plus the few objects that changed.
     async fn list_changes(&self) -> Result<Option<(Listed, u64)>, InformerError> {
         let r = &self.cache.resource;
         let (ids, rv) = self.identities().await?;

@@ -6,10 +6,8 @@
 //! Why unpaged: a kube-apiserver answers an unpaged LIST from its watch cache, streamed
 //! (`StreamingCollectionsEncodingToJSON`/`ToProtobuf`), while the pages of a paged LIST after
 //! the first come from etcd whenever the kind has had no event since the last etcd compaction
-//! (`Cacher.ShouldDelegateContinue`). Measured against v1.36.2, 30,000 pods: unpaged 2.4-3.5 s
-//! of the apiserver's CPU in protobuf and 3.5-4.3 s in JSON, paged 2.0-5.0 s and 6.1-7.7 s with
-//! recent events, 7.9-9.1 s (+ etcd 1.1-1.4 s) and 11.2-12.3 s (+ etcd 1.5 s) without
-//! (BENCHMARKS.md).
+//! (`Cacher.ShouldDelegateContinue`), which then costs the apiserver and etcd far more CPU
+//! than the one unpaged answer from memory.
 //!
 //! Both cutters keep only what they must across chunks: the JSON one a scanner's state (depth,
 //! in a string, the top-level key), the protobuf one where it is in the `k8s\0` envelope and

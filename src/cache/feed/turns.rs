@@ -2,14 +2,14 @@
 //!
 //! A kube-apiserver encodes each list kache asks for, and each costs it CPU while a client
 //! started at the same moment waits for its own answer. With every preloaded kind and
-//! encoding listing at once, a client-go WatchList informer of 30,000 pods started with kache
-//! synced 1.31x slower than directly; with only the pods in protobuf listing, 0.93x
-//! (BENCHMARKS.md). So at start the preloaded feeds list one after another, in
-//! the order [`in_turn`] is given: a feed's list goes once the one before it has ended
-//! (synced, or failed once, so an upstream that refuses or is down holds nothing up), or
-//! after [`TURN_MAX`], and no client passed through or sent a list as it loads is still
-//! streaming its state (at most [`yielding::MAX_YIELD`]: see [`yielding`]). A WatchList that would be sent a feed's loading list does not wait
-//! for its turn: [`Feed::release`] starts it at once. A feed started for a client's read is
+//! encoding listing at once, a client-go informer started with kache syncs slower than
+//! directly; with one list at a time, about as fast. So at start the preloaded feeds list
+//! one after another, in the order [`in_turn`] is given: a feed's list goes once the one
+//! before it has ended (synced, or failed once, so an upstream that refuses or is down
+//! holds nothing up), or after [`TURN_MAX`], and no client passed through or sent a list as
+//! it loads is still streaming its state (at most [`yielding::MAX_YIELD`]: see
+//! [`yielding`]). A WatchList that would be sent a feed's loading list does not wait for
+//! its turn: [`Feed::release`] starts it at once. A feed started for a client's read is
 //! never held.
 
 use super::{yielding, Feed};

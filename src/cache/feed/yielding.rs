@@ -2,14 +2,13 @@
 //!
 //! When kache starts (or a kind's cache is first asked for), a client that reads a kind's
 //! whole state before the cache has synced is passed through (`not_synced`): the upstream
-//! answers it. Meanwhile kache lists that kind and others for itself, and the lists share the
-//! upstream's encoders and the machine's cores with the client's: an informer started with
-//! kache synced 1.4-2.2x slower than directly against a kube-apiserver v1.36.2 with 30,000
-//! pods (BENCHMARKS.md). So while such a passed-through answer streams a state (at least
-//! [`BUSY_BYTES`] within [`WINDOW`], 4 MiB/s: a list or a WatchList's initial events, not a
-//! watch's trickle of changes), every list still loading waits before its next page, at most
-//! [`MAX_YIELD`] per list: the client gets what it would directly, and kache's lists go on
-//! once the client has its state.
+//! answers it. Meanwhile kache lists that kind and others for itself, and the lists share
+//! the upstream's encoders and the machine's cores with the client's, so an informer
+//! started with kache would sync slower than directly. So while such a passed-through
+//! answer streams a state (at least [`BUSY_BYTES`] within [`WINDOW`], 4 MiB/s: a list or a
+//! WatchList's initial events, not a watch's trickle of changes), every list still loading
+//! waits before its next page, at most [`MAX_YIELD`] per list: the client gets what it
+//! would directly, and kache's lists go on once the client has its state.
 
 use crate::body::Body;
 use http_body_util::BodyExt;
@@ -24,10 +23,8 @@ pub const BUSY_BYTES: u64 = 1 << 20;
 /// [`DIGEST`] more.
 pub const WINDOW: Duration = Duration::from_millis(250);
 /// How much longer a list waits after a client's last busy window: the client still decodes
-/// what its socket and HTTP/2 window hold (megabytes) and then stores the state. A client-go
-/// WatchList informer of 30,000 pods finished 0.2-0.65 s after kache's own JSON list of the
-/// pods had started 250 ms after the last busy window, and the two shared the cores
-/// (BENCHMARKS.md).
+/// what its socket and HTTP/2 window hold (megabytes) and then stores the state, and a list
+/// of kache's started sooner would share the cores with that work.
 pub const DIGEST: Duration = Duration::from_secs(1);
 /// The longest a list yields in all (many clients streaming in turn cannot keep a cache
 /// from syncing).

@@ -1,12 +1,12 @@
 //! Encodings of answers kache writes itself, applied as they are sent, a frame at a time:
 //! gzip as the apiserver does it (its `APIResponseCompression`, on by default: level 1 for a
 //! client whose `Accept-Encoding` lists `gzip`, when the answer is larger than 128 KiB; Go
-//! clients ask for it by default; one namespace's pods shrink about 5 times, all pods in
-//! protobuf about 12 times), and the indentation of `pretty` answers.
+//! clients ask for it by default; lists of objects shrink many times), and the indentation
+//! of `pretty` answers.
 //!
 //! Neither holds an answer whole: each frame is encoded when the connection asks for the
-//! next one. gzip runs off the async workers one frame per job (a 100 MB LIST is about a
-//! second of one core at level 1, what the apiserver spends on the same answer), and so does
+//! next one. gzip runs off the async workers one frame per job (a large LIST is much of a
+//! core's work at level 1, as it is for the apiserver), and so does
 //! the indentation of every frame over 16 KiB, so the workers that answer everyone's cheap
 //! reads never spend a frame's work on one client's encode. The jobs of answers over 1 MiB
 //! run in the low-priority lane ([`Lane`]: niced threads of their own), so they take the
@@ -128,10 +128,9 @@ pub fn indented(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
 /// workers, one job per frame ([`Encodes::lane_for`]).
 const INDENT_INLINE: usize = 16 * 1024;
 
-/// A body indented frame by frame. Indenting is work per byte (a LIST of every pod is about
-/// half a second of one core): done on the async workers it held them from everyone else's
-/// cheap reads (an honest `spec.nodeName` LIST's p99 rose from 33 to 420 ms behind six pretty
-/// LISTs on two shared cores), so each large frame is one job off them, as gzip's.
+/// A body indented frame by frame. Indenting is work per byte (a LIST of every pod is much
+/// of a core's work): done on the async workers it would hold them from everyone else's
+/// cheap reads, so each large frame is one job off them, as gzip's.
 struct Indented {
     inner: Body,
     /// The indenter's state, while no job holds it.
@@ -219,9 +218,9 @@ struct Gzipped {
 }
 
 /// Compressed bytes a gzipped answer gathers before they go out as a frame (one HTTP/2 DATA
-/// frame's worth), unless its body waits or ends first: a page of 500 pods' Table rows is
-/// frames of 60 pieces, about 4 KB each compressed, and sent as they came a client read it
-/// in four times the frames the apiserver sends.
+/// frame's worth), unless its body waits or ends first: a page of Table rows comes in
+/// frames that compress to a few KB each, and sent as they came a client would read it in
+/// several times the frames the apiserver sends.
 const OUT_FRAME: usize = 16 * 1024;
 
 /// Compress `data` (every piece of it) into `enc`, taking what it has written so far once
@@ -366,8 +365,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_gzipped_answer_of_many_small_pieces_goes_out_in_frames_of_at_least_16_kib() {
         // A Table page: thousands of small pieces, gathered 60 to a stitched frame that
-        // compresses to a few KB. Sent as they came, the client read four times the frames
-        // the apiserver sends; gathered, every frame but the last holds OUT_FRAME bytes.
+        // compresses to a few KB. Sent as they came, the client would read several times the
+        // frames the apiserver sends; gathered, every frame but the last holds OUT_FRAME bytes.
         let mut x: u64 = 7;
         let pieces: Vec<Vec<u8>> = (0..3000)
             .map(|_| {

@@ -2,10 +2,9 @@
 //!
 //! A client-go informer starts with a WatchList: every object as an event, then its
 //! bookmark, then live events, on one stream. Unlike a LIST, the apiserver does not compress
-//! watches, and a Go client reading an uncompressed stream of 30,000 pods sends the server
-//! one HTTP/2 WINDOW_UPDATE (a TLS record and a `write`) for every ~4 KB it reads: a Go CPU
-//! profile of the informer puts 9% of its time there, and its sync took 1.8 times its LIST
-//! mode's. Compressed, it reads ten times the objects per read.
+//! watches, and a Go client reading a large uncompressed stream sends the server one HTTP/2
+//! WINDOW_UPDATE (a TLS record and a `write`) for every few KB it reads, which slows its
+//! sync well behind a LIST's. Compressed, it reads many times the objects per read.
 //!
 //! So a WatchList to a client that accepts gzip is one gzip member, sent in three steps:
 //! - until the watch has sent its initial state ([`InitialState`]), its frames are deflated
@@ -31,8 +30,8 @@
 //! the cache's state, or sent a kind's list as it loads (kache just started). The latter's
 //! frames are deflated at kache's own priority ([`InitialState::loading`]), not in the
 //! low-priority lane: its client waits on each of them while the apiserver and kache's own
-//! list take the cores, and in the lane a cold start synced 1.05x direct against 0.96x
-//! uncompressed; at kache's priority 0.87x against 0.94x (BENCHMARKS.md).
+//! list take the cores, so deflated in the lane they would reach it later than frames sent
+//! uncompressed, while at kache's priority compressing them brings the client's sync sooner.
 
 use super::{Encodes, INDENT_INLINE};
 use crate::body::{Body, BoxError, Chunk};
@@ -60,17 +59,16 @@ const STORED_MAX: usize = 0xffff;
 
 /// An empty stored block (what a sync flush ends with), after each event that goes stored.
 /// Go's inflater hands out a block's bytes only when the next block begins, except that an
-/// empty stored block hands out everything before it: without it a Go client decoded each
-/// live event only when the next one came, and a WatchList's end bookmark, sent once its
-/// freshness proof came after the state, only with the kind's next event (a client-go
-/// informer of a quiet kind did not sync; BENCHMARKS.md).
+/// empty stored block hands out everything before it: without it a Go client would decode
+/// each live event only when the next one came, and a WatchList's end bookmark, sent once
+/// its freshness proof came after the state, only with the kind's next event (a client-go
+/// informer of a quiet kind would not sync).
 const FLUSHED: [u8; 5] = [0, 0, 0, 0xff, 0xff];
 
 /// The level a WatchList's runs are deflated at. A run is deflated once and sent to every
 /// WatchList while its objects do not change, so it is deflated denser than a stream's own
-/// bytes (level 1, the apiserver's): the runs of 30,000 pods' protobuf WatchList (171 MB)
-/// are 17.5 MB at level 1 and 9.2 MB at level 7, deflated at 709 and 294 MB/s, and Go's
-/// gzip reader inflates them in 0.243 and 0.175 s (BENCHMARKS.md).
+/// bytes (level 1, the apiserver's): level 7 deflates more slowly, a cost paid once, but
+/// leaves fewer bytes to send, and Go's gzip reader inflates them faster.
 const RUN_LEVEL: u32 = 7;
 
 /// Whether a watch has sent its initial state: set by the watcher, read by the encoding of

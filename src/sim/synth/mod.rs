@@ -29,8 +29,8 @@ use objects::*;
 use serde_json::{json, Map, Value};
 
 /// Build a JSON `Map`, moving each value in with `Value::from`, keys in the
-/// order written. (`json!` deep-copies embedded `Value`s through serde, which
-/// made nested construction several times slower.)
+/// order written. (`json!` deep-copies embedded `Value`s through serde, a copy at
+/// every level of nested construction.)
 macro_rules! map {
     ($($k:literal: $v:expr),* $(,)?) => {{
         #[allow(unused_mut)]

@@ -149,7 +149,8 @@ pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
 /// [`kache_in_front`] of any upstream (a kubeconfig's, say).
 pub async fn kache_over(up: kache::upstream::Upstream, flags: &[&str]) -> TestKache {
     let k = kache_loading(up, flags).await;
-    // A debug build lists the real apiserver's 30,000 pods in both encodings in 1-2 minutes.
+    // A debug build lists a large real apiserver's pods in both encodings slowly: a bound
+    // well past that.
     assert!(k.serving.serve.wait_synced(Duration::from_secs(300)).await, "preloaded caches sync");
     k
 }

@@ -201,8 +201,8 @@ fn big(name: &str, rv: u64, size: usize) -> Value {
 
 #[tokio::test]
 async fn a_dot_column_prints_null_as_the_apiserver_does_not_the_whole_object() {
-    // The probe: 300 columns of `.` and objects of 100 KB made 16 MB of cells each;
-    // the apiserver's convertor reads `.` as the field "" and prints null.
+    // 300 columns of `.` over objects of 100 KB would print each object 300 times; the
+    // apiserver's convertor reads `.` as the field "" and prints null.
     let res = resource("plains", "Plain", false);
     let custom = many_columns(300, ".");
     let v = big("p1", 5, 100_000);

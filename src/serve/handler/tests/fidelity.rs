@@ -3,7 +3,7 @@
 //! items (stored as the informer stores them: the upstream's item bytes) at the capture's
 //! resourceVersion answers byte for byte as the apiserver did. Custom resources (a CRD in
 //! `fid.example.com`, and a cluster-scoped one in `fid.k8s.io`) keep `apiVersion`/`kind` on
-//! their items and write their lists with keys in byte order (issue #14, item 1).
+//! their items and write their lists with keys in byte order.
 
 use crate::api::media::{Format, View};
 use crate::api::query::Options;

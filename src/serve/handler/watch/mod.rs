@@ -142,11 +142,11 @@ const CLIENT_BUFFER: usize = 128;
 
 /// Watch frames are joined into chunks of up to this many bytes before they are queued for
 /// the client: one channel message, one write and (gzipped) one deflate job per chunk
-/// instead of one per event (a WatchList of 30,000 pods would be 30,000 of each). At 32 KiB
-/// a gzipped WatchList of 30,000 pods cost kache 1.2 s of CPU, most of it handing 5,000
-/// jobs to threads and writing their output; at 256 KiB 0.73 s (its LIST, gzipped in 256 KiB
-/// frames: 0.5 s). A backlog's chunks start at 4 KiB and double, so its first events go out
-/// at once; a watch's budget of queued bytes ([`WatchSettings::buffer_bytes`]) holds 16.
+/// instead of one per event (a WatchList of 30,000 pods would be 30,000 of each). Smaller
+/// chunks spend kache's CPU on handing jobs to threads and writing their output; 256 KiB is
+/// the size of the frames a LIST is gzipped in. A backlog's chunks start at 4 KiB and
+/// double, so its first events go out at once; a watch's budget of queued bytes
+/// ([`WatchSettings::buffer_bytes`]) holds 16.
 const CHUNK: usize = 256 * 1024;
 
 /// Answer a WATCH. Returns at once with a streaming body.

@@ -338,8 +338,8 @@ async fn timeouts_are_the_apiservers_wrapped_go_durations_and_never_panic() {
 
 #[tokio::test(start_paused = true)]
 async fn stalled_watches_hold_at_most_their_buffer_and_all_of_them_the_total() {
-    // The case: 1 MB ConfigMaps, clients that stop reading. Each watch queued up
-    // to 128 chunks of at least the largest object: ~128 MB per stalled watch.
+    // 1 MB ConfigMaps, clients that stop reading. Unbounded by bytes, each watch would
+    // queue up to 128 chunks of at least the largest object: ~128 MB per stalled watch.
     let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
     for i in 0..40 {
         cache.apply(EventType::Added, cm(i, 1 << 20));

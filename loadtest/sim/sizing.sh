@@ -7,7 +7,7 @@
 # Then, in front of the first pod size, it opens WATCHES pod watches (as kubelets do:
 # `fieldSelector=spec.nodeName=NODE`, from the current resourceVersion) and prints the RSS
 # with them open.
-#   KACHE=target/release/kache PODS=10000 WATCHES=1000 bash tools/sizing.sh
+#   KACHE=target/release/kache PODS=10000 WATCHES=1000 bash loadtest/sim/sizing.sh
 set -euo pipefail
 KACHE="${KACHE:-target/release/kache}"
 PODS="${PODS:-10000}"; NODES="${NODES:-100}"; WATCHES="${WATCHES:-1000}"

@@ -4,7 +4,7 @@
 # arguments (e.g. `--cache-window-size 0` for no byte bound). Prints "seconds rss_mb
 # window_events window_bytes" lines. Loopback only; stops everything it started.
 #   KACHE=target/release/kache PODS=3000 POD_BYTES=16384 CHURN=100 DURATION=120 \
-#     bash tools/window_rss.sh --cache-window-size 0
+#     bash loadtest/sim/window_rss.sh --cache-window-size 0
 set -euo pipefail
 KACHE="${KACHE:-target/release/kache}"
 PODS="${PODS:-3000}"; POD_BYTES="${POD_BYTES:-16384}"; CHURN="${CHURN:-100}"

@@ -6,7 +6,7 @@ and key files are replaced (renamed into place) by the next pair given. Prints, 
 certificate served (its SHA-256 fingerprint), how many requests got which status, and every failure (a refused
 handshake, a reset, a non-200). Exit status 1 if any request failed.
 
-    tools/tls_rotation_load.py --addr 127.0.0.1:6444 --ca ca.crt --token-file admin.token \
+    loadtest/real/tls_rotation_load.py --addr 127.0.0.1:6444 --ca ca.crt --token-file admin.token \
         --cert tls.crt --key tls.key --next chain2.crt,leaf2.key --next chain3.crt,leaf3.key \
         --duration 30 --workers 8 --path '/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0001&resourceVersion=0'
 """

@@ -5,10 +5,10 @@ Starts that apiserver if $WORK/apiserver2.pid names no live process, pauses it (
 $PAUSE s, resumes it, kills it (SIGKILL) for $KILL s and starts it again, while probing kache:
 cached RV=0 GET and LIST every 200 ms, a write and a consistent GET every second, /readyz?verbose
 every 500 ms and /metrics every second. Writes $WORK/faultrun.json; summarize with
-`python3 tools/real_fault_run.py --summary`. Stop the second apiserver afterwards:
+`python3 loadtest/real/fault_run.py --summary`. Stop the second apiserver afterwards:
 `kill $(cat $WORK/apiserver2.pid)`.
 
-  REAL_APISERVER=~/real-apiserver KACHE_BIN=target/debug/kache python3 tools/real_fault_run.py
+  REAL_APISERVER=~/real-apiserver KACHE_BIN=target/debug/kache python3 loadtest/real/fault_run.py
 """
 import collections, json, os, signal, subprocess, sys, threading, time
 import requests, urllib3

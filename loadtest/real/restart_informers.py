@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Informers across an upstream pause and restart, through kache and directly (issue #15).
+"""Informers across an upstream pause and restart, through kache and directly.
 
 kache runs in front of a SECOND kube-apiserver (port $PORT, default 6444) on the etcd of
-../shared/real-apiserver, started as tools/real_fault_run.py does. Four client-go shared
+../shared/real-apiserver, started as loadtest/real/fault_run.py does. Four client-go shared
 informers of all pods (loadtest/clientgo, `informer-sync -follow`) run meanwhile: LIST mode
 and WatchList, each through kache and directly against that second apiserver. A writer
 patches pods at $RATE/s (default 10) through the MAIN apiserver (6443, same etcd), so writes
@@ -18,13 +18,13 @@ Printed: per informer the events its handler got after its initial sync (adds, u
 which with an unchanged resourceVersion, i.e. a relist, deletes) against the writes made, and
 whether its store's digest equals the apiserver's state after the writes.
 
-  REAL_APISERVER=~/real-apiserver KACHE_BIN=target/release/kache python3 tools/real_restart_informers.py
+  REAL_APISERVER=~/real-apiserver KACHE_BIN=target/release/kache python3 loadtest/real/restart_informers.py
 """
 import json, os, re, signal, subprocess, sys, threading, time
 import requests, urllib3
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import real_fault_run as rf  # noqa: E402  (its apiserver command, start and readiness)
+import fault_run as rf  # noqa: E402  (its apiserver command, start and readiness)
 
 urllib3.disable_warnings()
 PAUSE = int(os.environ.get("PAUSE", "30"))

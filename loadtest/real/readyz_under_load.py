@@ -5,7 +5,7 @@ Runs N loops of full LISTs (consistent, the costliest read) against the apiserve
 a /readyz every --every seconds meanwhile; prints the percentiles. kache's SUSPECT_AFTER
 (src/upstream/health.rs) must sit well above the worst of these.
 
-  python3 tools/readyz_under_load.py --apiserver https://127.0.0.1:6443 \
+  python3 loadtest/real/readyz_under_load.py --apiserver https://127.0.0.1:6443 \
       --token-file ~/real-apiserver/admin.token --path /api/v1/pods --loads 2 --seconds 60
 """
 import argparse, os, ssl, threading, time, urllib.request
