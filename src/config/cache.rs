@@ -259,7 +259,7 @@ pub struct CacheArgs {
     #[arg(
         long,
         env = "KACHE_MAX_LARGE_ANSWERS_PER_CLIENT",
-        default_value_t = crate::serve::fair::PER_CLIENT,
+        default_value_t = crate::serve::admission::fair::PER_CLIENT,
         value_name = "N",
         help_heading = heading::LIMITS
     )]

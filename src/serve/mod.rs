@@ -7,20 +7,20 @@
 //! in-flight cap and `handler::{get,list,watch}` on a synced, current-enough cache, or
 //! `proxy::forward` carrying the client's identity.
 
+pub(crate) mod admission;
 pub(crate) mod check;
 pub(crate) mod compress;
 pub(crate) mod cost;
 pub mod discovery;
-pub(crate) mod fair;
 pub mod handler;
 pub mod lane;
-pub(crate) mod limit;
 mod preload;
 pub(crate) mod proxy;
 mod read;
 pub use read::PassThrough;
 pub(crate) mod respond;
 pub(crate) mod server;
+mod tally;
 
 use crate::api::media::accepts_gzip;
 use crate::api::media::Format;
@@ -34,8 +34,9 @@ use crate::body::RequestBody;
 use crate::cache::feed::{self, Feed};
 use crate::cache::KindCache;
 use crate::cache::Limits;
+use crate::serve::admission::limit::InflightLimits;
+use crate::serve::admission::{limit, Admission};
 use crate::serve::discovery::DiscoveryError;
-use crate::serve::limit::{Inflight, InflightLimits};
 use crate::serve::respond::StatusResponse;
 use crate::serve::server::Handler;
 use crate::serve::server::Peer;
@@ -181,35 +182,17 @@ pub struct Serve {
     pub(crate) resources: ArcSwap<Vec<ResourceRef>>,
     feeds: DashMap<FeedKey, Arc<Feed>>,
     pub(crate) settings: ServeSettings,
-    hits: std::sync::atomic::AtomicU64,
     /// The upstream's last discovery answers, for an outage.
     kept: Arc<LastDiscovery>,
-    /// Reads answered from cache as PartialObjectMetadata.
-    pub(crate) metadata_hits: std::sync::atomic::AtomicU64,
     metrics: telemetry::RequestMetrics,
-    pub(crate) inflight: Inflight,
-    /// Pass-through requests in flight, per client.
-    passthrough: Inflight,
-    /// Watches open (cached or passed through), per client.
-    watches: Inflight,
+    /// What one client may hold or start.
+    pub(crate) admission: Admission,
+    /// Its own answers counted.
+    pub(crate) tally: tally::Tally,
     /// The cost rule's measurements (consistent reads: proof or pass-through).
     pub(crate) costs: Arc<cost::Costs>,
-    /// Requests passed through, per [`PassThrough`] reason.
-    passed: [std::sync::atomic::AtomicU64; PassThrough::LABELS.len()],
-    /// Consistent reads checked against the upstream's metadata, by outcome (`check::Outcome`).
-    checked: [std::sync::atomic::AtomicU64; crate::telemetry::CONSISTENT_CHECK_OUTCOMES.len()],
     /// Answers being indented or compressed.
     encodes: compress::Encodes,
-    /// Every client's large answers being sent.
-    pub(crate) large: fair::Large,
-    /// Each client's budget of consistent reads passed to the upstream as the cheaper way.
-    pub(crate) cheaper_upstream: crate::rate::Buckets<String>,
-    /// Each client's budget of watch starts that need a consistency proof.
-    pub(crate) watch_starts: crate::rate::Buckets<String>,
-    /// Each flow's bound on its watches' queued bytes.
-    pub(crate) watch_flows: limit::WatchFlows,
-    /// Each client's budget of consistent reads that need a proof, and the reads queued now.
-    pub(crate) consistent_reads: (crate::rate::Buckets<String>, std::sync::atomic::AtomicUsize),
     /// True once kache shuts down: the watches passed through end (`proxy::forward`).
     ending: tokio::sync::watch::Sender<bool>,
 }
@@ -219,41 +202,20 @@ impl Serve {
     pub async fn start(upstream: Upstream, settings: ServeSettings) -> Result<Arc<Serve>, DiscoveryError> {
         let resources: Vec<ResourceRef> = discovery::discover(&upstream).await?.into_iter().map(Arc::new).collect();
         tracing::info!(resources = resources.len(), "upstream discovered");
-        let inflight = Inflight::new(settings.inflight);
-        let passthrough = Inflight::new(InflightLimits { global: 0, per_user: settings.passthrough_per_client });
         let settings_factor = settings.passthrough_factor;
         let encodes = settings.encodes.clone();
-        let large = fair::Large::new(settings.large_per_client);
-        let cheaper_upstream =
-            crate::rate::Buckets::new(settings.cheaper_upstream_bytes_per_client, "max-cheaper-upstream-bytes-per-client");
-        let watches = Inflight::new(InflightLimits { global: 0, per_user: settings.watches_per_client });
-        let starts = settings.watch_starts_per_client;
-        let watch_starts = crate::rate::Buckets::with_burst(starts, starts.saturating_mul(10), "max-watch-starts-per-client");
-        let watch_flow_bytes = settings.watch_buffers_per_user;
-        let reads = settings.consistent_reads_per_client;
-        let consistent_reads =
-            (crate::rate::Buckets::with_burst(reads, reads.saturating_mul(10), "max-consistent-reads-per-client"), Default::default());
+        let admission = Admission::new(&settings);
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
             feeds: DashMap::new(),
             settings,
-            hits: Default::default(),
             kept: Default::default(),
-            metadata_hits: Default::default(),
             metrics: Default::default(),
-            inflight,
-            passthrough,
+            admission,
+            tally: Default::default(),
             costs: Arc::new(cost::Costs::new(settings_factor)),
-            passed: Default::default(),
-            checked: Default::default(),
             encodes,
-            large,
-            cheaper_upstream,
-            watch_starts,
-            consistent_reads,
-            watches,
-            watch_flows: limit::WatchFlows::new(watch_flow_bytes),
             ending: tokio::sync::watch::Sender::new(false),
         });
         serve.preload();
@@ -340,7 +302,7 @@ impl Serve {
     /// Set the cache gauges (objects, bytes, window) from every running cache.
     pub fn sample(&self) {
         metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
-        self.watch_flows.forget_idle();
+        self.admission.watch_flows.forget_idle();
         for e in self.feeds.iter() {
             let (k, f) = (e.key(), e.value());
             let labels =
@@ -418,38 +380,23 @@ impl Serve {
 
     /// Requests answered from cache so far.
     pub fn cache_hits(&self) -> u64 {
-        self.hits.load(std::sync::atomic::Ordering::Relaxed)
+        self.tally.hits()
     }
 
     /// Requests passed through for `reason` (a [`PassThrough`] label) so far.
     pub fn passed_through(&self, reason: &str) -> u64 {
-        PassThrough::LABELS.iter().position(|l| *l == reason).map_or(0, |i| self.passed[i].load(std::sync::atomic::Ordering::Relaxed))
+        self.tally.passed_through(reason)
     }
 
     /// Consistent reads checked against the upstream's metadata with `outcome` (`same`,
-    /// `proven`, `differed`, `failed`) so far.
+    /// `proven`, `differed`, `failed`, `accounted`) so far.
     pub fn checks(&self, outcome: &str) -> u64 {
-        crate::telemetry::CONSISTENT_CHECK_OUTCOMES
-            .iter()
-            .position(|l| *l == outcome)
-            .map_or(0, |i| self.checked[i].load(std::sync::atomic::Ordering::Relaxed))
-    }
-
-    /// Count a consistent read checked with `outcome`.
-    pub(crate) fn count_check(&self, outcome: check::Outcome) {
-        self.checked[outcome as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        metrics::counter!(telemetry::CONSISTENT_CHECKS, "outcome" => outcome.label()).increment(1);
-    }
-
-    /// Count a request passed through for `reason`.
-    fn count_passthrough(&self, reason: PassThrough) {
-        self.passed[reason.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        metrics::counter!(telemetry::PASSTHROUGH, "reason" => reason.label()).increment(1);
+        self.tally.checks(outcome)
     }
 
     /// Requests answered from cache as PartialObjectMetadata(List) so far.
     pub fn metadata_hits(&self) -> u64 {
-        self.metadata_hits.load(std::sync::atomic::Ordering::Relaxed)
+        self.tally.metadata_hits()
     }
 
     /// The cache of a resource in an encoding, if it is running.
@@ -514,13 +461,13 @@ impl Serve {
 
     /// Cached reads in flight now.
     pub fn in_flight(&self) -> usize {
-        self.inflight.in_flight()
+        self.admission.inflight.in_flight()
     }
 
     /// Large answers waiting for a place among their client's now
     /// (`--max-large-answers-per-client`).
     pub fn large_answers_waiting(&self) -> usize {
-        self.large.waiting()
+        self.admission.large.waiting()
     }
 
     /// Check the URI's length, authenticate the client and apply the impersonation it asks
@@ -555,8 +502,11 @@ impl Serve {
     /// A pass-through slot for the client and the credentials to send with, or the Status
     /// to answer instead.
     fn pass<B: RequestBody>(&self, req: &mut Request<B>, caller: Option<&Caller>) -> Result<(Credentials, limit::Permit), Status> {
-        let permit =
-            self.passthrough.acquire(Some(&client(req, caller))).inspect_err(|_| telemetry::limit_hit("max-passthrough-per-client"))?;
+        let permit = self
+            .admission
+            .passthrough
+            .acquire(Some(&client(req, caller)))
+            .inspect_err(|_| telemetry::limit_hit("max-passthrough-per-client"))?;
         Ok((self.outbound(req, caller)?, permit))
     }
 
@@ -567,7 +517,7 @@ impl Serve {
         if !(watch && resource && req.method() == http::Method::GET) {
             return Ok(None);
         }
-        self.watches.acquire(Some(&client(req, caller))).map(Some).inspect_err(|_| telemetry::limit_hit("max-watches-per-client"))
+        self.admission.watches.acquire(Some(&client(req, caller))).map(Some).inspect_err(|_| telemetry::limit_hit("max-watches-per-client"))
     }
 
     /// Make a pass-through request carry the caller's identity; which credentials to send.
@@ -616,7 +566,7 @@ impl Serve {
             Ok(p) => p,
             Err(status) => return (status.into_response(protobuf), Source::Kache),
         };
-        self.count_passthrough(reason);
+        self.tally.passthrough(reason);
         let yields = if reason == PassThrough::NotSynced { self.warmup_yields(None) } else { Vec::new() };
         let held = limit::Held::new([Some(permit), place]);
         let watch = req.method() == http::Method::GET && query::is_watch(req.uri().path(), req.uri().query());
@@ -667,7 +617,7 @@ impl Handler for Serve {
             Err(status) => (status.into_response(protobuf), Source::Kache),
             Ok((caller, mut place)) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
                 Ok(resp) => {
-                    self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.tally.hit();
                     let mut resp = limit::hold(resp, place.take());
                     resp.headers_mut().insert(crate::api::FROM_CACHE_HEADER, http::HeaderValue::from_static("true"));
                     (resp, Source::Cache)

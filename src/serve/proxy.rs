@@ -9,7 +9,7 @@ use crate::api::status::Status;
 use crate::body::BoxError;
 use crate::body::RequestBody;
 use crate::body::{self, Body};
-use crate::serve::limit::{Guarded, Held};
+use crate::serve::admission::limit::{Guarded, Held};
 use crate::serve::respond::StatusResponse;
 use crate::upstream::{is_timeout, Class, Credentials, Upstream};
 use http::{header, HeaderMap, Request, Response};

@@ -17,12 +17,12 @@ use crate::body::Body;
 use crate::cache::feed::growing::Growing;
 use crate::cache::feed::{yielding, Feed, LedgerProof, SyncEstimate};
 use crate::cache::object::{self, Object};
+use crate::serve::admission::limit::{Guarded, Held, Permit};
 use crate::serve::check::{self, Outcome};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
 use crate::serve::handler::{EndAfter, Verified, WatchSettings};
-use crate::serve::limit::{Guarded, Held, Permit};
 use crate::serve::respond::StatusResponse;
 use crate::serve::server::Peer;
 use crate::serve::Serve;
@@ -205,9 +205,9 @@ impl Serve {
         let client = super::client(req, caller);
         if opts.watch {
             let conn = req.extensions().get::<Peer>().and_then(|p| p.watch_buffers.clone());
-            plan.watch.shared = [conn, self.watch_flows.of(&client)];
+            plan.watch.shared = [conn, self.admission.watch_flows.of(&client)];
         }
-        if opts.watch && opts.rv.is_none() && !self.watch_starts.take(&client, 1.0) {
+        if opts.watch && opts.rv.is_none() && !self.admission.watch_starts.take(&client, 1.0) {
             // Each needs a consistency proof: a request to the apiserver.
             return Ok(Status::too_many_requests("Too many requests, please try again later.", 1).into_response(pb));
         }
@@ -225,7 +225,7 @@ impl Serve {
         let resp = resp.unwrap_or_else(|status| status.into_response(pb));
         // A large answer waits for a place among its client's (see `fair`).
         let bytes = http_body::Body::size_hint(resp.body()).lower();
-        let large = match self.large.place(&client, bytes).await {
+        let large = match self.admission.large.place(&client, bytes).await {
             Ok(place) => place,
             Err(status) => return Ok(status.into_response(pb)),
         };
@@ -397,7 +397,7 @@ impl Serve {
             View::Table { .. } => "table",
         };
         if view == "metadata" {
-            self.metadata_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.tally.metadata_hit();
         }
         let verb = crate::telemetry::verb(req.method(), plan.path.name.is_some(), opts.watch);
         metrics::counter!(crate::telemetry::CACHED_VIEWS, "view" => view, "verb" => verb).increment(1);
@@ -462,7 +462,7 @@ impl Serve {
         if opts.watch {
             return Ok(None);
         }
-        self.inflight.acquire(caller.map(|c| c.client.as_str())).map(Some)
+        self.admission.inflight.acquire(caller.map(|c| c.client.as_str())).map(Some)
     }
 
     /// The answer from cache.
@@ -564,7 +564,7 @@ impl Serve {
             Ok(None) => Outcome::Proven,
             Err(o) => *o,
         };
-        self.count_check(outcome);
+        self.tally.check(outcome);
         result.map(|verified| Fresh { verified, ..Fresh::default() })
     }
 
@@ -593,13 +593,13 @@ impl Serve {
         // from the rest (`upstream::ledger`): one shared probe, no bookmark, no check.
         let named = plan.path.name.is_some();
         if !named {
-            self.queue_for_proof(client).await;
+            self.admission.queue_for_proof(client).await;
         }
         let mut known = None;
         if !named && self.settings.revision_ledger {
             match feed.ledger_proof().await {
                 LedgerProof::Proven => {
-                    self.count_check(Outcome::Accounted);
+                    self.tally.check(Outcome::Accounted);
                     return Ok(Fresh::default());
                 }
                 LedgerProof::Open(rv) => known = Some(rv),
@@ -618,7 +618,7 @@ impl Serve {
             // cannot make the apiserver do work kache could do instead.
             // A LIST is checked against the upstream's metadata first; a GET (an etcd read
             // for the apiserver, as is a check of it) goes through.
-            Decision::Upstream if self.cheaper_upstream.take(&client.to_string(), bytes.max(1) as f64) => {
+            Decision::Upstream if self.admission.cheaper_upstream.take(&client.to_string(), bytes.max(1) as f64) => {
                 if named || !self.settings.check_cheaper_reads {
                     return Err(PassThrough::CheaperUpstream { bytes });
                 }
@@ -628,7 +628,7 @@ impl Serve {
             Decision::Prove(bound) => bound,
         };
         if named {
-            self.queue_for_proof(client).await;
+            self.admission.queue_for_proof(client).await;
         }
         let started = Instant::now();
         let proven = match known {
@@ -669,23 +669,9 @@ impl Serve {
         Ok(Fresh { refused: Some(Status::too_large_rv(rv, feed.cache.progress())), ..Fresh::default() })
     }
 
-    /// Wait for `client`'s turn to have a consistent read proven: at once within its budget
-    /// (`--max-consistent-reads-per-client`), past it when the rate has paid for the read.
-    /// Each proof is a request to the apiserver (`Feed::upstream_rv`, or a check) that
-    /// concurrent readers of a kind share but a loop of reads does not.
-    async fn queue_for_proof(&self, client: &str) {
-        let (budget, queued) = &self.consistent_reads;
-        let wait = budget.queue(&client.to_string());
-        if !wait.is_zero() {
-            queued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let _counted = Queued(queued);
-            tokio::time::sleep(wait).await;
-        }
-    }
-
     /// Consistent reads queued now for their client's turn (`--max-consistent-reads-per-client`).
     pub fn consistent_reads_queued(&self) -> usize {
-        self.consistent_reads.1.load(std::sync::atomic::Ordering::Relaxed)
+        self.admission.consistent_reads_queued()
     }
 
     /// Whether the cache has caught up with the upstream's current RV, waiting at most
@@ -737,13 +723,4 @@ fn answer_bytes(feed: &Feed, plan: &Plan<'_>, opts: &Options, cap: u64) -> u64 {
         }
     }
     total
-}
-
-/// A read counted among the queued until it is dropped (answered, or its client gone).
-struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl Drop for Queued<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
 }

@@ -68,11 +68,11 @@ impl Encodes {
     }
 
     /// Where the jobs of an answer of at least `bytes` run: a large answer's (over
-    /// [`LARGE`](super::fair::LARGE), 1 MiB) in the lane, a smaller one's on the shared
+    /// [`LARGE`](super::admission::fair::LARGE), 1 MiB) in the lane, a smaller one's on the shared
     /// blocking pool at kache's priority, so a namespace's Table (a kubectl's, gzipped) never
     /// queues behind one client's encodes of a whole cluster's objects.
     fn lane_for(&self, bytes: u64) -> Lane {
-        if bytes > super::fair::LARGE {
+        if bytes > super::admission::fair::LARGE {
             self.lane.clone()
         } else {
             Lane::default()
@@ -430,13 +430,13 @@ mod tests {
                 assert_eq!(out, src);
             }
         };
-        gzipped(super::super::fair::LARGE as usize).await;
+        gzipped(super::super::admission::fair::LARGE as usize).await;
         assert_eq!(lane.jobs(), 0, "1 MiB is compressed on the shared blocking pool");
-        gzipped(super::super::fair::LARGE as usize + 1).await;
+        gzipped(super::super::admission::fair::LARGE as usize + 1).await;
         assert_eq!(lane.jobs(), 2, "the frame and the stream's end, each a job in the lane");
         let items: Vec<String> = (0..60_000).map(|i| format!("{{\"name\":\"n{i}\"}}")).collect();
         let src = format!("{{\"kind\":\"List\",\"items\":[{}]}}", items.join(",")).into_bytes();
-        assert!(src.len() as u64 > super::super::fair::LARGE, "{} bytes", src.len());
+        assert!(src.len() as u64 > super::super::admission::fair::LARGE, "{} bytes", src.len());
         let pretty = collect(indented(respond(StatusCode::OK, "application/json", full(src.clone())), &encodes)).await;
         assert_eq!(pretty, crate::api::json::indent(&src));
         assert_eq!(lane.jobs(), 3, "the large frame was indented in the lane");

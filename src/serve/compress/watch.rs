@@ -130,7 +130,7 @@ pub fn gzip_watch(resp: Response<Body>, encodes: &Encodes) -> Response<Body> {
         pending: false,
         stale: false,
     };
-    let lane = if state.loading { crate::serve::lane::Lane::default() } else { encodes.lane_for(crate::serve::fair::LARGE + 1) };
+    let lane = if state.loading { crate::serve::lane::Lane::default() } else { encodes.lane_for(crate::serve::admission::fair::LARGE + 1) };
     let body = WatchGzipped { inner: body, gz: Some(gz), job: None, finished: false, dirty: false, lane, place: Some(place), state };
     Response::from_parts(parts, body.boxed_unsync())
 }

@@ -40,7 +40,7 @@ pub struct WatchSettings {
     /// The bytes all watches together may have queued for their clients.
     pub buffers: WatchBuffers,
     /// The bytes the watches of this watch's connection, and of its client's flow (see
-    /// `serve::limit::flow`), may have queued together: no connection and no client fills
+    /// `serve::admission::limit::flow`), may have queued together: no connection and no client fills
     /// `buffers` for the others.
     pub shared: [Option<WatchBuffers>; 2],
 }

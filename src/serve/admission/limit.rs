@@ -169,7 +169,7 @@ fn too_many() -> Status {
 #[derive(Debug, Default)]
 pub struct Held {
     _places: Vec<Permit>,
-    _large: Option<crate::serve::fair::Place>,
+    _large: Option<crate::serve::admission::fair::Place>,
 }
 
 impl Held {
@@ -179,7 +179,7 @@ impl Held {
     }
 
     /// These places and a place among the client's large answers.
-    pub fn with_large(self, large: Option<crate::serve::fair::Place>) -> Held {
+    pub fn with_large(self, large: Option<crate::serve::admission::fair::Place>) -> Held {
         Held { _large: large, ..self }
     }
 }
