@@ -72,7 +72,7 @@ impl std::fmt::Display for Status {
 impl std::error::Error for Status {}
 
 #[derive(Serialize)]
-struct Meta<'a> {
+struct StatusMeta<'a> {
     #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
     cont: Option<&'a str>,
 }
@@ -82,7 +82,7 @@ struct JsonStatus<'a> {
     kind: &'static str,
     #[serde(rename = "apiVersion")]
     api_version: &'static str,
-    metadata: Meta<'a>,
+    metadata: StatusMeta<'a>,
     status: &'static str,
     #[serde(skip_serializing_if = "str::is_empty")]
     message: &'a str,
@@ -259,7 +259,7 @@ impl Status {
         json::to_vec(&JsonStatus {
             kind: "Status",
             api_version: "v1",
-            metadata: Meta { cont: self.continue_token.as_deref() },
+            metadata: StatusMeta { cont: self.continue_token.as_deref() },
             status: if self.success { "Success" } else { "Failure" },
             message: &self.message,
             reason: &self.reason,

@@ -42,7 +42,7 @@ fn ca_data(path: &Path) -> Result<String, StartError> {
 /// The user (credentials) and default namespace of one context of a kubeconfig: what a
 /// client kubeconfig for kache copies so its client keeps its identity.
 #[derive(Debug, Clone, Default)]
-pub struct Credentials {
+pub struct ClientUser {
     /// The context's user; `None` when it names none.
     pub auth_info: Option<AuthInfo>,
     /// The context's namespace.
@@ -52,11 +52,11 @@ pub struct Credentials {
 /// Where a pod's service-account token is mounted (what in-cluster config reads).
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
-impl Credentials {
+impl ClientUser {
     /// The credentials of `context` (default: the current context) in the kubeconfig at
     /// `from` (default: KUBECONFIG or ~/.kube/config). `flags` name the two flags that chose
     /// them, for messages (`("--from-kubeconfig", "--context")`).
-    pub fn from_kubeconfig(from: Option<&Path>, context: Option<&str>, flags: (&str, &str)) -> Result<Credentials, StartError> {
+    pub fn from_kubeconfig(from: Option<&Path>, context: Option<&str>, flags: (&str, &str)) -> Result<ClientUser, StartError> {
         let (source, file, what) = match from {
             Some(p) => (Kubeconfig::read_from(p), p.display().to_string(), format!("{} {}", flags.0, p.display())),
             None => {
@@ -86,13 +86,13 @@ impl Credentials {
             }
             None => None,
         };
-        Ok(Credentials { auth_info, namespace: context.namespace.clone() })
+        Ok(ClientUser { auth_info, namespace: context.namespace.clone() })
     }
 
     /// A pod's own identity: its service-account token file, read again by the client
     /// whenever the kubelet rotates it.
-    pub fn in_cluster() -> Credentials {
-        Credentials { auth_info: Some(AuthInfo { token_file: Some(SERVICE_ACCOUNT_TOKEN.into()), ..Default::default() }), namespace: None }
+    pub fn in_cluster() -> ClientUser {
+        ClientUser { auth_info: Some(AuthInfo { token_file: Some(SERVICE_ACCOUNT_TOKEN.into()), ..Default::default() }), namespace: None }
     }
 
     /// Whether the user presents nothing but a client certificate (no token, token file,
@@ -131,13 +131,13 @@ pub fn build(args: &KubeconfigArgs) -> Result<Kubeconfig, StartError> {
     if ca.is_some() && server.starts_with("http://") {
         return Err(bad(format!("--certificate-authority is for an https:// --server, got {server}")));
     }
-    let creds = Credentials::from_kubeconfig(args.from_kubeconfig.as_deref(), args.context.as_deref(), ("--from-kubeconfig", "--context"))?;
+    let creds = ClientUser::from_kubeconfig(args.from_kubeconfig.as_deref(), args.context.as_deref(), ("--from-kubeconfig", "--context"))?;
     Ok(single(&args.name, server, ca, creds.auth_info, creds.namespace))
 }
 
 /// A client kubeconfig (JSON) for the kache at `server`, trusting `ca_pem` if given, with
 /// `creds`: what `kache serve --client-kubeconfig-out` writes.
-pub fn for_client(server: &str, name: &str, ca_pem: Option<&str>, creds: &Credentials) -> String {
+pub fn for_client(server: &str, name: &str, ca_pem: Option<&str>, creds: &ClientUser) -> String {
     let ca = ca_pem.map(|p| base64::engine::general_purpose::STANDARD.encode(p));
     let config = single(name, server.to_string(), ca, creds.auth_info.clone(), creds.namespace.clone());
     // A Kubeconfig of strings always serializes.

@@ -317,20 +317,20 @@ pub async fn start_serve_args(
 /// kache's own in-cluster config. The client reaches kache as that identity: kache
 /// authenticates it with the upstream (TokenReview), so a token, token file or exec plugin
 /// works as it does against the apiserver; a client certificate needs `--client-ca-file`.
-fn client_credentials(args: &ServeArgs) -> Result<kubeconfig::Credentials, StartError> {
+fn client_credentials(args: &ServeArgs) -> Result<kubeconfig::ClientUser, StartError> {
     let flags = ("--upstream-kubeconfig", "--upstream-context");
-    let creds = match kubeconfig::Credentials::from_kubeconfig(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref(), flags)
+    let creds = match kubeconfig::ClientUser::from_kubeconfig(args.upstream_kubeconfig.as_deref(), args.upstream_context.as_deref(), flags)
     {
         Ok(c) => c,
         // kube's inference falls back to in-cluster config the same way.
         Err(_) if args.upstream_kubeconfig.is_none() && args.upstream_context.is_none() && in_cluster() => {
-            kubeconfig::Credentials::in_cluster()
+            kubeconfig::ClientUser::in_cluster()
         }
         // Started in-process with an upstream client built elsewhere (no kubeconfig named):
         // nothing to copy; the kubeconfig carries the server and CA only.
         Err(e) if args.upstream_kubeconfig.is_none() => {
             tracing::warn!(error = %e, "no upstream kubeconfig to copy credentials from: the client kubeconfig has no user");
-            return Ok(kubeconfig::Credentials::default());
+            return Ok(kubeconfig::ClientUser::default());
         }
         Err(e) => return Err(e),
     };
@@ -485,7 +485,7 @@ mod tests {
 
     #[test]
     fn a_discovery_error_names_the_document_and_its_cause_once() {
-        let source = crate::cache::feed::InformerError::Transport("connection refused".into());
+        let source = crate::cache::feed::FeedError::Transport("connection refused".into());
         let err =
             StartError::Discovery { url: "https://10.0.0.1:6443/".into(), source: DiscoveryError::Fetch { path: "/apis".into(), source } };
         assert_eq!(

@@ -33,7 +33,7 @@ pub struct AuthzSettings {
 
 /// The upstream's answer to one access review.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub struct Verdict {
     /// Whether the request may proceed.
     pub allowed: bool,
     /// The authorizer's reason (appended to a 403's message).
@@ -46,7 +46,7 @@ pub struct Authorizer {
     settings: AuthzSettings,
     /// Decisions by the user they are for: a user flooding it with decisions nobody asks
     /// for again evicts its own (see [`TtlCache`]).
-    cache: Arc<TtlCache<Vec<u8>, Decision>>,
+    cache: Arc<TtlCache<Vec<u8>, Verdict>>,
     lanes: review::Lanes,
     reviews: AtomicU64,
     /// The review in flight for each cache key: requests asking the same while it is asked
@@ -164,7 +164,7 @@ impl Authorizer {
     /// of one account listing their own node's pods: one review instead of two hundred).
     /// Where the whole is denied (a node, whose rights depend on the selector), the
     /// request is asked as it is, and the whole is not asked again for the allow TTL.
-    pub async fn decide(&self, id: &Identity, a: &Attributes) -> Result<Decision, Status> {
+    pub async fn decide(&self, id: &Identity, a: &Attributes) -> Result<Verdict, Status> {
         let key = cache_key(id, a);
         if let Some(d) = self.cache.get(&key) {
             return Ok(d);
@@ -179,7 +179,7 @@ impl Authorizer {
 
     /// The decision on `whole` (a request stripped of its selectors) if it allows; `None`
     /// if it denies or cannot be had, or was denied within the allow TTL.
-    async fn whole_allowed(&self, id: &Identity, whole: &Attributes) -> Option<Decision> {
+    async fn whole_allowed(&self, id: &Identity, whole: &Attributes) -> Option<Verdict> {
         let key = cache_key(id, whole);
         if let Some(d) = self.cache.get(&key) {
             return d.allowed.then_some(d);
@@ -201,7 +201,7 @@ impl Authorizer {
 
     /// The decision cached under `key`, or the upstream's on whether `id` may do `a`; one
     /// review at a time per key, whose answer the requests waiting for it take from the cache.
-    async fn ask(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Decision, Status> {
+    async fn ask(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Verdict, Status> {
         self.reviewing
             .one_at_a_time(&key, async {
                 match self.cache.get(&key) {
@@ -213,13 +213,13 @@ impl Authorizer {
     }
 
     /// Ask the upstream whether `id` may do `a` (cached under `key`).
-    async fn review_now(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Decision, Status> {
+    async fn review_now(&self, id: &Identity, a: &Attributes, key: Vec<u8>) -> Result<Verdict, Status> {
         let last = self.cache.get_stale(&key);
         self.reviews.fetch_add(1, Ordering::Relaxed);
         let (cache, allow, deny, owner) =
             (self.cache.clone(), self.settings.allow_ttl, self.settings.deny_ttl, super::ttl::owner(&id.username));
         let hold_key = key.clone();
-        let keep = move |d: &Decision| cache.insert_for(owner, key, d.clone(), if d.allowed { allow } else { deny });
+        let keep = move |d: &Verdict| cache.insert_for(owner, key, d.clone(), if d.allowed { allow } else { deny });
         let review = Self::review(self.upstream.clone(), review_spec(id, a));
         match review::judged(&self.lanes, last.is_some(), review, keep).await {
             Ok(d) => Ok(d),
@@ -247,13 +247,13 @@ impl Authorizer {
         }
     }
 
-    async fn review(upstream: Upstream, spec: Value) -> Result<Decision, ReviewError> {
+    async fn review(upstream: Upstream, spec: Value) -> Result<Verdict, ReviewError> {
         let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec});
         let status = review::post(&upstream, "/apis/authorization.k8s.io/v1/subjectaccessreviews", "SubjectAccessReview", &body).await?;
         let flag = |k: &str| status.get(k).and_then(Value::as_bool).unwrap_or(false);
         let allowed = flag("allowed") && !flag("denied");
         let reason = status.get("reason").and_then(Value::as_str).unwrap_or("").to_string();
-        Ok(Decision { allowed, reason })
+        Ok(Verdict { allowed, reason })
     }
 }
 

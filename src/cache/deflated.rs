@@ -44,13 +44,13 @@ const CUT: u64 = 16;
 pub struct Runs {
     by_first: Mutex<HashMap<(u8, usize), Arc<Run>>>,
     /// Deflated bytes the kept runs hold, and how many they may hold.
-    held: Arc<Held>,
+    held: Arc<RunBytes>,
     /// Whole WatchLists begun, numbering their passes over the runs.
     passes: AtomicU64,
 }
 
 #[derive(Debug, Default)]
-struct Held {
+struct RunBytes {
     bytes: AtomicUsize,
     cap: AtomicUsize,
 }
@@ -63,7 +63,7 @@ pub struct Run {
     deflated: OnceLock<Deflated>,
     /// The last pass that sent it.
     pass: AtomicU64,
-    held: Arc<Held>,
+    held: Arc<RunBytes>,
 }
 
 /// Whether a run ends after an object with `key`, the run holding `len` bytes of frames.

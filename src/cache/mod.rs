@@ -58,7 +58,7 @@ pub enum Relisted {
 }
 
 /// One step of a relist's differences.
-enum Step {
+enum Diff {
     /// The listed object at this index, as an ADDED or MODIFIED event.
     Put(usize, EventType),
     /// A held object the list no longer has, as a DELETED event.
@@ -78,7 +78,7 @@ enum Step {
 /// deletion took an RV of its own in that range, so there are enough; if not, the
 /// upstream's history is not the one the cache followed (a restored etcd) and no events can
 /// describe it.
-fn relist_events(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Step)>, &'static str> {
+fn relist_events(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Result<Vec<(u64, Diff)>, &'static str> {
     if rv < floor {
         return Err("the new list is older than the cache");
     }
@@ -104,7 +104,7 @@ fn relist_events(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Res
         if !used.insert(o.rv) {
             return Err("two objects share a resourceVersion");
         }
-        steps.push((o.rv, Step::Put(i, kind)));
+        steps.push((o.rv, Diff::Put(i, kind)));
     }
     gone.extend(cur.objects.values().filter(|o| !listed.contains(&*o.key)).map(|o| (rv + 1, o.clone())));
     // From the top down: each takes the highest RV no listed object holds below its bound
@@ -120,7 +120,7 @@ fn relist_events(cur: &Snapshot, objects: &[Object], rv: u64, floor: u64) -> Res
             return Err("more deletions than resourceVersions between the cache and the new list");
         }
         ceiling = slot;
-        steps.push((slot, Step::Gone(old)));
+        steps.push((slot, Diff::Gone(old)));
     }
     steps.sort_by_key(|(at, _)| *at);
     Ok(steps)
@@ -402,7 +402,7 @@ impl KindCache {
                 return Relisted::Replaced(why);
             }
         };
-        let deletions = steps.iter().filter(|(_, step)| matches!(step, Step::Gone(_))).map(|(at, _)| *at).min().unwrap_or(rv);
+        let deletions = steps.iter().filter(|(_, step)| matches!(step, Diff::Gone(_))).map(|(at, _)| *at).min().unwrap_or(rv);
         {
             let mut gaps = self.gaps.lock().unwrap_or_else(|e| e.into_inner());
             if gaps.len() == GAPS {
@@ -416,11 +416,11 @@ impl KindCache {
         let mut events = Vec::with_capacity(steps.len());
         for (at, step) in steps {
             let (kind, object) = match step {
-                Step::Put(i, kind) => match objects[i].take() {
+                Diff::Put(i, kind) => match objects[i].take() {
                     Some(o) => (kind, o),
                     None => continue,
                 },
-                Step::Gone(old) => (EventType::Deleted, old.at_rv(at)),
+                Diff::Gone(old) => (EventType::Deleted, old.at_rv(at)),
             };
             match kind {
                 EventType::Added => added += 1,

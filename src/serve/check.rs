@@ -127,7 +127,7 @@ pub(crate) async fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::feed::Identity;
+    use crate::cache::feed::Stamp;
     use crate::cache::object::item_json;
     use crate::cache::window::EventType;
     use crate::cache::Limits;
@@ -151,7 +151,7 @@ mod tests {
     }
 
     fn up(rv: u64, ids: &[(&str, u64)], cont: &str, remaining: Option<u64>) -> Identities {
-        let ids = ids.iter().map(|(k, v)| Identity { key: k.to_string().into(), rv: *v }).collect();
+        let ids = ids.iter().map(|(k, v)| Stamp { key: k.to_string().into(), rv: *v }).collect();
         Identities { ids, rv, cont: cont.to_string(), remaining }
     }
 

@@ -4,7 +4,7 @@
 //! (new CRDs, new API versions) are cached too.
 
 use crate::api::resource::{builtin_fields, Resource, ResourceRef};
-use crate::cache::feed::{fetch, InformerError};
+use crate::cache::feed::{fetch, FeedError};
 use crate::serve::Serve;
 use crate::upstream::Upstream;
 use serde_json::Value;
@@ -22,7 +22,7 @@ pub enum DiscoveryError {
         path: String,
         /// What went wrong.
         #[source]
-        source: InformerError,
+        source: FeedError,
     },
     /// A document that came is not the JSON it should be.
     #[error("{path} is not JSON")]

@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 pub mod stall;
-use stall::{Guarded, Progress, Stream, StreamExec};
+use stall::{Progress, StallGuard, Stream, StreamExec};
 
 /// HTTP/2 streams one client connection may have open at once. client-go multiplexes every
 /// watch of a process over one connection, so hyper's default of 200 is far too low.
@@ -290,12 +290,12 @@ struct Connections {
 }
 
 /// A connection's place among the open ones, given back when dropped.
-struct Open {
+struct ConnPlace {
     conns: Arc<Connections>,
     ip: IpAddr,
 }
 
-impl Drop for Open {
+impl Drop for ConnPlace {
     fn drop(&mut self) {
         let n = self.conns.open.fetch_sub(1, Ordering::AcqRel) - 1;
         metrics::gauge!(crate::telemetry::CONNECTIONS_OPEN).set(n as f64);
@@ -315,7 +315,7 @@ impl Connections {
 
     /// A place for a connection from `ip`, or `None` (counted, and the connection closed by
     /// dropping it) when a bound is reached.
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Open> {
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<ConnPlace> {
         let per = self.limits.max_connections_per_address;
         if per > 0 {
             let mut from = self.by_address.entry(ip).or_insert(0);
@@ -328,7 +328,7 @@ impl Connections {
             *from += 1;
         }
         let n = self.open.fetch_add(1, Ordering::AcqRel) + 1;
-        let place = Open { conns: self.clone(), ip };
+        let place = ConnPlace { conns: self.clone(), ip };
         if self.limits.max_connections > 0 && n > self.limits.max_connections {
             crate::telemetry::limit_hit("max-connections");
             return None;
@@ -558,7 +558,7 @@ async fn connection<H: Handler, IO>(
             stream.end();
         })
     };
-    let served = Guarded::with(watcher.watch(conn.into_owned()), stream, limits.stall_timeout).await;
+    let served = StallGuard::with(watcher.watch(conn.into_owned()), stream, limits.stall_timeout).await;
     let stalled = match served {
         Some(Err(e)) => {
             tracing::debug!(client.addr = %addr, error = %e, "connection ended");

@@ -319,8 +319,8 @@ impl Sim {
 impl Sim {
     /// Authenticate, apply impersonation and authorize, as the apiserver's filters do; on
     /// success the acting identity is put in the request's extensions.
-    fn admit<B: RequestBody>(auth: &SimAuth, req: &mut Request<B>, attrs: &Attributes) -> Result<(), Box<Refusal>> {
-        let refuse = |status, user, impersonator| Box::new(Refusal { status, user, impersonator });
+    fn admit<B: RequestBody>(auth: &SimAuth, req: &mut Request<B>, attrs: &Attributes) -> Result<(), Box<Refused>> {
+        let refuse = |status, user, impersonator| Box::new(Refused { status, user, impersonator });
         let cert = req.extensions().get::<Peer>().and_then(|p| p.cert.clone());
         let user = auth.authenticate(cert.as_deref(), req.headers()).map_err(|s| refuse(s, crate::auth::Identity::anonymous(), None))?;
         let (acting, impersonator) = match impersonate::requested(req.headers()).map_err(|s| refuse(s, user.clone(), None))? {
@@ -342,7 +342,7 @@ impl Sim {
 }
 
 /// A request the simulator's filters refused, and whom it was judged as.
-struct Refusal {
+struct Refused {
     status: Status,
     user: crate::auth::Identity,
     impersonator: Option<String>,
@@ -389,7 +389,7 @@ impl Sim {
         };
         let attributes = Attributes::of(req.method(), req.uri().path(), req.uri().query());
         if let Err(refusal) = Self::admit(&auth, &mut req, &attributes) {
-            let Refusal { status, user, impersonator } = *refusal;
+            let Refused { status, user, impersonator } = *refusal;
             auth.record(AuditRecord { user, impersonator, attributes, code: status.code });
             return status.into_response(protobuf);
         }

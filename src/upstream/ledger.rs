@@ -34,28 +34,28 @@ use tokio::sync::watch;
 pub const SPAN: usize = 1 << 16;
 
 /// A resource as the ledger knows it: a small number per group and resource.
-pub type Writer = u16;
+pub type WriterId = u16;
 
 /// Which resource wrote each of the last [`SPAN`] revisions seen, and which resources are
 /// trusted to share the upstream's storage.
 pub struct Ledger {
-    inner: Mutex<Inner>,
+    inner: Mutex<Book>,
     /// Moves on every record: a reader waiting for the gap to close looks again.
     recorded: watch::Sender<u64>,
     /// Moves each time a resource is trusted.
     trusts: watch::Sender<u64>,
 }
 
-struct Inner {
+struct Book {
     /// The lowest revision the slots answer for; slot `r % SPAN` holds revision `r` for
     /// `low <= r < low + SPAN`.
     low: u64,
-    slots: Vec<Writer>,
-    writers: HashMap<(String, String), Writer>,
-    trusted: HashSet<Writer>,
+    slots: Vec<WriterId>,
+    writers: HashMap<(String, String), WriterId>,
+    trusted: HashSet<WriterId>,
     /// The first resource trusted, and the path of its one-key LIST (its resourceVersion
     /// probe): the others are compared with it.
-    reference: Option<(Writer, String)>,
+    reference: Option<(WriterId, String)>,
 }
 
 /// The ledger's name for a resource, or `None` for one it never records (Events: a TTL
@@ -70,7 +70,7 @@ fn writer_key(group: &str, plural: &str) -> Option<(String, String)> {
 impl Default for Ledger {
     fn default() -> Self {
         Ledger {
-            inner: Mutex::new(Inner { low: 0, slots: vec![0; SPAN], writers: HashMap::new(), trusted: HashSet::new(), reference: None }),
+            inner: Mutex::new(Book { low: 0, slots: vec![0; SPAN], writers: HashMap::new(), trusted: HashSet::new(), reference: None }),
             recorded: watch::Sender::new(0),
             trusts: watch::Sender::new(0),
         }
@@ -79,16 +79,16 @@ impl Default for Ledger {
 
 impl Ledger {
     /// The ledger's number for a resource (`None` for Events).
-    pub fn writer(&self, group: &str, plural: &str) -> Option<Writer> {
+    pub fn writer(&self, group: &str, plural: &str) -> Option<WriterId> {
         let key = writer_key(group, plural)?;
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let next = Writer::try_from(inner.writers.len() + 1).ok()?;
+        let next = WriterId::try_from(inner.writers.len() + 1).ok()?;
         Some(*inner.writers.entry(key).or_insert(next))
     }
 
     /// Note that the upstream's revision `rv` was a write of `writer`'s: an object's
     /// resourceVersion as the upstream sent it, never one kache made up.
-    pub fn record(&self, writer: Writer, rv: u64) {
+    pub fn record(&self, writer: WriterId, rv: u64) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if rv < inner.low {
             return;
@@ -108,14 +108,14 @@ impl Ledger {
     }
 
     /// Whether `writer` is trusted to share the upstream's storage.
-    pub fn trusted(&self, writer: Writer) -> bool {
+    pub fn trusted(&self, writer: WriterId) -> bool {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).trusted.contains(&writer)
     }
 
     /// Make `writer` (whose resourceVersion probe is the LIST at `probe`) the resource the
     /// others are compared with, and trust it, unless another already is: then the path of
     /// that one's probe, to compare with ([`interleaved`]).
-    pub fn claim_reference(&self, writer: Writer, probe: &str) -> Result<(), String> {
+    pub fn claim_reference(&self, writer: WriterId, probe: &str) -> Result<(), String> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         match &inner.reference {
             Some((w, _)) if *w == writer => Ok(()),
@@ -132,27 +132,27 @@ impl Ledger {
 
     /// Trust `writer` to share the upstream's storage: its resourceVersions were seen
     /// interleaved with the reference's ([`interleaved`]).
-    pub fn trust(&self, writer: Writer) {
+    pub fn trust(&self, writer: WriterId) {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).trusted.insert(writer);
         self.trusts.send_modify(|n| *n += 1);
     }
 
     /// Wait at most `timeout` for `writer` to be trusted.
-    pub async fn wait_trusted(&self, writer: Writer, timeout: Duration) -> bool {
+    pub async fn wait_trusted(&self, writer: WriterId, timeout: Duration) -> bool {
         let mut trusts = self.trusts.subscribe();
         tokio::time::timeout(timeout, trusts.wait_for(|_| self.trusted(writer))).await.is_ok_and(|r| r.is_ok())
     }
 
     /// Whether every revision in `(from, to]` was recorded as a write of a trusted resource
     /// other than `own` (which must be trusted itself).
-    pub fn accounted(&self, own: Writer, from: u64, to: u64) -> bool {
+    pub fn accounted(&self, own: WriterId, from: u64, to: u64) -> bool {
         self.unaccounted(own, from, to).is_none()
     }
 
     /// The first revision in `(from, to]` not recorded as a write of a trusted resource other
     /// than `own` (the first of the span when `own` is not trusted, or the gap is wider than
     /// the ledger remembers).
-    pub fn unaccounted(&self, own: Writer, from: u64, to: u64) -> Option<u64> {
+    pub fn unaccounted(&self, own: WriterId, from: u64, to: u64) -> Option<u64> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if !inner.trusted.contains(&own) || to.saturating_sub(from) > SPAN as u64 {
             return (to > from).then_some(from + 1);
@@ -166,7 +166,7 @@ impl Ledger {
     /// Wait at most `grace` for every revision in `(from(), to]` to be accounted for (see
     /// [`Ledger::accounted`]), or the first one that was not; `from` is read again each time,
     /// as the cache moves too.
-    pub async fn wait_accounted(&self, own: Writer, from: impl Fn() -> u64, to: u64, grace: Duration) -> Result<(), u64> {
+    pub async fn wait_accounted(&self, own: WriterId, from: impl Fn() -> u64, to: u64, grace: Duration) -> Result<(), u64> {
         let mut seen = self.recorded.subscribe();
         let deadline = tokio::time::Instant::now() + grace;
         loop {
@@ -189,7 +189,7 @@ pub fn interleaved(a: u64, b: u64, c: u64) -> bool {
 mod tests {
     use super::*;
 
-    fn ledger() -> (Ledger, Writer, Writer, Writer) {
+    fn ledger() -> (Ledger, WriterId, WriterId, WriterId) {
         let l = Ledger::default();
         let (pods, cms, nodes) = (l.writer("", "pods").unwrap(), l.writer("", "configmaps").unwrap(), l.writer("", "nodes").unwrap());
         for w in [pods, cms, nodes] {

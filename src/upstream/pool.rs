@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tower::ServiceExt;
 
-struct Slot {
+struct Pooled {
     svc: Svc,
     /// Requests on this connection whose response has not been dropped yet.
     active: Arc<AtomicUsize>,
@@ -44,7 +44,7 @@ impl Refusals {
 /// Upstream connections of one kind (same credentials and protocol), each its own client.
 pub(super) struct Pool {
     make: Box<dyn Fn() -> Svc + Send + Sync>,
-    slots: Mutex<Vec<Slot>>,
+    slots: Mutex<Vec<Pooled>>,
     streams: usize,
     max_connections: usize,
     class: Class,
@@ -64,7 +64,7 @@ impl Pool {
         refusals: Option<Arc<Refusals>>,
         make: impl Fn() -> Svc + Send + Sync + 'static,
     ) -> Pool {
-        let first = Slot { svc: make(), active: Arc::default() };
+        let first = Pooled { svc: make(), active: Arc::default() };
         metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => class.label()).set(1.0);
         Pool { make: Box::new(make), slots: Mutex::new(vec![first]), streams, max_connections, class, heard, refusals }
     }
@@ -77,7 +77,7 @@ impl Pool {
         let i = match free {
             Some(i) => i,
             None if slots.len() < self.max_connections => {
-                slots.push(Slot { svc: (self.make)(), active: Arc::default() });
+                slots.push(Pooled { svc: (self.make)(), active: Arc::default() });
                 metrics::gauge!(telemetry::UPSTREAM_CONNECTIONS, "class" => self.class.label()).set(slots.len() as f64);
                 tracing::debug!(class = self.class.label(), connections = slots.len(), "opened another upstream connection");
                 slots.len() - 1
@@ -112,7 +112,7 @@ impl Pool {
     }
 }
 
-fn least_busy(slots: &[Slot]) -> usize {
+fn least_busy(slots: &[Pooled]) -> usize {
     (0..slots.len()).min_by_key(|&i| slots[i].active.load(Ordering::Relaxed)).unwrap_or(0)
 }
 

@@ -48,6 +48,10 @@ struct Walker<'a> {
     load: &'a Load<'a>,
     rooms: &'a BTreeSet<String>,
     graph: Graph,
+    /// Where each type (struct, enum, union, trait, type alias) outside tests is defined.
+    types: BTreeMap<String, Vec<String>>,
+    /// How deep in function bodies the walk is (a type local to a function is its own).
+    in_block: usize,
     /// Rooms declared at the top of the crate outside `#[cfg(test)]`.
     declared: BTreeSet<String>,
     file: PathBuf,
@@ -180,9 +184,22 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             syn::Item::Use(i) => &i.attrs,
             _ => &[],
         };
-        if !is_test_cfg(attrs) {
-            visit::visit_item(self, item);
+        if is_test_cfg(attrs) {
+            return;
         }
+        let defined = match item {
+            syn::Item::Enum(i) => Some(&i.ident),
+            syn::Item::Struct(i) => Some(&i.ident),
+            syn::Item::Trait(i) => Some(&i.ident),
+            syn::Item::Type(i) => Some(&i.ident),
+            syn::Item::Union(i) => Some(&i.ident),
+            _ => None,
+        };
+        if let Some(name) = defined.filter(|_| self.in_block == 0) {
+            let at = format!("{}:{}", self.file.display(), name.span().start().line);
+            self.types.entry(name.to_string()).or_default().push(at);
+        }
+        visit::visit_item(self, item);
     }
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
@@ -235,6 +252,12 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         }
     }
 
+    fn visit_block(&mut self, b: &'ast syn::Block) {
+        self.in_block += 1;
+        visit::visit_block(self, b);
+        self.in_block -= 1;
+    }
+
     fn visit_field(&mut self, f: &'ast syn::Field) {
         if !is_test_cfg(&f.attrs) {
             visit::visit_field(self, f);
@@ -282,18 +305,25 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 /// The room graph of the crate whose `lib.rs` `load` reads, over the given rooms, and the
 /// rooms `lib.rs` declares outside tests.
 fn graph(load: &Load<'_>, rooms: &[&str]) -> (Graph, BTreeSet<String>) {
-    let rooms: BTreeSet<String> = rooms.iter().map(|r| r.to_string()).collect();
+    let w = walk(load, rooms);
+    (w.graph, w.declared)
+}
+
+fn walk<'a>(load: &'a Load<'a>, rooms: &[&str]) -> Walker<'a> {
+    let rooms: &'a BTreeSet<String> = Box::leak(Box::new(rooms.iter().map(|r| r.to_string()).collect()));
     let mut w = Walker {
         load,
-        rooms: &rooms,
+        rooms,
         graph: Graph::new(),
+        types: BTreeMap::new(),
+        in_block: 0,
         declared: BTreeSet::new(),
         file: PathBuf::new(),
         module: Vec::new(),
         dir: PathBuf::new(),
     };
     w.module(PathBuf::from("lib.rs"), Vec::new(), PathBuf::new());
-    (w.graph, w.declared)
+    w
 }
 
 /// Every edge that goes up the order (a room using one after it), as readable lines.
@@ -389,4 +419,15 @@ fn rooms_check_finds_a_planted_upward_use() {
         assert_eq!(bad.len(), 1, "{planted}: {bad:?}");
         assert!(bad[0].starts_with("low -> high: low/"), "{planted}: {bad:?}");
     }
+}
+
+/// One vocabulary: no type name is defined twice in the crate (tests aside), so a name in
+/// the glossary or a log line means one thing.
+#[test]
+fn no_type_name_is_defined_twice() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let load = src_loader(src);
+    let w = walk(&load, kache::ROOMS);
+    let twice: Vec<String> = w.types.iter().filter(|(_, at)| at.len() > 1).map(|(name, at)| format!("{name}: {}", at.join(", "))).collect();
+    assert!(twice.is_empty(), "type names defined more than once:\n{}", twice.join("\n"));
 }

@@ -2,7 +2,7 @@
 //! revisions its watches bring, earns the ledger's trust once synced, and proves its cache
 //! current by the writes of other resources.
 
-use super::{Feed, InformerError};
+use super::{Feed, FeedError};
 use crate::cache::window::EventType;
 use crate::upstream::ledger::interleaved;
 use std::sync::atomic::Ordering;
@@ -79,7 +79,7 @@ impl Feed {
         }
     }
 
-    async fn rv_at(&self, path: &str) -> Result<u64, InformerError> {
+    async fn rv_at(&self, path: &str) -> Result<u64, FeedError> {
         self.while_up(self.list_rv(path)).await
     }
 
@@ -108,7 +108,7 @@ impl Feed {
 
     /// The revision nobody recorded that the last failed proof met, while it still lies above
     /// the cache's progress and nobody has recorded it since.
-    fn blocked(&self, own: crate::upstream::ledger::Writer) -> Option<u64> {
+    fn blocked(&self, own: crate::upstream::ledger::WriterId) -> Option<u64> {
         let b = self.ledger_block.load(Ordering::Relaxed);
         (b > self.cache.progress() && !self.upstream.ledger().accounted(own, b - 1, b)).then_some(b)
     }

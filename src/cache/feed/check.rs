@@ -2,17 +2,17 @@
 //! copy of that page with, to answer a consistent read from memory without a freshness
 //! proof.
 
-use super::decode::{self, Identity};
+use super::decode::{self, Stamp};
 use super::fetch::fetch;
 use super::reflector::METADATA_LIST_PB;
-use super::{Feed, InformerError};
+use super::{Feed, FeedError};
 
 /// One page of the upstream's answer as metadata: which objects, at which versions, at which
 /// resourceVersion.
 #[derive(Debug, Default)]
 pub struct Identities {
     /// The page's items, in the upstream's order.
-    pub ids: Vec<Identity>,
+    pub ids: Vec<Stamp>,
     /// The list's resourceVersion.
     pub rv: u64,
     /// Its continue token (empty on the last page).
@@ -26,7 +26,7 @@ impl Feed {
     /// selectors and paging) as a protobuf PartialObjectMetadataList: every object's key and
     /// resourceVersion, which the apiserver encodes at a fraction of the CPU of the objects
     /// or their Table. An upstream found hung or unreachable fails it at once.
-    pub async fn page_identities(&self, path: &str) -> Result<Identities, InformerError> {
+    pub async fn page_identities(&self, path: &str) -> Result<Identities, FeedError> {
         let body = self.while_up(fetch(&self.upstream, path, METADATA_LIST_PB)).await?;
         let mut ids = Vec::new();
         let page = decode::pb_identities(&body, &mut ids)?;

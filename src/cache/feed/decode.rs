@@ -3,7 +3,7 @@
 //! bytes. An item or event object that cannot be decoded is the caller's to skip; a page or
 //! frame that cannot be read fails the request.
 
-use super::InformerError;
+use super::FeedError;
 use crate::api::json::ParseError;
 use crate::api::media::Format;
 use crate::api::resource::Resource;
@@ -158,7 +158,7 @@ pub(super) fn parse_rv(s: &str) -> Result<u64, DecodeError> {
 
 /// A JSON list page: its items into `out` (those that cannot be decoded skipped), and its
 /// (RV, continue).
-pub(super) fn json_page(r: &Resource, body: &[u8], custom: Option<&Arc<CustomColumns>>, out: &mut Listed) -> Result<Page, DecodeError> {
+pub(super) fn json_page(r: &Resource, body: &[u8], custom: Option<&Arc<CustomColumns>>, out: &mut Listed) -> Result<PageMeta, DecodeError> {
     let list: ListJson<'_> = serde_json::from_slice(body)?;
     for item in &list.items {
         out.push(json_object(r, item.get().as_bytes(), custom));
@@ -167,20 +167,20 @@ pub(super) fn json_page(r: &Resource, body: &[u8], custom: Option<&Arc<CustomCol
 }
 
 /// A JSON list's `metadata` object, read alone: (RV, continue).
-pub(super) fn json_list_meta(meta: &[u8]) -> Result<Page, DecodeError> {
+pub(super) fn json_list_meta(meta: &[u8]) -> Result<PageMeta, DecodeError> {
     list_page_meta(serde_json::from_slice(meta)?)
 }
 
-fn list_page_meta(meta: ListMetaJson) -> Result<Page, DecodeError> {
+fn list_page_meta(meta: ListMetaJson) -> Result<PageMeta, DecodeError> {
     let remaining = meta.remaining();
-    Ok(Page { rv: parse_rv(&meta.resource_version)?, cont: meta.cont.unwrap_or_default(), remaining })
+    Ok(PageMeta { rv: parse_rv(&meta.resource_version)?, cont: meta.cont.unwrap_or_default(), remaining })
 }
 
 /// What a list page says of the list: its resourceVersion, the continue token of the next
 /// page (empty on the last) and how many items the pages after it hold (the apiserver's
 /// `remainingItemCount`, given for paged lists without a selector).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Page {
+pub(super) struct PageMeta {
     pub(super) rv: u64,
     pub(super) cont: String,
     pub(super) remaining: Option<u64>,
@@ -188,7 +188,7 @@ pub(super) struct Page {
 
 /// A protobuf list page (the `k8s\0` envelope): its items into `out` (those that cannot be
 /// decoded skipped), and its (RV, continue).
-pub(super) fn pb_page(r: &Resource, body: &[u8], out: &mut Listed) -> Result<Page, DecodeError> {
+pub(super) fn pb_page(r: &Resource, body: &[u8], out: &mut Listed) -> Result<PageMeta, DecodeError> {
     let (_, _, raw) = wire::open_envelope(body).ok_or(DecodeError::Protobuf("list envelope"))?;
     pb_list(r, raw, out)
 }
@@ -258,9 +258,9 @@ pub(super) fn object_rv(fmt: Format, obj: &[u8]) -> Option<u64> {
 }
 
 /// Objects of a protobuf list message, and its (RV, continue).
-fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<Page, DecodeError> {
+fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<PageMeta, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("list");
-    let (mut pos, mut page) = (0, Page::default());
+    let (mut pos, mut page) = (0, PageMeta::default());
     let proj = read_projection(r);
     while pos < raw.len() {
         let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
@@ -274,9 +274,9 @@ fn pb_list(r: &Resource, raw: &[u8], out: &mut Listed) -> Result<Page, DecodeErr
 }
 
 /// resourceVersion (2), continue (3) and remainingItemCount (4) of a protobuf ListMeta.
-pub(super) fn pb_list_meta(m: &[u8]) -> Result<Page, DecodeError> {
+pub(super) fn pb_list_meta(m: &[u8]) -> Result<PageMeta, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("list metadata");
-    let (mut p, mut page) = (0, Page::default());
+    let (mut p, mut page) = (0, PageMeta::default());
     while p < m.len() {
         let (f, wire_type, r) = wire::next_field(m, &mut p).ok_or(BAD)?;
         let varint = || (wire_type == prost::encoding::WireType::Varint).then(|| wire::get_varint(m, &mut r.start.clone())).flatten();
@@ -294,7 +294,7 @@ pub(super) fn pb_list_meta(m: &[u8]) -> Result<Page, DecodeError> {
 
 /// What a metadata list says of an object: enough to tell whether the cache's copy is it.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Identity {
+pub struct Stamp {
     /// Store key (`namespace/name` or `name`).
     pub key: Key,
     /// `metadata.resourceVersion`.
@@ -303,10 +303,10 @@ pub struct Identity {
 
 /// The identities of a protobuf PartialObjectMetadataList's items (the `k8s\0` envelope),
 /// and its list metadata.
-pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Identity>) -> Result<Page, DecodeError> {
+pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Stamp>) -> Result<PageMeta, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("metadata list");
     let (_, _, raw) = wire::open_envelope(body).ok_or(DecodeError::Protobuf("metadata list envelope"))?;
-    let (mut pos, mut page) = (0, Page::default());
+    let (mut pos, mut page) = (0, PageMeta::default());
     while pos < raw.len() {
         let (field, _, range) = wire::next_field(raw, &mut pos).ok_or(BAD)?;
         let m = &raw[range];
@@ -330,7 +330,7 @@ pub(super) fn pb_identities(body: &[u8], out: &mut Vec<Identity>) -> Result<Page
 }
 
 /// Key and resourceVersion of a protobuf ObjectMeta.
-fn pb_identity(meta: &[u8]) -> Result<Identity, DecodeError> {
+fn pb_identity(meta: &[u8]) -> Result<Stamp, DecodeError> {
     const BAD: DecodeError = DecodeError::Protobuf("object metadata");
     let (mut p, mut name, mut ns, mut rv) = (0, "", "", "");
     while p < meta.len() {
@@ -343,7 +343,7 @@ fn pb_identity(meta: &[u8]) -> Result<Identity, DecodeError> {
             _ => {}
         }
     }
-    Ok(Identity { key: crate::cache::object::key(ns, name), rv: parse_rv(rv)? })
+    Ok(Stamp { key: crate::cache::object::key(ns, name), rv: parse_rv(rv)? })
 }
 
 /// Cut the next complete event off the buffer (`None` until one is whole): a JSON line, or a
@@ -395,8 +395,8 @@ fn pb_event(frame: &Bytes) -> Option<RawEvent> {
     Some(RawEvent { kind, object })
 }
 
-/// The error an ERROR watch event carries: 410 is [`InformerError::Expired`].
-pub(super) fn watch_error(obj: &[u8], fmt: Format) -> InformerError {
+/// The error an ERROR watch event carries: 410 is [`FeedError::Expired`].
+pub(super) fn watch_error(obj: &[u8], fmt: Format) -> FeedError {
     #[derive(Deserialize)]
     struct Code {
         code: Option<u64>,
@@ -406,8 +406,8 @@ pub(super) fn watch_error(obj: &[u8], fmt: Format) -> InformerError {
         Format::Protobuf => status_code_pb(obj),
     };
     match code {
-        Some(410) => InformerError::Expired,
-        _ => InformerError::Status { code: code.unwrap_or(0) as u16, body: crate::api::status::describe_body(obj), retry_after: None },
+        Some(410) => FeedError::Expired,
+        _ => FeedError::Status { code: code.unwrap_or(0) as u16, body: crate::api::status::describe_body(obj), retry_after: None },
     }
 }
 
@@ -465,14 +465,14 @@ pub(super) mod tests {
         let (_, kind, _) = wire::open_envelope(&pb).unwrap();
         assert_eq!(kind, "PartialObjectMetadataList");
         let mut got = Vec::new();
-        let Page { rv, cont, .. } = pb_identities(&pb, &mut got).unwrap();
-        let want: Vec<Identity> = json["items"]
+        let PageMeta { rv, cont, .. } = pb_identities(&pb, &mut got).unwrap();
+        let want: Vec<Stamp> = json["items"]
             .as_array()
             .unwrap()
             .iter()
             .map(|i| {
                 let m = &i["metadata"];
-                Identity {
+                Stamp {
                     key: crate::cache::object::key(m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap()),
                     rv: m["resourceVersion"].as_str().unwrap().parse().unwrap(),
                 }
@@ -509,7 +509,7 @@ pub(super) mod tests {
                     assert_eq!(crate::api::json::depth(&obj), levels);
                     let list = [&b"{\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["[..], &obj, b"]}"].concat();
                     let mut listed = Listed::default();
-                    assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), Page { rv: 9, ..Page::default() });
+                    assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), PageMeta { rv: 9, ..PageMeta::default() });
                     assert!(listed.skipped.is_empty(), "{levels}: {:?}", listed.skipped);
                     assert_eq!(listed.objects.len(), 1);
                     let o = &listed.objects[0];
@@ -538,11 +538,11 @@ pub(super) mod tests {
         ]
         .concat();
         let mut listed = Listed::default();
-        assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), Page { rv: 10, ..Page::default() });
+        assert_eq!(json_page(&r, &list, None, &mut listed).unwrap(), PageMeta { rv: 10, ..PageMeta::default() });
         assert_eq!(listed.objects.iter().map(|o| &*o.key).collect::<Vec<_>>(), ["default/fine"]);
         assert_eq!(listed.skipped.iter().map(DecodeError::reason).collect::<Vec<_>>(), ["metadata", "too_deep"]);
         assert_eq!(object_rv(Format::Json, &too_deep), Some(8), "its RV is still read, to resume past it");
-        assert!(std::error::Error::source(&InformerError::from(listed.skipped.remove(0))).is_some(), "the cause is kept");
+        assert!(std::error::Error::source(&FeedError::from(listed.skipped.remove(0))).is_some(), "the cause is kept");
     }
 
     /// The catalogue's kind `plural`, and the objects of its captured list page `capture`

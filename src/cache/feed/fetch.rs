@@ -1,8 +1,8 @@
 //! The feed's HTTP: the paths it asks for, and kache's own GETs read whole or frame by frame
 //! with an idle bound, so a stalled answer is an error and never a hang. An unsuccessful
-//! answer becomes an [`InformerError`] (410 is [`InformerError::Expired`]).
+//! answer becomes a [`FeedError`] (410 is [`FeedError::Expired`]).
 
-use super::InformerError;
+use super::FeedError;
 use crate::api::resource::Resource;
 use crate::upstream::{Class, Counted, Upstream};
 use bytes::{Bytes, BytesMut};
@@ -84,12 +84,12 @@ fn name_selector(name: &str) -> String {
 /// A GET of one of kache's own calls, read whole: its headers within the `own` deadline
 /// (see [`Upstream::get`]) and its body as long as bytes keep coming (no gap longer than
 /// the same deadline), so a large LIST may take as long as it needs, a stalled one not.
-pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, InformerError> {
+pub(crate) async fn fetch(upstream: &Upstream, path: &str, accept: &str) -> Result<Bytes, FeedError> {
     fetch_in(upstream, path, accept, Class::Own).await
 }
 
 /// [`fetch`] in `class`'s connections (a page of a whole collection: [`Class::Bulk`]).
-pub(crate) async fn fetch_in(upstream: &Upstream, path: &str, accept: &str, class: Class) -> Result<Bytes, InformerError> {
+pub(crate) async fn fetch_in(upstream: &Upstream, path: &str, accept: &str, class: Class) -> Result<Bytes, FeedError> {
     let resp = upstream.get_in(path, accept, class).await?;
     let idle = upstream.timeouts().own;
     if resp.status().as_u16() != 200 {
@@ -103,15 +103,15 @@ pub(crate) async fn fetch_in(upstream: &Upstream, path: &str, accept: &str, clas
     Ok(out.freeze())
 }
 
-/// The next data of an upstream body (`None` at its end), or [`InformerError::Stalled`]
+/// The next data of an upstream body (`None` at its end), or [`FeedError::Stalled`]
 /// when nothing comes within `idle`.
-pub(crate) async fn next_data(body: &mut Counted, idle: Duration) -> Result<Option<Bytes>, InformerError> {
+pub(crate) async fn next_data(body: &mut Counted, idle: Duration) -> Result<Option<Bytes>, FeedError> {
     loop {
         match tokio::time::timeout(idle, body.frame()).await {
-            Err(_) => return Err(InformerError::Stalled(idle)),
+            Err(_) => return Err(FeedError::Stalled(idle)),
             Ok(None) => return Ok(None),
             Ok(Some(frame)) => {
-                if let Ok(data) = frame.map_err(|e| InformerError::Transport(e.into()))?.into_data() {
+                if let Ok(data) = frame.map_err(|e| FeedError::Transport(e.into()))?.into_data() {
                     return Ok(Some(data));
                 }
             }
@@ -119,13 +119,13 @@ pub(crate) async fn next_data(body: &mut Counted, idle: Duration) -> Result<Opti
     }
 }
 
-/// The error an unsuccessful upstream answer means: 410 is [`InformerError::Expired`], the
-/// rest a [`InformerError::Status`] with the body as text (a protobuf Status decoded, never
+/// The error an unsuccessful upstream answer means: 410 is [`FeedError::Expired`], the
+/// rest a [`FeedError::Status`] with the body as text (a protobuf Status decoded, never
 /// raw bytes in a log line) and its `Retry-After`.
-pub(super) async fn error_response(resp: http::Response<Counted>, idle: Duration) -> InformerError {
+pub(super) async fn error_response(resp: http::Response<Counted>, idle: Duration) -> FeedError {
     let code = resp.status().as_u16();
     if code == 410 {
-        return InformerError::Expired;
+        return FeedError::Expired;
     }
     let retry_after = resp.headers().get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
     let mut body = resp.into_body();
@@ -135,7 +135,7 @@ pub(super) async fn error_response(resp: http::Response<Counted>, idle: Duration
             bytes.extend_from_slice(&data);
         }
     }
-    InformerError::Status { code, body: crate::api::status::describe_body(&bytes), retry_after }
+    FeedError::Status { code, body: crate::api::status::describe_body(&bytes), retry_after }
 }
 
 #[cfg(test)]
@@ -197,6 +197,6 @@ mod tests {
         let mut body = resp.into_body();
         let idle = Duration::from_millis(200);
         let r = next_data(&mut body, idle).await;
-        assert!(matches!(r, Err(InformerError::Stalled(d)) if d == idle), "{r:?}");
+        assert!(matches!(r, Err(FeedError::Stalled(d)) if d == idle), "{r:?}");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::decode::ListJson;
 use super::fetch::{collection_path, fetch, rv_probe_path};
-use super::{DecodeError, Feed, InformerError};
+use super::{DecodeError, Feed, FeedError};
 use crate::telemetry;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ impl Feed {
     /// request was sent (the one in flight, or the next, which starts as soon as it ends),
     /// never one that arrived after, so every answer is at least as new as its caller's
     /// arrival. However many callers come, a kind has at most one probe in flight.
-    pub async fn upstream_rv(&self) -> Result<u64, InformerError> {
+    pub async fn upstream_rv(&self) -> Result<u64, FeedError> {
         let arrived = Instant::now();
         let mut last = self.probe.lock().await;
         if let Some((started, rv)) = *last {
@@ -48,23 +48,23 @@ impl Feed {
 
     /// `call` to the upstream, failed at once when the upstream is already found hung or
     /// unreachable, or when it is found so while `call` waits.
-    pub(super) async fn while_up<T>(&self, call: impl std::future::Future<Output = Result<T, InformerError>>) -> Result<T, InformerError> {
+    pub(super) async fn while_up<T>(&self, call: impl std::future::Future<Output = Result<T, FeedError>>) -> Result<T, FeedError> {
         if let Some(why) = self.upstream.suspected() {
-            return Err(InformerError::Transport(why.into()));
+            return Err(FeedError::Transport(why.into()));
         }
         tokio::select! {
             result = call => result,
-            why = self.upstream.until_unavailable() => Err(InformerError::Transport(why.into())),
+            why = self.upstream.until_unavailable() => Err(FeedError::Transport(why.into())),
         }
     }
 
     /// The upstream's resourceVersion from a probe: a LIST of one name ([`rv_probe_path`]),
     /// or where the upstream refuses that with 400 (a server with no `metadata.name` field
     /// selector for the kind) a `limit=1` LIST of the collection, from then on.
-    async fn fetch_rv(&self) -> Result<u64, InformerError> {
+    async fn fetch_rv(&self) -> Result<u64, FeedError> {
         let whole = self.probe_whole.load(Ordering::Relaxed);
         match self.list_rv(&self.probe_path()).await {
-            Err(InformerError::Status { code: 400, body, .. }) if !whole => {
+            Err(FeedError::Status { code: 400, body, .. }) if !whole => {
                 tracing::info!(resource = %self.cache.resource.plural, %body, "the upstream refused a one-name probe; probing with limit=1");
                 self.probe_whole.store(true, Ordering::Relaxed);
                 self.list_rv(&self.probe_path()).await
@@ -82,7 +82,7 @@ impl Feed {
     }
 
     /// The resourceVersion of the upstream's answer to the LIST at `path`.
-    pub(super) async fn list_rv(&self, path: &str) -> Result<u64, InformerError> {
+    pub(super) async fn list_rv(&self, path: &str) -> Result<u64, FeedError> {
         let body = fetch(&self.upstream, path, "application/json").await?;
         let list: ListJson<'_> = serde_json::from_slice(&body).map_err(DecodeError::from)?;
         Ok(list.rv()?)

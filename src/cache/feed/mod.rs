@@ -29,7 +29,7 @@ pub mod yielding;
 
 pub use account::LedgerProof;
 pub use check::Identities;
-pub use decode::{DecodeError, Identity};
+pub use decode::{DecodeError, Stamp};
 pub use fetch::collection_path;
 pub(crate) use fetch::fetch;
 
@@ -45,7 +45,7 @@ use tokio::sync::watch;
 
 /// Why a feed's step failed.
 #[derive(Debug, thiserror::Error)]
-pub enum InformerError {
+pub enum FeedError {
     /// The upstream could not be reached or the stream broke.
     #[error("upstream request failed: {0}")]
     Transport(#[from] BoxError),
@@ -119,7 +119,7 @@ pub struct Feed {
     /// Whether its initial list may go ([`turns`]).
     turn: watch::Sender<turns::Turn>,
     /// Its resource's number in the upstream's revision ledger (`None`: never recorded).
-    writer: Option<crate::upstream::ledger::Writer>,
+    writer: Option<crate::upstream::ledger::WriterId>,
     /// The first revision the ledger could not account for in this kind's last proof by it
     /// (0: none; see [`account`]).
     ledger_block: AtomicU64,
@@ -379,7 +379,7 @@ impl Feed {
 
     /// Log a failed LIST or WATCH: a warning, unless the health monitor already reported
     /// the upstream down (then one line says so for every request, not one per retry).
-    fn log_failure(&self, what: &str, rv: Option<u64>, e: &InformerError) {
+    fn log_failure(&self, what: &str, rv: Option<u64>, e: &FeedError) {
         let r = &self.cache.resource.plural;
         if self.upstream.is_down() {
             tracing::debug!(resource = %r, rv, error = %e, "{what}");

@@ -2,11 +2,11 @@
 //! relist by metadata that reads whole only the objects that changed) put into the cache,
 //! and WATCH from an RV applying events and bookmarks as they arrive.
 
-use super::decode::{self, Identity, ListJson, Listed, RawEvent};
+use super::decode::{self, ListJson, Listed, RawEvent, Stamp};
 use super::fetch::{collection_path, error_response, fetch, fetch_in, next_data, object_at_path, page_path};
 use super::state::Steps;
 use super::{growing, streamed, yielding};
-use super::{DecodeError, Feed, InformerError};
+use super::{DecodeError, Feed, FeedError};
 use crate::api::media::Format;
 use crate::api::table::CustomColumns;
 use crate::api::wire;
@@ -30,7 +30,7 @@ const FETCH_AT_MOST: usize = 1000;
 pub(super) const METADATA_LIST_PB: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
 impl Steps for Feed {
-    async fn list(&self, relist: bool) -> Result<u64, InformerError> {
+    async fn list(&self, relist: bool) -> Result<u64, FeedError> {
         if relist && !self.relisting.swap(true, Ordering::Relaxed) {
             tracing::info!(resource = %self.cache.resource.plural, fmt = ?self.fmt, "relisting");
             // Stale from now until the new list is in (see `staleness`).
@@ -40,7 +40,7 @@ impl Steps for Feed {
         let listed = self.state(relist, custom.as_ref()).await;
         self.tried();
         self.set_healthy(listed.is_ok());
-        self.forbidden.store(matches!(listed, Err(InformerError::Status { code: 403, .. })), Ordering::Relaxed);
+        self.forbidden.store(matches!(listed, Err(FeedError::Status { code: 403, .. })), Ordering::Relaxed);
         match listed {
             Ok((listed, rv)) => {
                 self.install(listed, rv, custom);
@@ -49,7 +49,7 @@ impl Steps for Feed {
                 Ok(rv)
             }
             // A refusal is told once, by `refuse`.
-            Err(e @ InformerError::Status { code: 406, .. }) => {
+            Err(e @ FeedError::Status { code: 406, .. }) => {
                 self.end_growing(growing::End::Failed);
                 Err(e)
             }
@@ -62,12 +62,12 @@ impl Steps for Feed {
         }
     }
 
-    async fn watch(&self, mut rv: u64) -> (u64, Result<(), InformerError>) {
+    async fn watch(&self, mut rv: u64) -> (u64, Result<(), FeedError>) {
         let watched = self.watch_for(&mut rv, 240 + rand::random::<u64>() % 120).await;
-        self.set_healthy(!matches!(watched, Err(InformerError::Transport(_) | InformerError::Status { .. } | InformerError::Stalled(_))));
+        self.set_healthy(!matches!(watched, Err(FeedError::Transport(_) | FeedError::Status { .. } | FeedError::Stalled(_))));
         metrics::counter!(telemetry::WATCH_RESTARTS, &self.labels()).increment(1);
         match &watched {
-            Ok(()) | Err(InformerError::Expired) => {}
+            Ok(()) | Err(FeedError::Expired) => {}
             Err(e) => self.log_failure("watch failed; resuming", Some(rv), e),
         }
         (rv, watched)
@@ -104,14 +104,14 @@ impl Steps for Feed {
 impl Feed {
     /// The upstream's state: on a relist of a protobuf kind, only the objects that changed
     /// are read whole, when few did.
-    async fn state(&self, relist: bool, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
+    async fn state(&self, relist: bool, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), FeedError> {
         if !(relist && self.cache.resource.protobuf) {
             return self.list_all(custom).await;
         }
         match self.list_changes().await {
             Ok(Some(listed)) => Ok(listed),
             Ok(None) => self.list_all(custom).await,
-            Err(e @ InformerError::Transport(_)) => Err(e),
+            Err(e @ FeedError::Transport(_)) => Err(e),
             // Anything else the metadata relist met (a refusal, an answer it could not
             // read) is no reason not to list the objects whole.
             Err(e) => {
@@ -156,19 +156,17 @@ impl Feed {
     /// pause while clients passed through stream), this feed pages from then on; if a paged
     /// list's snapshot expires before its last page (heavy churn, short history), that one
     /// list is unpaged.
-    async fn list_all(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
+    async fn list_all(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), FeedError> {
         if !self.pages_only.load(Ordering::Relaxed) {
             let listed = self.list_streamed(custom).await;
-            if let Err(e @ (InformerError::Transport(_) | InformerError::Stalled(_) | InformerError::Decode(DecodeError::Truncated))) =
-                &listed
-            {
+            if let Err(e @ (FeedError::Transport(_) | FeedError::Stalled(_) | FeedError::Decode(DecodeError::Truncated))) = &listed {
                 tracing::info!(resource = %self.cache.resource.plural, error = %e, "the unpaged list broke off; this kind is paged from now on");
                 self.pages_only.store(true, Ordering::Relaxed);
             }
             return listed;
         }
         match self.list_pages(custom).await {
-            Err(InformerError::Expired) => {
+            Err(FeedError::Expired) => {
                 tracing::info!(resource = %self.cache.resource.plural, "paged list expired mid-way; listing unpaged");
                 self.list_streamed(custom).await
             }
@@ -180,7 +178,7 @@ impl Feed {
     /// sent to the WatchLists reading the initial list). Every [`PAGE`] items count as a
     /// page: the list's progress is told (`listed_page`, with what remains from a `limit=1`
     /// LIST asked alongside) and it yields to clients passed through (see `list_pages`).
-    async fn list_streamed(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
+    async fn list_streamed(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), FeedError> {
         let r = &self.cache.resource;
         let growing = (!self.synced()).then(|| self.start_growing());
         self.listed_page(0, 0, None);
@@ -248,7 +246,7 @@ impl Feed {
     }
 
     /// The whole state in pages of [`PAGE`] objects.
-    async fn list_pages(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), InformerError> {
+    async fn list_pages(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), FeedError> {
         let r = &self.cache.resource;
         let base = collection_path(r);
         let mut listed = Listed::default();
@@ -327,7 +325,7 @@ impl Feed {
     /// After an upstream restart this is the difference between re-reading every object in
     /// every encoding (all of it for the restarted apiserver to encode) and a metadata list,
     /// a fraction of those bytes, plus the few objects that changed.
-    async fn list_changes(&self) -> Result<Option<(Listed, u64)>, InformerError> {
+    async fn list_changes(&self) -> Result<Option<(Listed, u64)>, FeedError> {
         let r = &self.cache.resource;
         let (ids, rv) = self.identities().await?;
         let snap = self.cache.snapshot();
@@ -361,7 +359,7 @@ impl Feed {
     }
 
     /// Every object's identity, from a paged metadata LIST, and the list's RV.
-    async fn identities(&self) -> Result<(Vec<Identity>, u64), InformerError> {
+    async fn identities(&self) -> Result<(Vec<Stamp>, u64), FeedError> {
         let base = collection_path(&self.cache.resource);
         let mut ids = Vec::new();
         let mut cont = String::new();
@@ -377,9 +375,9 @@ impl Feed {
 
     /// The objects at `keys` as they were at exactly `rv`, eight at a time; those that
     /// cannot be decoded by key, with why.
-    async fn objects_at(&self, keys: &[Key], rv: u64) -> Result<(HashMap<Key, Object>, HashMap<Key, Vec<DecodeError>>), InformerError> {
+    async fn objects_at(&self, keys: &[Key], rv: u64) -> Result<(HashMap<Key, Object>, HashMap<Key, Vec<DecodeError>>), FeedError> {
         use futures_util::StreamExt;
-        let fetched: Vec<(Key, Result<Listed, InformerError>)> = futures_util::stream::iter(keys.iter().cloned())
+        let fetched: Vec<(Key, Result<Listed, FeedError>)> = futures_util::stream::iter(keys.iter().cloned())
             .map(|key| async move {
                 let listed = self.object_at(&key, rv).await;
                 (key, listed)
@@ -403,7 +401,7 @@ impl Feed {
     /// One object as it was at exactly `rv`: a LIST of its name with resourceVersionMatch
     /// Exact (a GET would give its current state, which may be newer than the RV the cache
     /// resumes watching from).
-    async fn object_at(&self, key: &str, rv: u64) -> Result<Listed, InformerError> {
+    async fn object_at(&self, key: &str, rv: u64) -> Result<Listed, FeedError> {
         let r = &self.cache.resource;
         let path = object_at_path(r, key, rv);
         let mut listed = Listed::default();
@@ -426,7 +424,7 @@ impl Feed {
     }
 
     /// Watch from `rv` for `timeout` seconds (bookmarks on), applying what arrives.
-    pub(super) async fn watch_for(&self, rv: &mut u64, timeout: u64) -> Result<(), InformerError> {
+    pub(super) async fn watch_for(&self, rv: &mut u64, timeout: u64) -> Result<(), FeedError> {
         let r = &self.cache.resource;
         let path = format!("{}?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={timeout}", collection_path(r), *rv);
         let accept = match self.fmt {
@@ -457,7 +455,7 @@ impl Feed {
     /// failure. An object that cannot be decoded is skipped (the watch goes on past it).
     /// `deletions`: whether a deletion's resourceVersion is the revision that deleted it
     /// (the apiserver's watch), so that the ledger may record it.
-    fn ingest(&self, ev: RawEvent, rv: &mut u64, deletions: bool) -> Result<(), InformerError> {
+    fn ingest(&self, ev: RawEvent, rv: &mut u64, deletions: bool) -> Result<(), FeedError> {
         let kind = match ev.kind.as_str() {
             "ADDED" => EventType::Added,
             "MODIFIED" => EventType::Modified,

@@ -1,9 +1,9 @@
 //! The reflector's retry loop as an explicit state machine: what a feed does next (LIST,
-//! WATCH from an RV, wait, or stop for good) is [`Reflector::next`] of what its last step
+//! WATCH from an RV, wait, or stop for good) is [`Machine::next`] of what its last step
 //! brought, a pure function; [`drive`] performs each phase through [`Steps`] and feeds the
 //! outcome back. The transitions, the backoff and its resets live here and nowhere else.
 
-use super::InformerError;
+use super::FeedError;
 use std::future::Future;
 use std::time::Duration;
 
@@ -97,14 +97,14 @@ impl Wait {
 
 /// What a step brought.
 #[derive(Debug)]
-pub(crate) enum Event {
+pub(crate) enum Input {
     /// A LIST succeeded at `rv` (its state is in the cache).
     Listed {
         /// The list's resourceVersion.
         rv: u64,
     },
     /// A LIST failed.
-    ListFailed(InformerError),
+    ListFailed(FeedError),
     /// A watch's stream ended at its deadline, having reached `rv`.
     WatchEnded {
         /// The RV reached.
@@ -115,7 +115,7 @@ pub(crate) enum Event {
         /// The RV reached before it failed.
         rv: u64,
         /// Why.
-        error: InformerError,
+        error: FeedError,
     },
     /// The CRD's printer columns changed since the cells were computed.
     ColumnsChanged,
@@ -130,7 +130,7 @@ pub(crate) enum Event {
 /// The state of one feed's retry loop: the phase and the consecutive failures the backoff
 /// has counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reflector {
+pub(crate) struct Machine {
     /// What the feed does now.
     pub(crate) phase: Phase,
     /// Failures since the last success (a LIST, a watch that ran to its deadline) or the
@@ -138,49 +138,49 @@ pub(crate) struct Reflector {
     pub(crate) failures: u32,
 }
 
-impl Default for Reflector {
+impl Default for Machine {
     fn default() -> Self {
-        Reflector { phase: Phase::List, failures: 0 }
+        Machine { phase: Phase::List, failures: 0 }
     }
 }
 
-impl Reflector {
+impl Machine {
     /// The state after `event` (an event that does not belong to the phase leaves it as is).
-    pub(crate) fn next(self, event: Event) -> Reflector {
-        let Reflector { phase, failures } = self;
-        match (phase, event) {
-            (Phase::List | Phase::Relist, Event::Listed { rv }) => Reflector { phase: Phase::Watch { rv }, failures: 0 },
-            (Phase::List | Phase::Relist, Event::ListFailed(InformerError::Status { code: 406, body, .. })) => {
-                Reflector { phase: Phase::Refused { reason: body }, failures }
+    pub(crate) fn next(self, input: Input) -> Machine {
+        let Machine { phase, failures } = self;
+        match (phase, input) {
+            (Phase::List | Phase::Relist, Input::Listed { rv }) => Machine { phase: Phase::Watch { rv }, failures: 0 },
+            (Phase::List | Phase::Relist, Input::ListFailed(FeedError::Status { code: 406, body, .. })) => {
+                Machine { phase: Phase::Refused { reason: body }, failures }
             }
-            (phase @ (Phase::List | Phase::Relist), Event::ListFailed(e)) => Reflector { phase, failures }.retry(&e),
-            (Phase::Watch { .. }, Event::WatchEnded { rv }) => Reflector { phase: Phase::Watch { rv }, failures: 0 },
-            (Phase::Watch { .. }, Event::WatchFailed { error: InformerError::Expired, .. } | Event::ColumnsChanged) => {
-                Reflector { phase: Phase::Relist, failures }
+            (phase @ (Phase::List | Phase::Relist), Input::ListFailed(e)) => Machine { phase, failures }.retry(&e),
+            (Phase::Watch { .. }, Input::WatchEnded { rv }) => Machine { phase: Phase::Watch { rv }, failures: 0 },
+            (Phase::Watch { .. }, Input::WatchFailed { error: FeedError::Expired, .. } | Input::ColumnsChanged) => {
+                Machine { phase: Phase::Relist, failures }
             }
             // A watch's refusal is not the kind's: only a LIST's 406 stops the feed.
-            (Phase::Watch { .. }, Event::WatchFailed { rv, error }) => Reflector { phase: Phase::Watch { rv }, failures }.retry(&error),
-            (Phase::Backoff { then, .. }, Event::Waited { recovered }) => {
-                Reflector { phase: then.into(), failures: if recovered { 0 } else { failures } }
+            (Phase::Watch { .. }, Input::WatchFailed { rv, error }) => Machine { phase: Phase::Watch { rv }, failures }.retry(&error),
+            (Phase::Backoff { then, .. }, Input::Waited { recovered }) => {
+                Machine { phase: then.into(), failures: if recovered { 0 } else { failures } }
             }
-            (phase, _) => Reflector { phase, failures },
+            (phase, _) => Machine { phase, failures },
         }
     }
 
     /// Wait, then go on where the phase is: a 429's `Retry-After` without counting a
     /// failure, else the backoff of one more failure.
-    fn retry(self, e: &InformerError) -> Reflector {
+    fn retry(self, e: &FeedError) -> Machine {
         let then = match self.phase {
             Phase::List => Resume::List,
             Phase::Watch { rv } => Resume::Watch { rv },
             _ => Resume::Relist,
         };
         match e {
-            InformerError::Status { code: 429, retry_after, .. } => {
+            FeedError::Status { code: 429, retry_after, .. } => {
                 let wait = Wait::Exactly(Duration::from_secs(retry_after.unwrap_or(1).max(1)).min(MAX_RETRY_AFTER));
-                Reflector { phase: Phase::Backoff { wait, then }, failures: self.failures }
+                Machine { phase: Phase::Backoff { wait, then }, failures: self.failures }
             }
-            _ => Reflector { phase: Phase::Backoff { wait: backoff(self.failures), then }, failures: self.failures + 1 },
+            _ => Machine { phase: Phase::Backoff { wait: backoff(self.failures), then }, failures: self.failures + 1 },
         }
     }
 }
@@ -194,10 +194,10 @@ pub(crate) fn backoff(failures: u32) -> Wait {
 /// The I/O of each phase, which [`drive`] performs; a feed's reflector implements it.
 pub(crate) trait Steps {
     /// LIST the kind (a relist when `relist`) and put the state in the cache; its RV.
-    fn list(&self, relist: bool) -> impl Future<Output = Result<u64, InformerError>> + Send;
+    fn list(&self, relist: bool) -> impl Future<Output = Result<u64, FeedError>> + Send;
     /// WATCH from `rv`, applying what arrives, until the stream ends: the RV it reached and
     /// how it ended.
-    fn watch(&self, rv: u64) -> impl Future<Output = (u64, Result<(), InformerError>)> + Send;
+    fn watch(&self, rv: u64) -> impl Future<Output = (u64, Result<(), FeedError>)> + Send;
     /// Whether the CRD's printer columns changed since the cells were computed.
     fn columns_changed(&self) -> impl Future<Output = bool> + Send;
     /// Ready when the upstream, found down, is back; never while it is not found down.
@@ -208,24 +208,24 @@ pub(crate) trait Steps {
 
 /// Run the retry loop until the upstream refuses the feed (else for ever).
 pub(crate) async fn drive(steps: &impl Steps) {
-    let mut state = Reflector::default();
+    let mut state = Machine::default();
     loop {
         let event = match &state.phase {
             Phase::List | Phase::Relist => match steps.list(state.phase == Phase::Relist).await {
-                Ok(rv) => Event::Listed { rv },
-                Err(e) => Event::ListFailed(e),
+                Ok(rv) => Input::Listed { rv },
+                Err(e) => Input::ListFailed(e),
             },
             Phase::Watch { rv } => {
                 let (rv, watched) = steps.watch(*rv).await;
                 // The apiserver ends a custom resource's watches when its CRD changes: its
                 // printer columns are read again then, and the cells computed again if they
                 // changed.
-                if !matches!(watched, Err(InformerError::Expired)) && steps.columns_changed().await {
-                    Event::ColumnsChanged
+                if !matches!(watched, Err(FeedError::Expired)) && steps.columns_changed().await {
+                    Input::ColumnsChanged
                 } else {
                     match watched {
-                        Ok(()) => Event::WatchEnded { rv },
-                        Err(error) => Event::WatchFailed { rv, error },
+                        Ok(()) => Input::WatchEnded { rv },
+                        Err(error) => Input::WatchFailed { rv, error },
                     }
                 }
             }
@@ -233,8 +233,8 @@ pub(crate) async fn drive(steps: &impl Steps) {
             // it back, so every cache resumes or relists within a probe interval of the
             // upstream's recovery rather than at the end of a long backoff.
             Phase::Backoff { wait, .. } => tokio::select! {
-                _ = tokio::time::sleep(wait.duration()) => Event::Waited { recovered: false },
-                _ = steps.recovered() => Event::Waited { recovered: true },
+                _ = tokio::time::sleep(wait.duration()) => Input::Waited { recovered: false },
+                _ = steps.recovered() => Input::Waited { recovered: true },
             },
             Phase::Refused { reason } => return steps.refuse(reason),
         };
@@ -262,8 +262,8 @@ mod tests {
     /// step never ends, so the driver is parked at the end of the script.
     #[derive(Default)]
     struct Script {
-        lists: Mutex<VecDeque<Result<u64, InformerError>>>,
-        watches: Mutex<VecDeque<(u64, Result<(), InformerError>)>>,
+        lists: Mutex<VecDeque<Result<u64, FeedError>>>,
+        watches: Mutex<VecDeque<(u64, Result<(), FeedError>)>>,
         columns_changed: Mutex<VecDeque<bool>>,
         /// The upstream is found down at this LIST (its count) and comes back 1 s later,
         /// if ever; until then it is up, never found down.
@@ -279,12 +279,12 @@ mod tests {
             Script { start: Some(Instant::now()), ..Script::default() }
         }
 
-        fn list(self, answer: Result<u64, InformerError>) -> Script {
+        fn list(self, answer: Result<u64, FeedError>) -> Script {
             self.lists.lock().unwrap().push_back(answer);
             self
         }
 
-        fn watch(self, rv: u64, answer: Result<(), InformerError>) -> Script {
+        fn watch(self, rv: u64, answer: Result<(), FeedError>) -> Script {
             self.watches.lock().unwrap().push_back((rv, answer));
             self
         }
@@ -306,7 +306,7 @@ mod tests {
     }
 
     impl Steps for Script {
-        async fn list(&self, relist: bool) -> Result<u64, InformerError> {
+        async fn list(&self, relist: bool) -> Result<u64, FeedError> {
             self.record(if relist { Call::Relist } else { Call::List });
             if self.recovery_after == Some(self.calls().len()) {
                 *self.back.lock().unwrap() = Some(Instant::now() + Duration::from_secs(1));
@@ -318,7 +318,7 @@ mod tests {
             }
         }
 
-        async fn watch(&self, rv: u64) -> (u64, Result<(), InformerError>) {
+        async fn watch(&self, rv: u64) -> (u64, Result<(), FeedError>) {
             self.record(Call::Watch(rv));
             let next = self.watches.lock().unwrap().pop_front();
             match next {
@@ -345,12 +345,12 @@ mod tests {
         }
     }
 
-    fn transport() -> InformerError {
-        InformerError::Transport("connection refused".into())
+    fn transport() -> FeedError {
+        FeedError::Transport("connection refused".into())
     }
 
-    fn status(code: u16, retry_after: Option<u64>) -> InformerError {
-        InformerError::Status { code, body: format!("{code}"), retry_after }
+    fn status(code: u16, retry_after: Option<u64>) -> FeedError {
+        FeedError::Status { code, body: format!("{code}"), retry_after }
     }
 
     fn ms(n: u64) -> Duration {
@@ -367,7 +367,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_watch_that_expires_relists_at_once_then_watches_from_the_new_list() {
-        let s = Script::new().list(Ok(5)).watch(7, Err(InformerError::Expired)).list(Ok(20));
+        let s = Script::new().list(Ok(5)).watch(7, Err(FeedError::Expired)).list(Ok(20));
         let calls: Vec<Call> = s.run().await.into_iter().map(|(at, c)| (at == Duration::ZERO).then_some(c).unwrap()).collect();
         assert_eq!(calls, [Call::List, Call::Watch(5), Call::Relist, Call::Watch(20)]);
     }
@@ -424,12 +424,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_relist_that_fails_is_retried_as_a_relist() {
-        let s = Script::new()
-            .list(Ok(5))
-            .watch(6, Err(InformerError::Expired))
-            .list(Err(transport()))
-            .list(Err(status(500, None)))
-            .list(Ok(30));
+        let s =
+            Script::new().list(Ok(5)).watch(6, Err(FeedError::Expired)).list(Err(transport())).list(Err(status(500, None))).list(Ok(30));
         let calls: Vec<Call> = s.run().await.into_iter().map(|(_, c)| c).collect();
         assert_eq!(calls, [Call::List, Call::Watch(5), Call::Relist, Call::Relist, Call::Relist, Call::Watch(30)]);
     }
@@ -438,7 +434,7 @@ mod tests {
     async fn an_idle_or_broken_watch_resumes_from_the_last_rv_it_reached() {
         let s = Script::new()
             .list(Ok(5))
-            .watch(11, Err(InformerError::Stalled(Duration::from_secs(90))))
+            .watch(11, Err(FeedError::Stalled(Duration::from_secs(90))))
             .watch(14, Err(transport()))
             .watch(15, Ok(()));
         let calls = s.run().await;
@@ -474,21 +470,21 @@ mod tests {
 
     #[test]
     fn transitions() {
-        let at = |phase, failures| Reflector { phase, failures };
+        let at = |phase, failures| Machine { phase, failures };
         let watch = |rv| Phase::Watch { rv };
-        assert_eq!(Reflector::default().next(Event::Listed { rv: 4 }), at(watch(4), 0));
-        assert_eq!(at(Phase::Relist, 3).next(Event::Listed { rv: 4 }), at(watch(4), 0));
+        assert_eq!(Machine::default().next(Input::Listed { rv: 4 }), at(watch(4), 0));
+        assert_eq!(at(Phase::Relist, 3).next(Input::Listed { rv: 4 }), at(watch(4), 0));
         assert_eq!(
-            at(watch(4), 2).next(Event::WatchFailed { rv: 6, error: transport() }),
+            at(watch(4), 2).next(Input::WatchFailed { rv: 6, error: transport() }),
             at(Phase::Backoff { wait: backoff(2), then: Resume::Watch { rv: 6 } }, 3)
         );
-        assert_eq!(at(watch(4), 2).next(Event::WatchFailed { rv: 6, error: InformerError::Expired }), at(Phase::Relist, 2));
-        assert_eq!(at(watch(4), 2).next(Event::WatchEnded { rv: 9 }), at(watch(9), 0));
+        assert_eq!(at(watch(4), 2).next(Input::WatchFailed { rv: 6, error: FeedError::Expired }), at(Phase::Relist, 2));
+        assert_eq!(at(watch(4), 2).next(Input::WatchEnded { rv: 9 }), at(watch(9), 0));
         let waiting = at(Phase::Backoff { wait: backoff(0), then: Resume::Relist }, 5);
-        assert_eq!(waiting.clone().next(Event::Waited { recovered: false }), at(Phase::Relist, 5));
-        assert_eq!(waiting.clone().next(Event::Waited { recovered: true }), at(Phase::Relist, 0));
-        assert_eq!(waiting.clone().next(Event::Listed { rv: 1 }), waiting, "an event of another phase changes nothing");
-        assert_eq!(at(Phase::Relist, 1).next(Event::ListFailed(status(406, None))), at(Phase::Refused { reason: "406".into() }, 1));
+        assert_eq!(waiting.clone().next(Input::Waited { recovered: false }), at(Phase::Relist, 5));
+        assert_eq!(waiting.clone().next(Input::Waited { recovered: true }), at(Phase::Relist, 0));
+        assert_eq!(waiting.clone().next(Input::Listed { rv: 1 }), waiting, "an event of another phase changes nothing");
+        assert_eq!(at(Phase::Relist, 1).next(Input::ListFailed(status(406, None))), at(Phase::Refused { reason: "406".into() }, 1));
         assert_eq!(backoff(0), Wait::Jittered { ceiling: ms(200) });
         assert_eq!(backoff(7), Wait::Jittered { ceiling: ms(25_600) });
         assert_eq!(backoff(8), Wait::Jittered { ceiling: Duration::from_secs(30) });

@@ -13,7 +13,7 @@
 //! in a string, the top-level key), the protobuf one where it is in the `k8s\0` envelope and
 //! how much of the list message is left.
 
-use super::decode::{self, DecodeError, Page};
+use super::decode::{self, DecodeError, PageMeta};
 use crate::api::media::Format;
 use crate::api::wire;
 use bytes::{Buf, BytesMut};
@@ -24,7 +24,7 @@ pub(super) struct StreamedList {
     buf: BytesMut,
     cut: Cutter,
     /// The list's metadata (resourceVersion), once read.
-    meta: Option<Page>,
+    meta: Option<PageMeta>,
 }
 
 enum Cutter {
@@ -54,7 +54,7 @@ impl StreamedList {
     }
 
     /// At the body's end: the list's resourceVersion (a body cut short is an error).
-    pub(super) fn finish(self) -> Result<Page, DecodeError> {
+    pub(super) fn finish(self) -> Result<PageMeta, DecodeError> {
         let complete = match &self.cut {
             Cutter::Json(scan) => scan.closed,
             Cutter::Protobuf(phase) => matches!(phase, PbPhase::Envelope { listed: true }) && self.buf.is_empty(),
@@ -91,7 +91,7 @@ struct JsonScan {
 impl JsonScan {
     /// Scan `buf` from where the last call stopped; returns how many bytes at its start are
     /// no longer needed (everything before the item or metadata being read).
-    fn run(&mut self, buf: &[u8], meta: &mut Option<Page>, item: &mut dyn FnMut(&[u8])) -> Result<usize, DecodeError> {
+    fn run(&mut self, buf: &[u8], meta: &mut Option<PageMeta>, item: &mut dyn FnMut(&[u8])) -> Result<usize, DecodeError> {
         let mut i = self.pos;
         while i < buf.len() {
             i = if self.in_str {
@@ -128,7 +128,7 @@ impl JsonScan {
 
     /// The byte at `i` outside strings: nesting, the top-level keys, and the ends of the
     /// items and of `metadata`.
-    fn structural(&mut self, buf: &[u8], i: usize, meta: &mut Option<Page>, item: &mut dyn FnMut(&[u8])) -> Result<(), DecodeError> {
+    fn structural(&mut self, buf: &[u8], i: usize, meta: &mut Option<PageMeta>, item: &mut dyn FnMut(&[u8])) -> Result<(), DecodeError> {
         let c = buf[i];
         match c {
             b'"' => {
@@ -219,7 +219,7 @@ fn varint_end(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
 }
 
 /// Cut what `buf` completes; returns the bytes consumed.
-fn pb_run(phase: &mut PbPhase, buf: &[u8], meta: &mut Option<Page>, item: &mut dyn FnMut(&[u8])) -> Result<usize, DecodeError> {
+fn pb_run(phase: &mut PbPhase, buf: &[u8], meta: &mut Option<PageMeta>, item: &mut dyn FnMut(&[u8])) -> Result<usize, DecodeError> {
     let mut pos = 0;
     loop {
         let rest = &buf[pos..];

@@ -26,7 +26,7 @@ pub const PER_CLIENT: usize = 2;
 pub const QUEUE_WAIT: Duration = Duration::from_secs(15);
 
 #[derive(Debug)]
-struct Inner {
+struct Clients {
     per_client: usize,
     /// Large answers waiting for a place now.
     waiting: AtomicUsize,
@@ -36,13 +36,13 @@ struct Inner {
 
 /// The places of every client's large answers.
 #[derive(Debug, Clone)]
-pub struct Large(Arc<Inner>);
+pub struct Large(Arc<Clients>);
 
 /// A place among a client's large answers (or its place in the queue for one), held until
 /// the answer's body has been sent or dropped.
 #[derive(Debug)]
 pub struct Place {
-    inner: Arc<Inner>,
+    inner: Arc<Clients>,
     client: String,
     queue: Option<Arc<Semaphore>>,
     permit: Option<OwnedSemaphorePermit>,
@@ -64,7 +64,7 @@ impl Drop for Place {
 impl Large {
     /// At most `per_client` large answers per client at once (0: no bound).
     pub fn new(per_client: usize) -> Large {
-        Large(Arc::new(Inner { per_client, waiting: AtomicUsize::new(0), clients: Mutex::new(HashMap::new()) }))
+        Large(Arc::new(Clients { per_client, waiting: AtomicUsize::new(0), clients: Mutex::new(HashMap::new()) }))
     }
 
     /// A place for an answer of `bytes` to `client`: `None` for an answer that is not large

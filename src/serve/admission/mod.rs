@@ -60,7 +60,7 @@ impl Admission {
         let wait = self.consistent_reads.queue(&client.to_string());
         if !wait.is_zero() {
             self.consistent_queued.fetch_add(1, Ordering::Relaxed);
-            let _counted = Queued(&self.consistent_queued);
+            let _counted = WaitingRead(&self.consistent_queued);
             tokio::time::sleep(wait).await;
         }
     }
@@ -72,9 +72,9 @@ impl Admission {
 }
 
 /// One read counted among the queued until it is dropped (its wait over or cancelled).
-struct Queued<'a>(&'a AtomicUsize);
+struct WaitingRead<'a>(&'a AtomicUsize);
 
-impl Drop for Queued<'_> {
+impl Drop for WaitingRead<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }

@@ -153,7 +153,7 @@ struct Gz {
 }
 
 /// What a job gives back: the state, and the bytes it wrote.
-type Job = JoinHandle<(Gz, io::Result<Vec<u8>>)>;
+type WatchJob = JoinHandle<(Gz, io::Result<Vec<u8>>)>;
 
 impl Gz {
     /// `out`, begun with the header if it has not gone out yet.
@@ -307,7 +307,7 @@ struct WatchGzipped {
     /// The state, while no job holds it.
     gz: Option<Gz>,
     /// The job deflating the last frame, or flushing.
-    job: Option<Job>,
+    job: Option<WatchJob>,
     /// Whether the inner body has ended (and the trailer gone out).
     finished: bool,
     /// Whether bytes went into the deflater since the stream last caught up.

@@ -7,7 +7,7 @@
 //!
 //! A client that grants no HTTP/2 window stops hyper from asking the body for more, so a
 //! stalled body is never polled and cannot time itself out; the task that runs the stream
-//! can. Each stream's task is wrapped by [`Guarded`]; the body, wrapped by [`Progress`],
+//! can. Each stream's task is wrapped by [`StallGuard`]; the body, wrapped by [`Progress`],
 //! tells it when a chunk was handed out and not yet followed by a request for the next.
 //! A body waiting for something to say (an idle watch) is not stalled.
 
@@ -32,7 +32,7 @@ tokio::task_local! {
     static CURRENT: Arc<Stream>;
 }
 
-/// One stream's progress, shared by its task ([`Guarded`]) and its answer's body
+/// One stream's progress, shared by its task ([`StallGuard`]) and its answer's body
 /// ([`Progress`]).
 #[derive(Debug, Default)]
 pub struct Stream {
@@ -43,7 +43,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// The stream the calling task serves, if it runs in a [`Guarded`] task.
+    /// The stream the calling task serves, if it runs in a [`StallGuard`] task.
     pub fn current() -> Option<Arc<Stream>> {
         CURRENT.try_with(Arc::clone).ok()
     }
@@ -70,14 +70,14 @@ impl Stream {
 
 /// A stream's task: `inner` run with its [`Stream`] as the task's current one, ended (its
 /// output `None`) when the stream is ended or its body stalls past `stall`.
-pub struct Guarded<F: Future> {
+pub struct StallGuard<F: Future> {
     inner: Pin<Box<tokio::task::futures::TaskLocalFuture<Arc<Stream>, F>>>,
     stream: Arc<Stream>,
     stall: Duration,
     timer: Option<(Instant, Pin<Box<Sleep>>)>,
 }
 
-impl<F: Future> Guarded<F> {
+impl<F: Future> StallGuard<F> {
     /// `inner` as the task of a new stream.
     pub fn new(inner: F, stall: Duration) -> Self {
         Self::with(inner, Arc::new(Stream::default()), stall)
@@ -85,7 +85,7 @@ impl<F: Future> Guarded<F> {
 
     /// `inner` as the task of `stream`.
     pub fn with(inner: F, stream: Arc<Stream>, stall: Duration) -> Self {
-        Guarded { inner: Box::pin(CURRENT.scope(stream.clone(), inner)), stream, stall, timer: None }
+        StallGuard { inner: Box::pin(CURRENT.scope(stream.clone(), inner)), stream, stall, timer: None }
     }
 
     /// Whether the body has been stalled for the timeout (arming the timer for when it will
@@ -108,7 +108,7 @@ impl<F: Future> Guarded<F> {
     }
 }
 
-impl<F: Future> Future for Guarded<F> {
+impl<F: Future> Future for StallGuard<F> {
     type Output = Option<F::Output>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -140,7 +140,7 @@ impl<F: Future> Future for Guarded<F> {
 }
 
 /// The executor hyper runs each HTTP/2 stream's task on: tokio's, with each task
-/// [`Guarded`].
+/// [`StallGuard`].
 #[derive(Debug, Clone, Copy)]
 pub struct StreamExec {
     /// The stall timeout (zero: none).
@@ -153,7 +153,7 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, fut: F) {
-        tokio::spawn(Guarded::new(fut, self.stall));
+        tokio::spawn(StallGuard::new(fut, self.stall));
     }
 }
 
@@ -210,7 +210,7 @@ mod tests {
         let stream = Arc::new(Stream::default());
         let s = stream.clone();
         let started = Instant::now();
-        let task = Guarded::with(
+        let task = StallGuard::with(
             async move {
                 let mut body = Progress::wrap(crate::body::full("x"), s);
                 // Take one frame and then never ask again (as hyper does without window).
@@ -231,7 +231,7 @@ mod tests {
         let stream = Arc::new(Stream::default());
         let s = stream.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Chunk>, BoxError>>(1);
-        let task = Guarded::with(
+        let task = StallGuard::with(
             async move {
                 let mut body =
                     Progress::wrap(http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(tokio_stream_of(rx))), s);
@@ -260,7 +260,7 @@ mod tests {
     /// `Stream::current` is the stream of the task that asks, and `end` ends that task.
     #[tokio::test]
     async fn a_task_can_end_its_own_stream() {
-        let task = Guarded::new(
+        let task = StallGuard::new(
             async {
                 Stream::current().expect("inside a guarded task").end();
                 std::future::pending::<()>().await

@@ -86,7 +86,7 @@ pub enum ChurnOp {
 /// at seeded positions: the mix is exactly 80/10/10 per block and the pod
 /// count never drifts more than one from its start.
 pub fn churn_op(seed: u64, step: u64) -> ChurnOp {
-    let mut rng = Prng::new(seed, Stream::Churn, step / 10);
+    let mut rng = Prng::new(seed, RandomStream::Churn, step / 10);
     let create = rng.below(10);
     let delete = (create + 1 + rng.below(9)) % 10;
     match step % 10 {
@@ -136,7 +136,7 @@ const INSTANCES: [(&str, u64, u64); 4] = [
 /// Independent random streams, so adding a field to one kind never shifts another.
 #[derive(Clone, Copy)]
 #[rustfmt::skip]
-enum Stream {
+enum RandomStream {
     Namespace = 1, Node, Deploy, Pod, PodTime, Mutate, Churn, Service, ConfigMap, Secret, Event, Crd,
 }
 
@@ -152,7 +152,7 @@ fn mix(x: u64) -> u64 {
 struct Prng(u64);
 
 impl Prng {
-    fn new(seed: u64, stream: Stream, index: u64) -> Self {
+    fn new(seed: u64, stream: RandomStream, index: u64) -> Self {
         Prng(mix(seed ^ mix((stream as u64).wrapping_mul(0xD1B5_4A32_D192_ED03) ^ mix(index))))
     }
     fn next(&mut self) -> u64 {
@@ -323,14 +323,14 @@ impl Synth {
         self.deployments
     }
 
-    fn rng(&self, stream: Stream, index: u64) -> Prng {
+    fn rng(&self, stream: RandomStream, index: u64) -> Prng {
         Prng::new(self.spec.seed, stream, index)
     }
 
     /// Namespaces: `default`, `kube-system`, then `ns-0000`, … (`max(1, namespaces)` in all).
     pub fn namespaces(&self) -> impl Iterator<Item = Value> + '_ {
         self.ns_names.iter().zip(0u64..).map(move |(name, k)| {
-            let mut rng = self.rng(Stream::Namespace, k);
+            let mut rng = self.rng(RandomStream::Namespace, k);
             obj! {
                 "kind": "Namespace", "apiVersion": "v1",
                 "metadata": obj! {
@@ -350,7 +350,7 @@ impl Synth {
             .iter()
             .filter(|r| r.custom())
             .zip(0u64..)
-            .map(move |(r, k)| crate::sim::crd::definition(r, &self.rng(Stream::Crd, k).uid(), &ts(0)))
+            .map(move |(r, k)| crate::sim::crd::definition(r, &self.rng(RandomStream::Crd, k).uid(), &ts(0)))
     }
 
     /// Nodes `node-0000`, … (`max(1, spec.nodes)` of them).
@@ -359,7 +359,7 @@ impl Synth {
     }
 
     fn node(&self, n: u64) -> Value {
-        let mut rng = self.rng(Stream::Node, n);
+        let mut rng = self.rng(RandomStream::Node, n);
         let (name, zone) = (node_name(n), node_zone(n));
         let (itype, cores, mem_ki) = rng.pick(&INSTANCES);
         let labels = obj! { // keys sorted, as Go writes maps
@@ -397,7 +397,7 @@ impl Synth {
             0 => format!("{service}-{role}"),
             g => format!("{service}-{role}-{g}"),
         };
-        let mut rng = self.rng(Stream::Deploy, d);
+        let mut rng = self.rng(RandomStream::Deploy, d);
         Workload {
             index: d,
             name,
@@ -433,7 +433,7 @@ impl Synth {
     pub fn pod(&self, index: u64) -> Value {
         let w = self.workload(index % self.deployments);
         let node = index % self.nodes;
-        let mut rng = self.rng(Stream::Pod, index);
+        let mut rng = self.rng(RandomStream::Pod, index);
         let ctx = PodCtx {
             name: format!("{}-{}", w.rs_name(), w.pod_suffix(index / self.deployments)),
             node,
@@ -458,7 +458,7 @@ impl Synth {
     fn pod_created(&self, w: &Workload, index: u64) -> u64 {
         let pods = self.spec.pods as u64;
         match index.checked_sub(pods) {
-            None => w.created + 60 + self.rng(Stream::PodTime, index).below(14 * DAY),
+            None => w.created + 60 + self.rng(RandomStream::PodTime, index).below(14 * DAY),
             Some(new) => 30 * DAY + new % (3650 * DAY), // one per second, kept < year 10000
         }
     }
@@ -517,7 +517,7 @@ impl Synth {
     pub fn services(&self) -> impl Iterator<Item = Value> + '_ {
         (0..self.deployments).map(move |d| {
             let w = self.workload(d);
-            let mut rng = self.rng(Stream::Service, d);
+            let mut rng = self.rng(RandomStream::Service, d);
             let ip = ipv4((10 << 24 | 96 << 16) + 10 + d % 1_000_000);
             let port = |name: &str, port: u64, target: Value| {
                 obj! { "name": name, "protocol": "TCP", "port": port, "targetPort": target }
@@ -545,7 +545,7 @@ impl Synth {
     /// every deployment.
     pub fn configmaps(&self) -> impl Iterator<Item = Value> + '_ {
         let roots = self.ns_names.iter().zip(0u64..).map(move |(ns, k)| {
-            let mut rng = self.rng(Stream::ConfigMap, k);
+            let mut rng = self.rng(RandomStream::ConfigMap, k);
             let body = base64(rng.hex(96).as_bytes());
             let pem = format!("-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n");
             let mut metadata = meta("kube-root-ca.crt", ns, rng.uid(), k * 60 + 1, None);
@@ -557,7 +557,7 @@ impl Synth {
         });
         let apps = (0..self.deployments).map(move |d| {
             let w = self.workload(d);
-            let mut rng = self.rng(Stream::ConfigMap, (1 << 40) + d);
+            let mut rng = self.rng(RandomStream::ConfigMap, (1 << 40) + d);
             let yaml = format!("server:\n  port: {}\nlogging:\n  level: info\nfeatures:\n  {}: true\n", w.port, w.role);
             let data = obj! { "ENVIRONMENT": w.env, "LOG_LEVEL": "info", "app.yaml": yaml };
             let name = format!("{}-config", w.name);
@@ -571,7 +571,7 @@ impl Synth {
     pub fn secrets(&self) -> impl Iterator<Item = Value> + '_ {
         (0..self.deployments).map(move |d| {
             let w = self.workload(d);
-            let mut rng = self.rng(Stream::Secret, d);
+            let mut rng = self.rng(RandomStream::Secret, d);
             let name = format!("{}-credentials", w.name);
             let metadata = w.app_meta(&name, rng.uid());
             let data = obj! {
@@ -612,7 +612,7 @@ impl Synth {
             involved["fieldPath"] = json!("spec.containers{app}");
             source["host"] = json!(host);
         }
-        let mut rng = self.rng(Stream::Event, k * 4 + which);
+        let mut rng = self.rng(RandomStream::Event, k * 4 + which);
         let at = self.pod_created(&self.workload(k), k) + which;
         let metadata = meta(&format!("{name}.{}", rng.hex(16)), ns, rng.uid(), at, None);
         obj! {
@@ -634,7 +634,7 @@ impl Synth {
     /// (or base time + `step` when it is 0). Name, namespace, uid and nodeName never
     /// change; missing fields fall back to the annotation bump; never panics.
     pub fn mutate_pod(&self, pod: &mut Value, step: u64, changed_at_unix_nanos: u128) {
-        let mut rng = self.rng(Stream::Mutate, step);
+        let mut rng = self.rng(RandomStream::Mutate, step);
         let when = match i64::try_from(changed_at_unix_nanos / 1_000_000_000) {
             Ok(secs) if secs > 0 => rfc3339(secs),
             _ => ts((30 * DAY).saturating_add(step)),
