@@ -72,7 +72,12 @@ pub fn watch_requested(query: Option<&str>) -> bool {
 /// Whether a request is a watch: `watch=true`, or a path under the legacy `watch/` prefix
 /// (`/api/v1/watch/pods`), which the apiserver still serves.
 pub fn is_watch(path: &str, query: Option<&str>) -> bool {
-    watch_requested(query) || after_version(path) == Some("watch")
+    watch_requested(query) || watch_path(path)
+}
+
+/// Whether a path is under the legacy `watch/` prefix (`/api/v1/watch/pods`).
+pub fn watch_path(path: &str) -> bool {
+    after_version(path) == Some("watch")
 }
 
 /// The path segment after the API version (`watch` in `/apis/apps/v1/watch/deployments`).

@@ -176,6 +176,57 @@ impl Source {
     }
 }
 
+/// What a request asks, read once: the resource path it names (classified), its list and
+/// watch options (parsed), and how its answer is to be shaped.
+pub(crate) struct Asked {
+    /// When it arrived.
+    pub(crate) started: std::time::Instant,
+    /// The resource collection or object it names, if any.
+    pub(crate) path: Option<ResourcePath>,
+    /// A resource GET's options, or the apiserver's answer to bad ones (`None` for any other
+    /// request).
+    pub(crate) options: Option<Result<query::Options, Status>>,
+    /// A watch (`watch=true`).
+    pub(crate) watch: bool,
+    /// A watch that sends its initial events first (a WatchList).
+    pub(crate) watch_list: bool,
+    /// Indented JSON (`pretty`, or a browser's or curl's request).
+    pub(crate) pretty: bool,
+    /// Protobuf first in its `Accept` (its errors are encoded so).
+    pub(crate) protobuf: bool,
+    /// gzip accepted.
+    pub(crate) gzip: bool,
+}
+
+impl Asked {
+    fn of<B>(req: &Request<B>) -> Asked {
+        let path = match classify(req.uri().path()) {
+            Some(Target::Resource(p)) => Some(p),
+            _ => None,
+        };
+        let q = req.uri().query();
+        let options = (path.is_some() && req.method() == http::Method::GET).then(|| query::Options::parse(q));
+        let (watch, watch_list) = match &options {
+            Some(Ok(o)) => (o.watch, o.watch && o.send_initial_events == Some(true)),
+            // Bad options are answered later; the request is labelled as its query reads.
+            _ => {
+                let watch = query::watch_requested(q);
+                (watch, watch && query::initial_events_requested(q))
+            }
+        };
+        Asked {
+            started: std::time::Instant::now(),
+            path,
+            options,
+            watch,
+            watch_list,
+            pretty: !watch && crate::api::media::wants_pretty(q, req.headers()),
+            protobuf: crate::api::media::wants_protobuf(req.headers()),
+            gzip: accepts_gzip(req.headers()),
+        }
+    }
+}
+
 /// The serving cache.
 pub struct Serve {
     pub(crate) upstream: Upstream,
@@ -512,9 +563,8 @@ impl Serve {
 
     /// A place among the client's watches (cached or passed through), for a request that
     /// asks for one; `None` for other requests.
-    fn watch_place<B>(&self, req: &Request<B>, caller: Option<&Caller>, watch: bool) -> Result<Option<limit::Permit>, Status> {
-        let resource = matches!(classify(req.uri().path()), Some(Target::Resource(_)));
-        if !(watch && resource && req.method() == http::Method::GET) {
+    fn watch_place<B>(&self, req: &Request<B>, asked: &Asked, caller: Option<&Caller>) -> Result<Option<limit::Permit>, Status> {
+        if !(asked.watch && asked.path.is_some() && req.method() == http::Method::GET) {
             return Ok(None);
         }
         self.admission.watches.acquire(Some(&client(req, caller))).map(Some).inspect_err(|_| telemetry::limit_hit("max-watches-per-client"))
@@ -552,11 +602,10 @@ impl Serve {
     async fn passed<B: RequestBody>(
         &self,
         mut req: Request<B>,
+        asked: &Asked,
         reason: PassThrough,
         caller: Option<&Caller>,
         place: Option<limit::Permit>,
-        started: std::time::Instant,
-        protobuf: bool,
     ) -> (Response<Body>, Source) {
         let doc = DocKey::of(&req);
         if let Some(resp) = doc.as_ref().and_then(|d| self.kept_doc(d, caller)) {
@@ -564,12 +613,12 @@ impl Serve {
         }
         let (creds, permit) = match self.pass(&mut req, caller) {
             Ok(p) => p,
-            Err(status) => return (status.into_response(protobuf), Source::Kache),
+            Err(status) => return (status.into_response(asked.protobuf), Source::Kache),
         };
         self.tally.passthrough(reason);
         let yields = if reason == PassThrough::NotSynced { self.warmup_yields(None) } else { Vec::new() };
         let held = limit::Held::new([Some(permit), place]);
-        let watch = req.method() == http::Method::GET && query::is_watch(req.uri().path(), req.uri().query());
+        let watch = req.method() == http::Method::GET && (asked.watch || query::watch_path(req.uri().path()));
         let resp = proxy::forward(&self.upstream, req, creds, held, watch.then(|| self.ending.subscribe())).await;
         let resp = match doc {
             Some(d) => self.kept.keep(d, resp),
@@ -578,7 +627,7 @@ impl Serve {
         let resp = match reason {
             PassThrough::CheaperUpstream { bytes } if resp.status().is_success() => {
                 let costs = self.costs.clone();
-                resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, started)))
+                resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, asked.started)))
             }
             PassThrough::NotSynced if resp.status().is_success() => resp.map(|b| feed::yielding::streaming(b, yields)),
             _ => resp,
@@ -589,23 +638,10 @@ impl Serve {
 
 impl Handler for Serve {
     async fn handle<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Response<Body> {
-        let started = std::time::Instant::now();
-        let path = match classify(req.uri().path()) {
-            Some(Target::Resource(p)) => Some(p),
-            _ => None,
-        };
-        // A request for no resource collection (discovery, /version, /openapi, health) is a
-        // `get`, as the apiserver's request info calls non-resource GETs; only a resource
-        // path without a name is a `list`.
-        let named = path.as_ref().is_none_or(|p| p.name.is_some());
-        let watch = query::watch_requested(req.uri().query());
-        let verb = telemetry::verb(req.method(), named, watch);
-        let protobuf = crate::api::media::wants_protobuf(req.headers());
-        let pretty = !watch && crate::api::media::wants_pretty(req.uri().query(), req.headers());
-        let gzip = accepts_gzip(req.headers());
-        let watch_list = watch && query::initial_events_requested(req.uri().query());
+        let asked = Asked::of(&req);
+        let verb = telemetry::verb(req.method(), asked.path.as_ref().is_none_or(|p| p.name.is_some()), asked.watch);
         let admitted = self.admit(&req).await.and_then(|caller| {
-            let place = self.watch_place(&req, caller.as_ref(), watch)?;
+            let place = self.watch_place(&req, &asked, caller.as_ref())?;
             Ok((caller, place))
         });
         let user = match (&admitted, self.settings.access_log) {
@@ -614,8 +650,8 @@ impl Handler for Serve {
         };
         let mut reason = None;
         let (resp, source) = match admitted {
-            Err(status) => (status.into_response(protobuf), Source::Kache),
-            Ok((caller, mut place)) => match self.cached(&req, path.as_ref(), caller.as_ref()).await {
+            Err(status) => (status.into_response(asked.protobuf), Source::Kache),
+            Ok((caller, mut place)) => match self.cached(&req, &asked, caller.as_ref()).await {
                 Ok(resp) => {
                     self.tally.hit();
                     let mut resp = limit::hold(resp, place.take());
@@ -624,18 +660,18 @@ impl Handler for Serve {
                 }
                 Err(why) => {
                     reason = Some(why);
-                    self.passed(req, why, caller.as_ref(), place.take(), started, protobuf).await
+                    self.passed(req, &asked, why, caller.as_ref(), place.take()).await
                 }
             },
         };
-        let (resp, bytes) = shaped(resp, source, Shape { pretty, gzip, watch_list }, &self.encodes);
-        let seconds = started.elapsed().as_secs_f64();
+        let (resp, bytes) = shaped(resp, source, &asked, &self.encodes);
+        let seconds = asked.started.elapsed().as_secs_f64();
         self.metrics.record(verb, source.label(), resp.status().as_u16(), seconds, bytes);
         if self.settings.access_log {
             // The pass-through reason only for what the upstream answered (a kept discovery
             // document or a refusal by kache was not passed through).
             let reason = reason.filter(|_| source == Source::Upstream);
-            let line = Access { user: user.as_deref(), verb, path: path.as_ref(), source, reason, code: resp.status().as_u16() };
+            let line = Access { user: user.as_deref(), verb, path: asked.path.as_ref(), source, reason, code: resp.status().as_u16() };
             line.log(bytes, seconds);
         }
         resp
@@ -676,21 +712,13 @@ impl Access<'_> {
     }
 }
 
-/// How the client asked for an answer: indented, compressed, and whether it is a WatchList.
-#[derive(Debug, Clone, Copy)]
-struct Shape {
-    pretty: bool,
-    gzip: bool,
-    watch_list: bool,
-}
-
 /// `resp` as the client asked for it, with its body's length for the metrics when kache
 /// answers it from memory. The upstream indents and compresses its own answers: those passed
 /// through and those kept from before an outage are sent as the upstream sent them. kache's
 /// are indented as they are sent (only for the humans who ask), and large cached ones
 /// compressed for clients that ask; so are WatchLists answered from memory
 /// ([`compress::gzip_watch`]), which the apiserver sends as they are.
-fn shaped(resp: Response<Body>, source: Source, shape: Shape, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
+fn shaped(resp: Response<Body>, source: Source, shape: &Asked, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
     let ours = matches!(source, Source::Kache | Source::Cache);
     let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
     let resp = if shape.pretty && ours { compress::indented(resp, encodes) } else { resp };
@@ -737,20 +765,15 @@ mod tests {
             .header(USER_AGENT, "curl/8.5.0")
             .body(())
             .unwrap();
-        assert!(crate::api::media::wants_pretty(req.uri().query(), req.headers()));
-        assert!(accepts_gzip(req.headers()));
+        let asked = Asked::of(&req);
+        assert!(asked.pretty && asked.gzip);
         let key = DocKey::of(&req).unwrap();
         let kept = Arc::new(LastDiscovery::default());
         let mut upstream = respond(StatusCode::OK, "application/json", crate::body::full(gz.clone()));
         upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
         let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
 
-        let (sent, bytes) = shaped(
-            kept.answer(&key).expect("kept"),
-            Source::Kept,
-            Shape { pretty: true, gzip: true, watch_list: false },
-            &compress::Encodes::new(4),
-        );
+        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, &asked, &compress::Encodes::new(4));
         assert_eq!(bytes, Some(gz.len() as u64));
         assert_eq!(sent.headers().get_all(CONTENT_ENCODING).iter().count(), 1);
         assert_eq!(sent.headers().get(CONTENT_ENCODING).unwrap(), "gzip");

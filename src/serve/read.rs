@@ -140,7 +140,7 @@ struct Plan<'a> {
     view: View,
     /// The parsed options, or the apiserver's answer to bad ones (given after authorization,
     /// as the apiserver judges options only for authorized requests).
-    options: Result<Options, Status>,
+    options: &'a Result<Options, Status>,
     /// A watch's settings, with its connection's and its client's bounds.
     watch: WatchSettings,
 }
@@ -174,18 +174,18 @@ impl Serve {
     pub(crate) async fn cached<B: Sync>(
         &self,
         req: &Request<B>,
-        p: Option<&ResourcePath>,
+        asked: &super::Asked,
         caller: Option<&Caller>,
     ) -> Result<Response<Body>, PassThrough> {
         let arrived = Instant::now();
-        let mut plan = match p {
-            Some(p) => self.plan(req, p)?,
+        let mut plan = match &asked.path {
+            Some(p) => self.plan(req, p, &asked.options)?,
             None if req.method() == Method::GET => return Err(PassThrough::NonResource),
             None => return Err(PassThrough::Write),
         };
         // A Status takes the encoding of the Accept header's first range, whatever the kind
         // (the apiserver's error negotiation offers protobuf for custom resources too).
-        let pb = crate::api::media::wants_protobuf(req.headers());
+        let pb = asked.protobuf;
         if let Err(status) = self.authorize(req, plan.path, caller).await {
             return Ok(status.into_response(pb));
         }
@@ -408,10 +408,14 @@ impl Serve {
     /// the apiserver would answer it (PartialObjectMetadataList for a LIST,
     /// PartialObjectMetadata for a GET or WATCH; the other way round is its 406). The legacy
     /// watch of one named object is the upstream's.
-    fn plan<'a, B>(&self, req: &'a Request<B>, p: &'a ResourcePath) -> Result<Plan<'a>, PassThrough> {
-        if req.method() != Method::GET {
-            return Err(PassThrough::Write);
-        }
+    fn plan<'a, B>(
+        &self,
+        req: &'a Request<B>,
+        p: &'a ResourcePath,
+        options: &'a Option<Result<Options, Status>>,
+    ) -> Result<Plan<'a>, PassThrough> {
+        // Options are parsed for every resource GET, and only for those.
+        let (true, Some(options)) = (req.method() == Method::GET, options) else { return Err(PassThrough::Write) };
         if p.subresource.is_some() {
             return Err(PassThrough::Subresource);
         }
@@ -424,7 +428,6 @@ impl Serve {
         // upstream does for kinds without protobuf.
         let protobuf = resource.protobuf && !self.refused(&resource, Format::Protobuf);
         let Negotiated::Serve(format, view) = negotiate(accept, protobuf) else { return Err(PassThrough::Encoding) };
-        let options = Options::parse(req.uri().query());
         let watch = options.as_ref().is_ok_and(|o| o.watch);
         if p.name.is_some() && watch {
             return Err(PassThrough::NamedWatch);
