@@ -20,7 +20,7 @@
 
 use crate::api::query::Options;
 use crate::api::resource::Resource;
-use crate::cache::feed::{Feed, Identities};
+use crate::cache::feed::{Feed, PageStamps};
 use crate::cache::object::Object;
 use crate::cache::KindCache;
 use crate::serve::handler::{self, Verified};
@@ -71,7 +71,7 @@ pub(crate) fn check_path(r: &Resource, namespace: Option<&str>, query: Option<&s
 
 /// Whether the cache's page (`items`, and whether `limit` cut it) is the upstream's `up`:
 /// the same objects at the same resourceVersions, in the same order.
-pub(crate) fn same(items: &[&Arc<Object>], cut: bool, up: &Identities) -> bool {
+pub(crate) fn same(items: &[&Arc<Object>], cut: bool, up: &PageStamps) -> bool {
     items.len() == up.ids.len() && cut != up.cont.is_empty() && items.iter().zip(&up.ids).all(|(o, id)| o.key == id.key && o.rv == id.rv)
 }
 
@@ -83,7 +83,7 @@ pub(crate) async fn compare(
     cache: &KindCache,
     namespace: Option<&str>,
     opts: &Options,
-    up: &Identities,
+    up: &PageStamps,
     until: Instant,
 ) -> Result<Option<Verified>, Outcome> {
     loop {
@@ -103,17 +103,17 @@ pub(crate) async fn compare(
     }
 }
 
-/// Check a LIST's page against the upstream's metadata (see the module's documentation):
+/// Verify a LIST's page against the upstream's metadata (see the module's documentation):
 /// the verified page, `Ok(None)` for the cache's latest state (proven meanwhile), or why
 /// the read should pass through.
-pub(crate) async fn check(
+pub(crate) async fn verify(
     feed: &Arc<Feed>,
     namespace: Option<&str>,
     query: Option<&str>,
     opts: &Options,
 ) -> Result<Option<Verified>, Outcome> {
     let started = Instant::now();
-    let up = feed.page_identities(&check_path(&feed.cache.resource, namespace, query)).await.map_err(|e| {
+    let up = feed.page_stamps(&check_path(&feed.cache.resource, namespace, query)).await.map_err(|e| {
         tracing::debug!(resource = %feed.cache.resource.plural, error = %e, "consistency check failed; passing through");
         Outcome::Failed
     })?;
@@ -150,9 +150,9 @@ mod tests {
         cache
     }
 
-    fn up(rv: u64, ids: &[(&str, u64)], cont: &str, remaining: Option<u64>) -> Identities {
+    fn up(rv: u64, ids: &[(&str, u64)], cont: &str, remaining: Option<u64>) -> PageStamps {
         let ids = ids.iter().map(|(k, v)| Stamp { key: k.to_string().into(), rv: *v }).collect();
-        Identities { ids, rv, cont: cont.to_string(), remaining }
+        PageStamps { ids, rv, cont: cont.to_string(), remaining }
     }
 
     fn opts(q: &str) -> Options {

@@ -110,7 +110,7 @@ pub struct ServeSettings {
 
 /// One readiness check.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub struct ReadyCheck {
     /// What is checked (`upstream`, `cache pods json`).
     pub name: String,
     /// Whether it passes (`[+]`) or not (`[-]`).
@@ -122,13 +122,13 @@ pub struct Check {
     pub detail: String,
 }
 
-impl Check {
-    fn pass(name: String, detail: String) -> Check {
-        Check { name, pass: true, counts: false, detail }
+impl ReadyCheck {
+    fn pass(name: String, detail: String) -> ReadyCheck {
+        ReadyCheck { name, pass: true, counts: false, detail }
     }
 
-    fn fail(name: String, detail: String, counts: bool) -> Check {
-        Check { name, pass: false, counts, detail }
+    fn fail(name: String, detail: String, counts: bool) -> ReadyCheck {
+        ReadyCheck { name, pass: false, counts, detail }
     }
 }
 
@@ -292,7 +292,7 @@ impl Serve {
     /// Readiness checks for the upstream and every preloaded cache. A failing check counts
     /// (makes kache unready) unless kache still serves from memory within
     /// `--serve-stale`: a Service must keep sending it clients then.
-    pub fn readiness(&self) -> Vec<Check> {
+    pub fn readiness(&self) -> Vec<ReadyCheck> {
         let bound = self.settings.serve_stale;
         let mut out = vec![self.upstream_check()];
         let mut caches = Vec::new();
@@ -302,14 +302,18 @@ impl Serve {
             let stale = f.staleness();
             let check = match (f.synced(), f.healthy()) {
                 // Never fillable: its requests pass through, which is not a reason to be unready.
-                _ if f.refused().is_some() => Check::pass(name, "refused by the upstream; passed through".into()),
+                _ if f.refused().is_some() => ReadyCheck::pass(name, "refused by the upstream; passed through".into()),
                 // kache's identity may not list it (a preloaded kind its RBAC does not grant):
                 // its reads pass through as they would without the preload.
-                (false, _) if f.forbidden() => Check::pass(name, "forbidden to kache's identity (403); passed through, retrying".into()),
-                (true, true) => Check::pass(name, "ok".into()),
-                (false, _) => Check::fail(name, "not synced".into(), true),
-                (true, false) if f.relisting() => Check::fail(name, stale_detail("relisting after 410 Gone", stale, bound), stale >= bound),
-                (true, false) => Check::fail(name, stale_detail("upstream unreachable", stale, bound), stale >= bound),
+                (false, _) if f.forbidden() => {
+                    ReadyCheck::pass(name, "forbidden to kache's identity (403); passed through, retrying".into())
+                }
+                (true, true) => ReadyCheck::pass(name, "ok".into()),
+                (false, _) => ReadyCheck::fail(name, "not synced".into(), true),
+                (true, false) if f.relisting() => {
+                    ReadyCheck::fail(name, stale_detail("relisting after 410 Gone", stale, bound), stale >= bound)
+                }
+                (true, false) => ReadyCheck::fail(name, stale_detail("upstream unreachable", stale, bound), stale >= bound),
             };
             caches.push(check);
         }
@@ -319,17 +323,17 @@ impl Serve {
     }
 
     /// The upstream's health as a readiness check.
-    fn upstream_check(&self) -> Check {
+    fn upstream_check(&self) -> ReadyCheck {
         let name = "upstream".to_string();
         match &*self.upstream.health().borrow() {
             health::Health::Down { since, why, reason } => {
                 let down = since.elapsed();
                 let what = format!("{reason} for {}s: {why}", down.as_secs());
                 let counts = down >= self.settings.serve_stale;
-                Check::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
+                ReadyCheck::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
             }
-            health::Health::Up => Check::pass(name, "ok".into()),
-            health::Health::Unknown => Check::pass(name, "not probed yet".into()),
+            health::Health::Up => ReadyCheck::pass(name, "ok".into()),
+            health::Health::Unknown => ReadyCheck::pass(name, "not probed yet".into()),
         }
     }
 
@@ -417,6 +421,14 @@ impl Serve {
             "consistentChecks": checked,
             "caches": caches,
         })
+    }
+
+    /// Answer one request in-process, as a connection would have it answered: a request in,
+    /// the response out, no socket (tests, and embedding kache in another server). Without
+    /// a connection it has no peer address: per-client bounds count it under the
+    /// authenticated user, or under no address.
+    pub async fn call<B: RequestBody>(self: &Arc<Self>, req: Request<B>) -> Response<Body> {
+        Handler::handle(self.clone(), req).await
     }
 
     /// End every open watch (shutdown): the cache's, and those the upstream answers through
@@ -521,7 +533,7 @@ impl Serve {
         self.admission.large.waiting()
     }
 
-    /// Check the URI's length, authenticate the client and apply the impersonation it asks
+    /// ReadyCheck the URI's length, authenticate the client and apply the impersonation it asks
     /// for. `None` when security is off.
     async fn admit<B: RequestBody>(&self, req: &Request<B>) -> Result<Option<Caller>, Status> {
         let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());

@@ -556,7 +556,7 @@ impl Serve {
     /// start proving the cache up to it, so that a long paged list's later pages (kubectl's
     /// 60 pages of 30,000 pods) come from a proven cache rather than a check each.
     async fn checked(&self, feed: &Arc<Feed>, plan: &Plan<'_>, opts: &Options) -> Result<Fresh, Outcome> {
-        let result = check::check(feed, plan.path.namespace.as_deref(), plan.query, opts).await;
+        let result = check::verify(feed, plan.path.namespace.as_deref(), plan.query, opts).await;
         let outcome = match &result {
             Ok(Some(v)) => {
                 if opts.limit > 0 {
@@ -567,7 +567,7 @@ impl Serve {
             Ok(None) => Outcome::Proven,
             Err(o) => *o,
         };
-        self.tally.check(outcome);
+        self.tally.checked(outcome);
         result.map(|verified| Fresh { verified, ..Fresh::default() })
     }
 
@@ -602,7 +602,7 @@ impl Serve {
         if !named && self.settings.revision_ledger {
             match feed.ledger_proof().await {
                 LedgerProof::Proven => {
-                    self.tally.check(Outcome::Accounted);
+                    self.tally.checked(Outcome::Accounted);
                     return Ok(Fresh::default());
                 }
                 LedgerProof::Open(rv) => known = Some(rv),

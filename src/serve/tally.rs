@@ -34,7 +34,7 @@ impl Tally {
     }
 
     /// Count a consistent read checked with `outcome`.
-    pub(crate) fn check(&self, outcome: Outcome) {
+    pub(crate) fn checked(&self, outcome: Outcome) {
         self.checked[outcome as usize].fetch_add(1, Relaxed);
         metrics::counter!(telemetry::CONSISTENT_CHECKS, "outcome" => outcome.label()).increment(1);
     }

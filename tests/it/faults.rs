@@ -367,14 +367,15 @@ async fn pass_through_is_bounded_per_client() {
     let w1 = f.kache.api.watch(&path, TABLE).await;
     let w2 = f.kache.api.watch(&path, TABLE).await;
     assert_eq!((w1.status, w2.status), (200, 200));
-    let third = f.kache.api.post("/api/v1/namespaces/default/configmaps", &cm("third")).await;
+    // Over the socket, as the watches: one client.
+    let third = f.kache.client().post("/api/v1/namespaces/default/configmaps", &cm("third")).await;
     assert_eq!(third.status, 429, "{}", third.text());
     assert_eq!(third.header("retry-after"), Some("1"));
     // Cached reads are not pass-through and not held back.
     assert_eq!(f.kache.api.get("/api/v1/pods?resourceVersion=0&limit=1").await.status, 200);
     drop(w1);
     // The slot comes back when kache sees the watch's client go.
-    let api = &f.kache.api;
+    let api = &f.kache.client();
     eventually(30, 50, || async move {
         let r = api.post("/api/v1/namespaces/default/configmaps", &cm("after")).await;
         if r.status == 201 {

@@ -50,6 +50,8 @@ struct Walker<'a> {
     graph: Graph,
     /// Where each type (struct, enum, union, trait, type alias) outside tests is defined.
     types: BTreeMap<String, Vec<String>>,
+    /// Every name the crate defines outside tests: items, methods, variants, fields.
+    names: BTreeSet<String>,
     /// How deep in function bodies the walk is (a type local to a function is its own).
     in_block: usize,
     /// Rooms declared at the top of the crate outside `#[cfg(test)]`.
@@ -187,6 +189,17 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         if is_test_cfg(attrs) {
             return;
         }
+        let named = match item {
+            syn::Item::Const(i) => Some(&i.ident),
+            syn::Item::Fn(i) => Some(&i.sig.ident),
+            syn::Item::Mod(i) => Some(&i.ident),
+            syn::Item::Static(i) => Some(&i.ident),
+            syn::Item::Macro(i) => i.ident.as_ref(),
+            _ => None,
+        };
+        if let Some(name) = named {
+            self.names.insert(name.to_string());
+        }
         let defined = match item {
             syn::Item::Enum(i) => Some(&i.ident),
             syn::Item::Struct(i) => Some(&i.ident),
@@ -195,6 +208,9 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             syn::Item::Union(i) => Some(&i.ident),
             _ => None,
         };
+        if let Some(name) = defined {
+            self.names.insert(name.to_string());
+        }
         if let Some(name) = defined.filter(|_| self.in_block == 0) {
             let at = format!("{}:{}", self.file.display(), name.span().start().line);
             self.types.entry(name.to_string()).or_default().push(at);
@@ -247,9 +263,16 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             syn::ImplItem::Macro(i) => &i.attrs,
             _ => &[],
         };
-        if !is_test_cfg(attrs) {
-            visit::visit_impl_item(self, item);
+        if is_test_cfg(attrs) {
+            return;
         }
+        match item {
+            syn::ImplItem::Const(i) => self.names.insert(i.ident.to_string()),
+            syn::ImplItem::Fn(i) => self.names.insert(i.sig.ident.to_string()),
+            syn::ImplItem::Type(i) => self.names.insert(i.ident.to_string()),
+            _ => false,
+        };
+        visit::visit_impl_item(self, item);
     }
 
     fn visit_block(&mut self, b: &'ast syn::Block) {
@@ -258,7 +281,20 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         self.in_block -= 1;
     }
 
+    fn visit_variant(&mut self, v: &'ast syn::Variant) {
+        self.names.insert(v.ident.to_string());
+        visit::visit_variant(self, v);
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        self.names.insert(f.sig.ident.to_string());
+        visit::visit_trait_item_fn(self, f);
+    }
+
     fn visit_field(&mut self, f: &'ast syn::Field) {
+        if let Some(name) = &f.ident {
+            self.names.insert(name.to_string());
+        }
         if !is_test_cfg(&f.attrs) {
             visit::visit_field(self, f);
         }
@@ -317,6 +353,7 @@ fn walk<'a>(load: &'a Load<'a>, rooms: &[&str]) -> Walker<'a> {
         graph: Graph::new(),
         types: BTreeMap::new(),
         in_block: 0,
+        names: BTreeSet::new(),
         declared: BTreeSet::new(),
         file: PathBuf::new(),
         module: Vec::new(),
@@ -430,4 +467,68 @@ fn no_type_name_is_defined_twice() {
     let w = walk(&load, kache::ROOMS);
     let twice: Vec<String> = w.types.iter().filter(|(_, at)| at.len() > 1).map(|(name, at)| format!("{name}: {}", at.join(", "))).collect();
     assert!(twice.is_empty(), "type names defined more than once:\n{}", twice.join("\n"));
+}
+
+/// The map in lib.rs is true to the code: every name its rooms, words and walks quote in
+/// backticks (`serve::Asked::of`, `Feed::prove`, `feed/reflector.rs`) is defined in the
+/// crate, or is a file or folder of `src/`.
+#[test]
+fn lib_rs_names_exist() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let load = src_loader(src.clone());
+    let w = walk(&load, kache::ROOMS);
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let doc: String = lib.lines().filter_map(|l| l.strip_prefix("//!")).collect::<Vec<_>>().join(" ");
+    let files: Vec<String> = walkdir(&src);
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    for (i, span) in doc.split('`').enumerate() {
+        if i % 2 == 0 || span.starts_with('-') || span.contains(' ') {
+            continue;
+        }
+        if span.starts_with('/') || span.starts_with("tests/") {
+            continue;
+        }
+        if span.contains('/') {
+            seen += 1;
+            let rel = span.trim_end_matches('/');
+            if rel != "src"
+                && !files.iter().any(|f| {
+                    f == rel || f.ends_with(&format!("/{rel}")) || f.starts_with(&format!("{rel}/")) || f.contains(&format!("/{rel}/"))
+                })
+            {
+                missing.push(span.to_string());
+            }
+            continue;
+        }
+        let ident = |s: &str| {
+            !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !s.starts_with(|c: char| c.is_ascii_digit())
+        };
+        let segs: Vec<&str> = span.split("::").collect();
+        if !segs.iter().all(|s| ident(s)) || span.starts_with("kache_") {
+            continue;
+        }
+        seen += 1;
+        if let Some(s) = segs.iter().find(|s| !w.names.contains(**s)) {
+            missing.push(format!("{span} ({s})"));
+        }
+    }
+    assert!(seen > 100, "only {seen} names seen in lib.rs");
+    assert!(missing.is_empty(), "lib.rs names what the code does not define: {missing:?}");
+}
+
+/// Every file and folder under `dir`, relative to it.
+fn walkdir(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out
 }

@@ -72,7 +72,7 @@ async fn requests_kache_cannot_answer_pass_through_with_their_reason() {
     passes_for(&k, "view", Some(200), || api.get_with("/api/v1/pods?resourceVersion=0&includeObject=Object", &[("accept", TABLE)])).await;
     passes_for(&k, "unknown_field", Some(400), || api.get("/api/v1/pods?resourceVersion=0&fieldSelector=spec.noSuchField%3Dx")).await;
     // A kind no request has read yet: its cache starts now and has not synced.
-    passes_for(&k, "not_synced", Some(200), || api.get("/api/v1/secrets?resourceVersion=0")).await;
+    passes_for(&k, "not_synced", Some(200), || api.get("/api/v1/namespaces/default/secrets?resourceVersion=0")).await;
     // An exact resourceVersion from before the cache's history: the upstream's own 410.
     passes_for(&k, "stale", Some(410), || api.get("/api/v1/pods?resourceVersion=1&resourceVersionMatch=Exact")).await;
     // The answer is what the upstream gives: the same items.

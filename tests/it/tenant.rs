@@ -134,7 +134,7 @@ async fn an_exec_session_holds_its_pass_through_place_while_it_lasts() {
     // session's life, not given back when the 101 goes out, or sessions would be unbounded).
     let (code, _) = exec(kache.serving.addr).await;
     assert_eq!(code, 429, "a second session while the first lasts");
-    let write = kache.api.post("/api/v1/namespaces/ns-001/configmaps", &serde_json::json!({"metadata": {"name": "x"}})).await;
+    let write = kache.client().post("/api/v1/namespaces/ns-001/configmaps", &serde_json::json!({"metadata": {"name": "x"}})).await;
     assert_eq!(write.status, 429, "{}", write.text());
     drop(session);
     let addr = kache.serving.addr;
@@ -155,12 +155,17 @@ async fn front_proxy_identity_headers_never_reach_the_upstream() {
     let r = kache
         .api
         .get_with(
-            "/api/v1/namespaces/ns-001/configmaps?labelSelector=x%3Dy",
+            // A request that always passes through (not a resource: no cache can answer it).
+            "/version?labelSelector=x%3Dy",
             &[("x-remote-user", "system:admin"), ("x-remote-group", "system:masters"), ("x-remote-extra-scopes", "all")],
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let call = proxy.seen().into_iter().find(|c| c.path.contains("labelSelector=x%3Dy")).expect("passed through");
+    let seen = proxy.seen();
+    let call = seen
+        .iter()
+        .find(|c| c.path.contains("labelSelector=x%3Dy"))
+        .unwrap_or_else(|| panic!("passed through: {:?}", seen.iter().map(|c| &c.path).collect::<Vec<_>>()));
     assert_eq!(call.remote, vec![], "an upstream trusting kache as a front proxy would take them for the client");
 }
 

@@ -16,22 +16,22 @@
 //! - `turns`: preloaded feeds list one after another at start.
 
 mod account;
-mod check;
 mod decode;
 pub(crate) mod fetch;
 mod freshness;
 pub mod growing;
 mod reflector;
+mod stamps;
 mod state;
 mod streamed;
 pub mod turns;
 pub mod yielding;
 
 pub use account::LedgerProof;
-pub use check::Identities;
 pub use decode::{DecodeError, Stamp};
 pub use fetch::collection_path;
 pub(crate) use fetch::fetch;
+pub use stamps::PageStamps;
 
 use crate::api::media::Format;
 use crate::body::BoxError;

@@ -70,15 +70,23 @@ impl std::ops::Deref for TestSim {
     }
 }
 
-/// A plain-HTTP client for one server.
+/// A plain-HTTP client for one server, or a caller of a kache's `Serve` in-process.
 pub struct Api {
     pub base: String,
     pub client: Client<HttpConnector, Full<Bytes>>,
+    /// Requests go to this `Serve` directly, not over a socket ([`Api::in_process`]).
+    local: Option<Arc<kache::serve::Serve>>,
 }
 
 impl Api {
     pub fn new(addr: &str) -> Api {
-        Api { base: format!("http://{addr}"), client: Client::builder(TokioExecutor::new()).build_http() }
+        Api { base: format!("http://{addr}"), client: Client::builder(TokioExecutor::new()).build_http(), local: None }
+    }
+
+    /// Requests answered by `serve` in-process (`Serve::call`): no socket, no HTTP framing.
+    /// Watches still go over the socket at `addr`.
+    pub fn in_process(serve: Arc<kache::serve::Serve>, addr: &str) -> Api {
+        Api { local: Some(serve), ..Api::new(addr) }
     }
 }
 
@@ -170,7 +178,8 @@ pub async fn kache_loading(up: kache::upstream::Upstream, flags: &[&str]) -> Tes
     )
     .await
     .expect("kache starts");
-    let api = Api::new(&serving.addr.to_string());
+    // Requests in-process (`Serve::call`); `client()` goes over the socket.
+    let api = Api::in_process(serving.serve.clone(), &serving.addr.to_string());
     TestKache { serving, api, _stop: stop }
 }
 
@@ -278,17 +287,42 @@ impl Api {
 
     /// Send `req` (to `path`) and read the whole response.
     async fn read(&self, path: &str, req: Request<Full<Bytes>>) -> Resp {
-        let resp = self.send(req).await;
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let body = tokio::time::timeout(QUICK, resp.into_body().collect())
-            .await
-            .unwrap_or_else(|_| panic!("{path}: body not complete within {QUICK:?}"))
-            .expect("body")
-            .to_bytes();
-        Resp { status, headers, body }
+        match &self.local {
+            Some(serve) => {
+                let what = format!("{} {}", req.method(), req.uri());
+                // As a server hands it on: origin-form, the authority in `Host`.
+                let mut req = req;
+                let host = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
+                let origin = req.uri().path_and_query().map_or("/", |p| p.as_str()).parse().expect("origin-form");
+                *req.uri_mut() = origin;
+                req.headers_mut().insert(http::header::HOST, http::HeaderValue::from_str(&host).expect("host"));
+                let resp = tokio::time::timeout(QUICK, serve.call(req))
+                    .await
+                    .unwrap_or_else(|_| panic!("{what}: no response headers within {QUICK:?}"));
+                read_whole(path, resp).await
+            }
+            None => read_whole(path, self.send(req).await).await,
+        }
     }
+}
 
+/// A response read whole, within [`QUICK`].
+async fn read_whole<B>(path: &str, resp: http::Response<B>) -> Resp
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = tokio::time::timeout(QUICK, resp.into_body().collect())
+        .await
+        .unwrap_or_else(|_| panic!("{path}: body not complete within {QUICK:?}"))
+        .expect("body")
+        .to_bytes();
+    Resp { status, headers, body }
+}
+
+impl Api {
     pub async fn get(&self, path: &str) -> Resp {
         self.request(Method::GET, path, Some("application/json"), None, Vec::new()).await
     }

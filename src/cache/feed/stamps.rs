@@ -10,7 +10,7 @@ use super::{Feed, FeedError};
 /// One page of the upstream's answer as metadata: which objects, at which versions, at which
 /// resourceVersion.
 #[derive(Debug, Default)]
-pub struct Identities {
+pub struct PageStamps {
     /// The page's items, in the upstream's order.
     pub ids: Vec<Stamp>,
     /// The list's resourceVersion.
@@ -26,10 +26,10 @@ impl Feed {
     /// selectors and paging) as a protobuf PartialObjectMetadataList: every object's key and
     /// resourceVersion, which the apiserver encodes at a fraction of the CPU of the objects
     /// or their Table. An upstream found hung or unreachable fails it at once.
-    pub async fn page_identities(&self, path: &str) -> Result<Identities, FeedError> {
+    pub async fn page_stamps(&self, path: &str) -> Result<PageStamps, FeedError> {
         let body = self.while_up(fetch(&self.upstream, path, METADATA_LIST_PB)).await?;
         let mut ids = Vec::new();
         let page = decode::pb_identities(&body, &mut ids)?;
-        Ok(Identities { ids, rv: page.rv, cont: page.cont, remaining: page.remaining })
+        Ok(PageStamps { ids, rv: page.rv, cont: page.cont, remaining: page.remaining })
     }
 }
