@@ -13,7 +13,7 @@ use kache::sim::synth::{ClusterSpec, Synth};
 use std::sync::Arc;
 
 fn pods_cache(pods: usize, nodes: usize) -> Arc<KindCache> {
-    let r = Arc::new(kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods"));
+    let r = Arc::new(kache::sim::catalog::resource("pods"));
     let synth = Synth::new(ClusterSpec { nodes, pods, namespaces: 30, seed: 7, pod_bytes: None });
     let mut objects = Vec::with_capacity(pods);
     for (i, mut v) in synth.pods().enumerate() {

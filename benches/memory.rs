@@ -43,7 +43,7 @@ fn rss_bytes() -> u64 {
 fn main() {
     let pods: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(100_000);
     let held = std::env::args().skip(1).find(|a| matches!(a.as_str(), "both" | "json" | "protobuf")).unwrap_or_else(|| "both".into());
-    let r = Arc::new(kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods"));
+    let r = Arc::new(kache::sim::catalog::resource("pods"));
     let synth = Synth::new(ClusterSpec { nodes: pods.div_ceil(30), pods, namespaces: 50, seed: 7, pod_bytes: None });
     let cache = KindCache::new(r.clone(), 0, Limits::default());
     let (rss_before, heap_before) = (rss_bytes(), LIVE.load(Ordering::Relaxed));

@@ -28,7 +28,7 @@ fn pod_labels(i: usize) -> BTreeMap<String, String> {
 
 /// The cache's objects (`cache::Object`, not nameable outside the crate) for `labels`.
 fn pods(labels: &[BTreeMap<String, String>]) -> Vec<impl LabelSource> {
-    let r = kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods");
+    let r = kache::sim::catalog::resource("pods");
     labels
         .iter()
         .enumerate()

@@ -30,7 +30,7 @@ fn transcode(c: &mut Criterion) {
         })
     });
     g.finish();
-    let pods = kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods");
+    let pods = kache::sim::catalog::resource("pods");
     let meta = ["metadata.name", "metadata.namespace", "metadata.resourceVersion", "metadata.labels"];
     let read = Projection::of(meta.into_iter().chain(pods.fields.iter().map(String::as_str)));
     let mut g = c.benchmark_group("decode_pod_pb");

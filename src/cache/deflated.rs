@@ -158,7 +158,7 @@ mod tests {
     use super::*;
 
     fn pod(name: &str, rv: u64) -> Object {
-        let r = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let r = crate::sim::catalog::resource("pods");
         let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string()}});
         Object::new(&r, &v, Some(&crate::cache::object::item_json(&v)), None).unwrap()
     }

@@ -473,7 +473,7 @@ mod tests {
     use super::*;
 
     fn res() -> ResourceRef {
-        Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap())
+        Arc::new(crate::sim::catalog::resource("pods"))
     }
 
     fn obj(name: &str, rv: u64) -> Object {

@@ -614,7 +614,7 @@ mod tests {
     use super::*;
 
     fn pods() -> Resource {
-        crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap()
+        crate::sim::catalog::resource("pods")
     }
 
     #[test]

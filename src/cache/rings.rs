@@ -96,7 +96,7 @@ mod tests {
     use crate::cache::{KindCache, Limits};
 
     fn pods() -> crate::api::resource::ResourceRef {
-        Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap())
+        Arc::new(crate::sim::catalog::resource("pods"))
     }
 
     fn pod(ns: &str, name: &str, rv: u64) -> Object {

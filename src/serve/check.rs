@@ -134,7 +134,7 @@ mod tests {
     use serde_json::json;
 
     fn pods() -> Arc<Resource> {
-        Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods"))
+        Arc::new(crate::sim::catalog::resource("pods"))
     }
 
     fn pod(r: &Resource, ns: &str, name: &str, rv: u64) -> Object {

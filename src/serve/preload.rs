@@ -41,7 +41,7 @@ mod tests {
 
     #[test]
     fn protobuf_is_loaded_first_and_only_where_the_kind_has_it() {
-        let mut pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let mut pods = crate::sim::catalog::resource("pods");
         let both = [Format::Json, Format::Protobuf, Format::Json];
         assert_eq!(encodings(&Arc::new(pods.clone()), &both), vec![Format::Protobuf, Format::Json]);
         pods.protobuf = false;

@@ -33,6 +33,14 @@ fn builtin(group: &str, plural: &str, singular: &str, kind: &str, namespaced: bo
     }
 }
 
+/// The catalogue's resource with this plural (tests and benchmarks name their kinds so).
+///
+/// # Panics
+/// When the catalogue has no such resource.
+pub fn resource(plural: &str) -> Resource {
+    simulated().into_iter().find(|r| r.plural == plural).unwrap_or_else(|| panic!("no {plural} in the simulated catalogue"))
+}
+
 /// The resource types the simulator serves.
 pub fn simulated() -> Vec<Resource> {
     vec![
@@ -209,7 +217,7 @@ mod tests {
 
     #[test]
     fn pods_support_the_node_name_field() {
-        let pods = simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let pods = resource("pods");
         assert!(pods.supports_field("spec.nodeName"));
         assert!(!pods.supports_field("spec.bogus"));
         assert_eq!(pods.index.as_deref(), Some("spec.nodeName"));

@@ -509,7 +509,7 @@ async fn a_watch_list_is_gzipped_for_clients_that_ask_and_each_event_decodes_as_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_the_upstream_refuses_stops_and_says_why() {
     let sim = crate::support::start(&cluster(&[])).await;
-    let mut widgets = kache::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap();
+    let mut widgets = kache::sim::catalog::resource("widgets");
     // Believed built-in, so asked for in protobuf, which the upstream does not serve for it.
     widgets.protobuf = true;
     let res = std::sync::Arc::new(widgets);

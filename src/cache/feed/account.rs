@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn synced_feed(plural: &str, up: &crate::upstream::Upstream) -> Arc<Feed> {
-        let r = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).unwrap();
+        let r = crate::sim::catalog::resource(plural);
         let feed = Feed::new(Arc::new(KindCache::new(Arc::new(r), 0, Default::default())), Format::Json, up.clone());
         feed.synced.send_replace(true);
         feed

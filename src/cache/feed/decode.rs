@@ -430,7 +430,7 @@ pub(super) mod tests {
     use serde_json::Value;
 
     fn widgets() -> Resource {
-        Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() }
+        Resource { protobuf: false, ..crate::sim::catalog::resource("widgets") }
     }
 
     /// A Widget whose `spec` holds `{"a":` nested until the object is `levels` deep.
@@ -548,7 +548,7 @@ pub(super) mod tests {
     /// The catalogue's kind `plural`, and the objects of its captured list page `capture`
     /// (protobuf or JSON by its name), every one decoded.
     fn captured(plural: &str, capture: &str) -> (Resource, Listed) {
-        let r = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).expect("in the catalog");
+        let r = crate::sim::catalog::resource(plural);
         let body = crate::testdata::golden(capture);
         let mut listed = Listed::default();
         if capture.ends_with(".pb.body") {
@@ -596,7 +596,7 @@ pub(super) mod tests {
 
     #[test]
     fn a_page_says_how_many_items_the_pages_after_it_hold_in_both_encodings() {
-        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods");
+        let pods = crate::sim::catalog::resource("pods");
         let json: serde_json::Value = serde_json::from_slice(&crate::testdata::golden("02c-list-pods-limit2-page1.json.body")).unwrap();
         let remaining = json["metadata"]["remainingItemCount"].as_u64().expect("the capture has remainingItemCount");
         let mut listed = Listed::default();

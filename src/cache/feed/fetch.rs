@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(page_path("/api/v1/pods", Some(500), ""), "/api/v1/pods?limit=500");
         assert_eq!(page_path("/api/v1/pods", Some(500), "abc"), "/api/v1/pods?limit=500&continue=abc");
         assert_eq!(page_path("/api/v1/pods", None, ""), "/api/v1/pods");
-        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let pods = crate::sim::catalog::resource("pods");
         assert_eq!(
             object_at_path(&pods, "default/web-1", 42),
             "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dweb-1&resourceVersion=42&resourceVersionMatch=Exact"
@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn the_rv_probe_asks_for_one_key_of_the_kind() {
-        let kind = |plural: &str| crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).unwrap();
+        let kind = |plural: &str| crate::sim::catalog::resource(plural);
         assert_eq!(rv_probe_path(&kind("pods")), "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dkache-rv-probe-");
         assert_eq!(rv_probe_path(&kind("nodes")), "/api/v1/nodes?fieldSelector=metadata.name%3Dkache-rv-probe-");
         assert_eq!(

@@ -244,7 +244,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_upstream_that_refuses_the_one_name_probe_is_probed_with_limit_1() {
-        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let pods = crate::sim::catalog::resource("pods");
         let (up, mut asked) = refusing_field_selectors().await;
         let feed = Feed::new(Arc::new(KindCache::new(Arc::new(pods), 0, Default::default())), Format::Json, up);
         assert_eq!(feed.upstream_rv().await.unwrap(), 7);
@@ -256,7 +256,7 @@ mod tests {
 
     #[tokio::test]
     async fn callers_share_a_probe_sent_after_they_arrived_and_never_one_sent_before() {
-        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let pods = crate::sim::catalog::resource("pods");
         let (up, gate, mut asked) = gated().await;
         let feed = Feed::new(Arc::new(KindCache::new(Arc::new(pods), 0, Default::default())), Format::Json, up);
         let first = tokio::spawn({

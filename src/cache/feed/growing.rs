@@ -117,7 +117,7 @@ mod tests {
     use crate::cache::object::Object;
 
     fn obj(name: &str) -> Object {
-        let pods = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let pods = crate::sim::catalog::resource("pods");
         let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"}});
         Object::new(&pods, &v, Some(&crate::cache::object::item_json(&v)), None).unwrap()
     }

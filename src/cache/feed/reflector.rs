@@ -570,7 +570,7 @@ mod tests {
 
     /// The simulator's Widget custom resource, in JSON.
     fn widgets() -> Resource {
-        Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() }
+        Resource { protobuf: false, ..crate::sim::catalog::resource("widgets") }
     }
 
     /// A WidgetList at RV 9 of `a` (RV 5) and `b` (RV 6).
@@ -594,7 +594,7 @@ mod tests {
     async fn deep_objects_are_cached_by_list_and_watch_and_one_that_cannot_be_decoded_is_skipped() {
         telemetry::install();
         let (too_deep, no_name) = (skipped_count("too_deep"), skipped_count("metadata"));
-        let r = Resource { protobuf: false, ..crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "widgets").unwrap() };
+        let r = Resource { protobuf: false, ..crate::sim::catalog::resource("widgets") };
         let nameless = b"{\"apiVersion\":\"fid.example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"resourceVersion\":\"4\"}}".to_vec();
         let items = [
             nested_widget("deepest", 5, MAX_DEPTH),

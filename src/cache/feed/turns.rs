@@ -83,7 +83,7 @@ mod tests {
     use tokio::time::Instant;
 
     fn held(plural: &str) -> Arc<Feed> {
-        let r = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).unwrap();
+        let r = crate::sim::catalog::resource(plural);
         let up = crate::app::plain_upstream("http://127.0.0.1:9").unwrap();
         let feed = Feed::new(Arc::new(KindCache::new(Arc::new(r), 0, Default::default())), Format::Json, up);
         feed.hold();

@@ -43,7 +43,7 @@ fn gadgets() -> Arc<Resource> {
 }
 
 fn configmaps() -> Arc<Resource> {
-    Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"))
+    Arc::new(crate::sim::catalog::resource("configmaps"))
 }
 
 /// The list RV a captured LIST reports.

@@ -134,7 +134,7 @@ fn param() -> impl Strategy<Value = (String, String)> {
 }
 
 fn cache() -> Arc<KindCache> {
-    let res = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"));
+    let res = Arc::new(crate::sim::catalog::resource("configmaps"));
     let cache = Arc::new(KindCache::new(res, 10, crate::cache::Limits::default()));
     for i in 0..5u64 {
         let mut o = Object::bare(crate::cache::object::key("ns", &format!("cm-{i:04}")), 11 + i);

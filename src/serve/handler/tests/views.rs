@@ -18,7 +18,7 @@ fn golden(name: &str) -> Vec<u8> {
 }
 
 fn pods() -> Arc<crate::api::resource::Resource> {
-    Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").expect("pods"))
+    Arc::new(crate::sim::catalog::resource("pods"))
 }
 
 /// The RV the metadata and Table captures (11*) report for their lists.
@@ -36,7 +36,7 @@ fn cache() -> Arc<KindCache> {
 
 /// The golden namespace's ConfigMaps (04a), in JSON.
 fn configmaps() -> Arc<KindCache> {
-    let res = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"));
+    let res = Arc::new(crate::sim::catalog::resource("configmaps"));
     let json: Value = serde_json::from_slice(&golden("04a-list-configmaps.json.body")).unwrap();
     let objects = build(&res, &json, None);
     let cache = Arc::new(KindCache::new(res, LIST_RV, Limits::default()));
@@ -237,7 +237,7 @@ fn timeless(events: &[Value]) -> Vec<Value> {
 #[tokio::test(start_paused = true)]
 async fn table_watches_equal_the_apiservers() {
     for plural in ["configmaps", "pods"] {
-        let res = Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == plural).unwrap());
+        let res = Arc::new(crate::sim::catalog::resource(plural));
         let objects = captured(&format!("{plural}.objects.json"));
         let rv = |v: &Value| v["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap();
         let from = rv(&objects[0]["object"]) - 1;

@@ -12,7 +12,7 @@ fn bytes(mut c: Chunk) -> Bytes {
 }
 
 fn configmaps() -> Arc<Resource> {
-    Arc::new(crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "configmaps").expect("configmaps"))
+    Arc::new(crate::sim::catalog::resource("configmaps"))
 }
 
 /// A ConfigMap whose stored JSON item is about `size` bytes.
