@@ -18,23 +18,26 @@ mod preload;
 pub(crate) mod proxy;
 mod read;
 pub use read::PassThrough;
+mod request;
+pub(crate) use request::Asked;
+pub use request::Source;
+use request::{shaped, Access};
 pub(crate) mod respond;
 pub(crate) mod server;
+mod settings;
+pub use settings::ServeSettings;
 mod tally;
 
-use crate::api::media::accepts_gzip;
 use crate::api::media::Format;
 use crate::api::query;
 use crate::api::resource::ResourceRef;
-use crate::api::route::{classify, ResourcePath, Target};
+use crate::api::route::ResourcePath;
 use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
 use crate::body::Body;
 use crate::body::RequestBody;
 use crate::cache::feed::{self, Feed};
 use crate::cache::KindCache;
-use crate::cache::Limits;
-use crate::serve::admission::limit::InflightLimits;
 use crate::serve::admission::{limit, Admission};
 use crate::serve::discovery::DiscoveryError;
 use crate::serve::respond::StatusResponse;
@@ -47,66 +50,9 @@ use crate::upstream::Credentials;
 use crate::upstream::Upstream;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
-use handler::WatchSettings;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Settings of the serving cache.
-#[derive(Debug, Clone)]
-pub struct ServeSettings {
-    /// Buffer sizes of every cache.
-    pub limits: Limits,
-    /// Watch timing.
-    pub watch: WatchSettings,
-    /// How long a consistent read waits for the cache to reach the upstream's RV before it
-    /// is passed through instead.
-    pub consistent_wait: Duration,
-    /// Resources (plural names, optionally `plural.group`) to load at start.
-    pub preload: Vec<String>,
-    /// Encodings to load preloaded resources in.
-    pub preload_formats: Vec<Format>,
-    /// Authentication and authorization of clients; `None` serves everyone with kache's own
-    /// rights (tests and the demo on loopback only).
-    pub security: Option<Arc<Security>>,
-    /// Caps on cached reads in flight.
-    pub inflight: InflightLimits,
-    /// Longest request URI (path and query) accepted.
-    pub max_uri_bytes: usize,
-    /// Requests one client may have passed through at once (0: no bound).
-    pub passthrough_per_client: usize,
-    /// Watches one client may have open at once, cached or passed through (0: no bound).
-    pub watches_per_client: usize,
-    /// How long reads are served from a cache whose informer cannot reach the upstream.
-    pub serve_stale: Duration,
-    /// `--consistent-passthrough-factor`: how the cost rule weighs the upstream.
-    pub passthrough_factor: f64,
-    /// `--cheaper-upstream-reads check`: a consistent LIST the cost rule sends to the
-    /// upstream is checked against its metadata first (see `check`).
-    pub check_cheaper_reads: bool,
-    /// `--revision-ledger on`: a consistent LIST is first proven by the revision ledger
-    /// (`upstream::ledger`).
-    pub revision_ledger: bool,
-    /// The bound on answers being indented (`pretty`) or gzip-compressed at once (past it
-    /// they go out as they are), and the lane their jobs run in.
-    pub encodes: compress::Encodes,
-    /// Large answers from memory one client may have being sent at once (0: no bound); past
-    /// it they wait for one of the client's own (see [`fair`]).
-    pub large_per_client: usize,
-    /// Bytes a second of consistent reads one client may have passed to the upstream as the
-    /// cheaper way (0: no bound); past them they are proven and answered from memory.
-    pub cheaper_upstream_bytes_per_client: u64,
-    /// Watches a second one client may start from no resourceVersion (0: no bound), ten
-    /// seconds' worth at once; past it 429.
-    pub watch_starts_per_client: u64,
-    /// Consistent reads a second one client may have proven (0: no bound), ten seconds'
-    /// worth at once; past it they queue.
-    pub consistent_reads_per_client: u64,
-    /// Log one line per request (target `kache::access`): who, what, answered by whom.
-    pub access_log: bool,
-    /// Bytes the watches of one flow (`limit::flow`) may have queued together (0: no bound).
-    pub watch_buffers_per_user: usize,
-}
 
 /// One readiness check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,83 +94,6 @@ pub(crate) struct FeedKey {
     pub version: String,
     pub plural: String,
     pub format: Format,
-}
-
-/// Who answered a request: the `source` label of the request metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// kache itself, before any cache or upstream (authentication, limits, bad input).
-    Kache,
-    /// The cache.
-    Cache,
-    /// The upstream, passed through.
-    Upstream,
-    /// The upstream's discovery answer kept from before it went down: sent
-    /// as the upstream sent it, counted as `cache` (kache answers it from memory, as it
-    /// does cached reads during the outage).
-    Kept,
-}
-
-impl Source {
-    /// The metric label value.
-    pub fn label(self) -> &'static str {
-        match self {
-            Source::Kache => "kache",
-            Source::Cache | Source::Kept => "cache",
-            Source::Upstream => "upstream",
-        }
-    }
-}
-
-/// What a request asks, read once: the resource path it names (classified), its list and
-/// watch options (parsed), and how its answer is to be shaped.
-pub(crate) struct Asked {
-    /// When it arrived.
-    pub(crate) started: std::time::Instant,
-    /// The resource collection or object it names, if any.
-    pub(crate) path: Option<ResourcePath>,
-    /// A resource GET's options, or the apiserver's answer to bad ones (`None` for any other
-    /// request).
-    pub(crate) options: Option<Result<query::Options, Status>>,
-    /// A watch (`watch=true`).
-    pub(crate) watch: bool,
-    /// A watch that sends its initial events first (a WatchList).
-    pub(crate) watch_list: bool,
-    /// Indented JSON (`pretty`, or a browser's or curl's request).
-    pub(crate) pretty: bool,
-    /// Protobuf first in its `Accept` (its errors are encoded so).
-    pub(crate) protobuf: bool,
-    /// gzip accepted.
-    pub(crate) gzip: bool,
-}
-
-impl Asked {
-    fn of<B>(req: &Request<B>) -> Asked {
-        let path = match classify(req.uri().path()) {
-            Some(Target::Resource(p)) => Some(p),
-            _ => None,
-        };
-        let q = req.uri().query();
-        let options = (path.is_some() && req.method() == http::Method::GET).then(|| query::Options::parse(q));
-        let (watch, watch_list) = match &options {
-            Some(Ok(o)) => (o.watch, o.watch && o.send_initial_events == Some(true)),
-            // Bad options are answered later; the request is labelled as its query reads.
-            _ => {
-                let watch = query::watch_requested(q);
-                (watch, watch && query::initial_events_requested(q))
-            }
-        };
-        Asked {
-            started: std::time::Instant::now(),
-            path,
-            options,
-            watch,
-            watch_list,
-            pretty: !watch && crate::api::media::wants_pretty(q, req.headers()),
-            protobuf: crate::api::media::wants_protobuf(req.headers()),
-            gzip: accepts_gzip(req.headers()),
-        }
-    }
 }
 
 /// The serving cache.
@@ -690,109 +559,5 @@ impl Handler for Serve {
     }
 }
 
-/// One line of `--access-log`.
-struct Access<'a> {
-    user: Option<&'a str>,
-    verb: &'static str,
-    path: Option<&'a ResourcePath>,
-    source: Source,
-    reason: Option<PassThrough>,
-    code: u16,
-}
-
-impl Access<'_> {
-    /// Log the line (target `kache::access`, at info). Reads answered from cache never reach
-    /// the apiserver's audit log: this line is their record. No query, name or body:
-    /// selectors and names can carry data.
-    fn log(&self, bytes: Option<u64>, seconds: f64) {
-        let (group, resource, namespace) =
-            self.path.map_or(("", "", ""), |p| (p.group.as_str(), p.plural.as_str(), p.namespace.as_deref().unwrap_or("")));
-        tracing::info!(
-            target: "kache::access",
-            user = self.user.unwrap_or(""),
-            verb = self.verb,
-            group,
-            resource,
-            namespace,
-            source = self.source.label(),
-            reason = self.reason.map_or("", PassThrough::label),
-            code = self.code,
-            bytes,
-            seconds,
-            "request"
-        );
-    }
-}
-
-/// `resp` as the client asked for it, with its body's length for the metrics when kache
-/// answers it from memory. The upstream indents and compresses its own answers: those passed
-/// through and those kept from before an outage are sent as the upstream sent them. kache's
-/// are indented as they are sent (only for the humans who ask), and large cached ones
-/// compressed for clients that ask; so are WatchLists answered from memory
-/// ([`compress::gzip_watch`]), which the apiserver sends as they are.
-fn shaped(resp: Response<Body>, source: Source, shape: &Asked, encodes: &compress::Encodes) -> (Response<Body>, Option<u64>) {
-    let ours = matches!(source, Source::Kache | Source::Cache);
-    let bytes = http_body::Body::size_hint(resp.body()).exact().filter(|_| matches!(source, Source::Cache | Source::Kept));
-    let resp = if shape.pretty && ours { compress::indented(resp, encodes) } else { resp };
-    // A WatchList's stream carries what `gzip_watch` needs; its refusals do not, and go as
-    // they are.
-    let resp = match (shape.gzip && source == Source::Cache, shape.watch_list) {
-        (true, true) => compress::gzip_watch(resp, encodes),
-        (true, false) => compress::gzip(resp, encodes),
-        _ => resp,
-    };
-    (resp, bytes)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::serve::respond::respond;
-    use http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, USER_AGENT};
-    use http::StatusCode;
-    use http_body_util::BodyExt;
-    use std::io::{Read, Write};
-
-    /// A kept document goes out as the upstream sent it: one gzip-encoded and larger than
-    /// the compression threshold, to a client that accepts gzip and asks for indented output,
-    /// is neither compressed again nor indented.
-    #[tokio::test]
-    async fn a_kept_document_is_sent_as_the_upstream_sent_it() {
-        // JSON that stays larger than the threshold gzipped.
-        let mut json = String::from("{\"paths\":{");
-        let mut x: u64 = 1;
-        for i in 0..40_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            json += &format!("\"/p{i}\":\"{x:016x}\",");
-        }
-        json += "\"/\":\"\"}}";
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
-        enc.write_all(json.as_bytes()).unwrap();
-        let gz = bytes::Bytes::from(enc.finish().unwrap());
-        assert!(gz.len() as u64 > compress::THRESHOLD, "{}", gz.len());
-
-        let req = Request::get("/openapi/v2")
-            .header(ACCEPT, "application/json")
-            .header(ACCEPT_ENCODING, "gzip")
-            .header(USER_AGENT, "curl/8.5.0")
-            .body(())
-            .unwrap();
-        let asked = Asked::of(&req);
-        assert!(asked.pretty && asked.gzip);
-        let key = DocKey::of(&req).unwrap();
-        let kept = Arc::new(LastDiscovery::default());
-        let mut upstream = respond(StatusCode::OK, "application/json", crate::body::full(gz.clone()));
-        upstream.headers_mut().insert(CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
-        let _ = kept.keep(key.clone(), upstream).into_body().collect().await.unwrap();
-
-        let (sent, bytes) = shaped(kept.answer(&key).expect("kept"), Source::Kept, &asked, &compress::Encodes::new(4));
-        assert_eq!(bytes, Some(gz.len() as u64));
-        assert_eq!(sent.headers().get_all(CONTENT_ENCODING).iter().count(), 1);
-        assert_eq!(sent.headers().get(CONTENT_ENCODING).unwrap(), "gzip");
-        let got = sent.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(got, gz, "the upstream's bytes");
-        let mut decoded = String::new();
-        flate2::read::GzDecoder::new(&got[..]).read_to_string(&mut decoded).unwrap();
-        assert_eq!(decoded, json, "decoded once, the document");
-    }
-}
+mod tests;
