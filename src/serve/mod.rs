@@ -138,7 +138,7 @@ impl Serve {
             encodes,
             ending: tokio::sync::watch::Sender::new(false),
         });
-        serve.preload();
+        preload::preload(&serve);
         telemetry::register_limits();
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
         tokio::spawn(health::monitor(Arc::downgrade(&serve), |s| &s.upstream));
@@ -462,19 +462,6 @@ impl Serve {
             }
         }
     }
-}
-
-/// Who the per-client bounds count a request against: the authenticated user (an anonymous
-/// one by its address, see [`Caller::at`]), or the address when clients are not
-/// authenticated.
-fn client<B>(req: &Request<B>, caller: Option<&Caller>) -> String {
-    match caller {
-        Some(c) => c.client.clone(),
-        None => req.extensions().get::<Peer>().map(|p| p.addr.ip().to_string()).unwrap_or_default(),
-    }
-}
-
-impl Serve {
     /// A request the cache declined for `reason`: a discovery document kept through an
     /// outage, or the upstream's answer (timed for the cost rule when that decided it).
     /// The client's pass-through place and its watch place (`place`, for a watch) are held
@@ -556,6 +543,16 @@ impl Handler for Serve {
             line.log(bytes, seconds);
         }
         resp
+    }
+}
+
+/// Who the per-client bounds count a request against: the authenticated user (an anonymous
+/// one by its address, see [`Caller::at`]), or the address when clients are not
+/// authenticated.
+fn client<B>(req: &Request<B>, caller: Option<&Caller>) -> String {
+    match caller {
+        Some(c) => c.client.clone(),
+        None => req.extensions().get::<Peer>().map(|p| p.addr.ip().to_string()).unwrap_or_default(),
     }
 }
 

@@ -6,24 +6,22 @@ use crate::api::media::Format;
 use crate::api::resource::ResourceRef;
 use crate::cache::feed::turns;
 
-impl Serve {
-    /// Start the preloaded feeds, held, and release them one after another: the kinds in
-    /// the order `--preload` names them, each in protobuf (client-go's encoding) before JSON.
-    pub(super) fn preload(&self) {
-        let (mut order, resources) = (Vec::new(), self.resources.load());
-        for name in &self.settings.preload {
-            let Some(r) = resources.iter().find(|r| &r.plural == name || format!("{}.{}", r.plural, r.group) == *name) else {
-                tracing::warn!(resource = %name, "preload: the upstream has no such listable resource");
-                continue;
-            };
-            for fmt in encodings(r, &self.settings.preload_formats) {
-                let feed = self.feed_held(r, fmt, true);
-                feed.mark_preloaded();
-                order.push(feed);
-            }
+/// Start `serve`'s preloaded feeds, held, and release them one after another: the kinds in
+/// the order `--preload` names them, each in protobuf (client-go's encoding) before JSON.
+pub(super) fn preload(serve: &Serve) {
+    let (mut order, resources) = (Vec::new(), serve.resources.load());
+    for name in &serve.settings.preload {
+        let Some(r) = resources.iter().find(|r| &r.plural == name || format!("{}.{}", r.plural, r.group) == *name) else {
+            tracing::warn!(resource = %name, "preload: the upstream has no such listable resource");
+            continue;
+        };
+        for fmt in encodings(r, &serve.settings.preload_formats) {
+            let feed = serve.feed_held(r, fmt, true);
+            feed.mark_preloaded();
+            order.push(feed);
         }
-        tokio::spawn(turns::in_turn(order));
     }
+    tokio::spawn(turns::in_turn(order));
 }
 
 /// The encodings `r` is preloaded in, protobuf first; protobuf only where the kind has it.
