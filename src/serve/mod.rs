@@ -30,7 +30,7 @@ use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
 use crate::body::Body;
 use crate::body::RequestBody;
-use crate::cache::feed::{self, Feed};
+use crate::cache::feed::{self, Feed, Loading};
 use crate::cache::KindCache;
 use crate::cache::Limits;
 use crate::serve::discovery::DiscoveryError;
@@ -127,6 +127,27 @@ impl Check {
 
     fn fail(name: String, detail: String, counts: bool) -> Check {
         Check { name, pass: false, counts, detail }
+    }
+}
+
+/// A cache's readiness detail before its first sync: `not synced: listing, 41,200 objects
+/// (185.4 MB) so far`, or why it is not listing.
+fn not_synced(loading: Loading) -> String {
+    match loading {
+        Loading::Listing { objects, bytes, .. } => format!("not synced: listing, {} so far", feed::amount(objects, bytes)),
+        Loading::Waiting => "not synced: its list waits for its turn".into(),
+        Loading::Synced | Loading::Idle => "not synced".into(),
+    }
+}
+
+/// A cache's initial list in `/debug/cache`, while it is under way (`null` otherwise).
+fn loading_report(loading: Loading) -> serde_json::Value {
+    match loading {
+        Loading::Listing { objects, bytes, elapsed } => {
+            serde_json::json!({"state": "listing", "objects": objects, "bytes": bytes, "seconds": elapsed.as_secs_f64()})
+        }
+        Loading::Waiting => serde_json::json!({"state": "waiting"}),
+        Loading::Synced | Loading::Idle => serde_json::Value::Null,
     }
 }
 
@@ -293,7 +314,7 @@ impl Serve {
                 // its reads pass through as they would without the preload.
                 (false, _) if f.forbidden() => Check::pass(name, "forbidden to kache's identity (403); passed through, retrying".into()),
                 (true, true) => Check::pass(name, "ok".into()),
-                (false, _) => Check::fail(name, "not synced".into(), true),
+                (false, _) => Check::fail(name, not_synced(f.loading()), true),
                 (true, false) if f.relisting() => Check::fail(name, stale_detail("relisting after 410 Gone", stale, bound), stale >= bound),
                 (true, false) => Check::fail(name, stale_detail("upstream unreachable", stale, bound), stale >= bound),
             };
@@ -371,6 +392,7 @@ impl Serve {
                     "version": k.version,
                     "encoding": format!("{:?}", k.format).to_lowercase(),
                     "synced": f.synced(),
+                    "loading": loading_report(f.loading()),
                     "refused": f.refused(),
                     "objects": snap.objects.len(),
                     "bytes": snap.bytes,
