@@ -95,12 +95,24 @@ fn cache_row(c: &Value) -> Vec<String> {
         format!("{}.{group}", c["resource"].as_str().unwrap_or(""))
     };
     let w = &c["window"];
+    // A kind still loading: its initial list's objects and bytes so far, not the (empty)
+    // cache's.
+    let loading = &c["loading"];
+    let (synced, objects, bytes) = match loading["state"].as_str() {
+        _ if c["refused"].is_string() => ("refused".into(), c["objects"].to_string(), mb(&c["bytes"])),
+        Some("listing") => {
+            let so_far = crate::cache::feed::thousands(loading["objects"].as_u64().unwrap_or(0));
+            ("listing".into(), format!("{so_far} so far"), mb(&loading["bytes"]))
+        }
+        Some("waiting") => ("waiting".into(), "-".into(), "-".into()),
+        _ => (c["synced"].as_bool().unwrap_or(false).to_string(), c["objects"].to_string(), mb(&c["bytes"])),
+    };
     vec![
         resource,
         c["encoding"].as_str().unwrap_or("").to_string(),
-        if c["refused"].is_string() { "refused".into() } else { c["synced"].as_bool().unwrap_or(false).to_string() },
-        c["objects"].to_string(),
-        mb(&c["bytes"]),
+        synced,
+        objects,
+        bytes,
         c["resourceVersion"].as_str().unwrap_or("").to_string(),
         secs(&c["lastEventAgeSeconds"]),
         secs(&c["staleSeconds"]),

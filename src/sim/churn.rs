@@ -83,7 +83,8 @@ fn apply(
             sim.commit(pods, &mut rv, EventType::Modified, v, StatusCode::OK, Format::Json, false)?;
         }
         ChurnOp::Create => {
-            let v = sim.synth.pod(*next_index);
+            // Stamped now, as the apiserver stamps a pod it creates.
+            let v = sim.synth.pod_created_at(*next_index, crate::api::time::unix_now());
             *next_index += 1;
             let ns = v["metadata"]["namespace"].as_str().unwrap_or("");
             live.push(object::key(ns, v["metadata"]["name"].as_str().unwrap_or("")));

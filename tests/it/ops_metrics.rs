@@ -351,7 +351,7 @@ async fn readyz_is_503_before_the_preloaded_caches_sync_and_200_after() {
     let expect = default_cache_checks();
     for e in &expect {
         assert!(
-            verbose.lines().any(|l| l.starts_with("[-]") && l.contains(e) && l.ends_with("not synced")),
+            verbose.lines().any(|l| l.starts_with("[-]") && l.contains(&format!("{e} not synced"))),
             "/readyz?verbose lacks a failing check for {e}:\n{verbose}"
         );
     }
@@ -595,4 +595,66 @@ async fn a_second_whole_watch_list_sends_the_runs_the_first_deflated() {
     assert_eq!(runs(first, "kept"), runs(before, "kept"), "nothing to send from before the first");
     assert_eq!(runs(second, "kept") - runs(first, "kept"), deflated, "the second sends every run the first deflated");
     assert_eq!(runs(second, "deflated"), runs(first, "deflated"), "and deflates none again");
+}
+
+/// The `[-]cache pods json ...` line of a verbose `/readyz`, and the count of objects it says
+/// the pods' list has brought so far (`None` when it says no count).
+fn pods_listing(verbose: &str) -> (String, Option<u64>) {
+    let line = verbose.lines().find(|l| l.contains("cache pods json")).unwrap_or_default().to_string();
+    let count = line
+        .strip_prefix("[-]cache pods json not synced: listing, ")
+        .and_then(|rest| rest.split(" objects (").next())
+        .and_then(|n| n.replace(',', "").parse().ok());
+    (line, count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_and_status_say_how_many_objects_a_loading_list_has_brought_so_far() {
+    use crate::support::{kache_loading, Api};
+    let sim = start(&cluster(&["--nodes", "5", "--pods", "1200", "--namespaces", "3"])).await;
+    // The pods' list (kache's one unpaged LIST of them) passes its first 256 KiB, about 55
+    // pods, and holds the rest: the initial list is under way and cannot end.
+    let proxy = Proxy::start(&sim.addr, true).await;
+    proxy.hold_body("/api/v1/pods", 256 * 1024);
+    let up = kache::app::plain_upstream(&proxy.url()).unwrap();
+    let k = kache_loading(up, &["--preload", "pods", "--preload-encodings", "json"]).await;
+    let admin = kache::app::start_admin(k.serving.serve.clone(), "127.0.0.1:0", None).await.expect("admin starts");
+    let admin = Api::new(&admin.to_string());
+    let admin = &admin;
+    let proxy = &proxy;
+    // Once the held part is in, /readyz and /debug/cache (`kache status`) name the same count.
+    let (line, n, table) = eventually(30, 20, || async move {
+        let r = admin.get("/readyz?verbose").await;
+        let (line, n) = pods_listing(&r.text());
+        let report = admin.get_ok("/debug/cache").await;
+        let pods = report["caches"].as_array().and_then(|c| c.iter().find(|c| c["resource"] == "pods").cloned()).unwrap_or_default();
+        match n {
+            Some(n) if n > 0 && proxy.body_held() && pods["loading"]["objects"].as_u64() == Some(n) => {
+                assert_eq!(r.status, 503, "not ready while the pods load: {}", r.text());
+                assert_eq!((pods["loading"]["state"].as_str(), pods["synced"].as_bool()), (Some("listing"), Some(false)), "{pods}");
+                assert!(pods["loading"]["bytes"].as_u64() > Some(0), "{pods}");
+                Ok((line, n, kache::app::status::table(&report)))
+            }
+            _ => Err(format!("{line}; /debug/cache: {pods}")),
+        }
+    })
+    .await;
+    assert!(n < 1200, "only the held list's first part has come: {line}");
+    assert!(line.ends_with(" MB) so far"), "{line}");
+    let row = table.lines().find(|l| l.starts_with("pods ")).unwrap_or_default();
+    let (cells, so_far) = (row.split_whitespace().collect::<Vec<_>>(), kache::cache::feed::thousands(n));
+    assert_eq!(cells[..5], ["pods", "json", "listing", so_far.as_str(), "so"], "kache status shows the count so far:\n{table}");
+
+    // The rest comes: the cache syncs and the check passes.
+    proxy.release();
+    let verbose = eventually(60, 50, || async move {
+        let r = admin.get("/readyz?verbose").await;
+        if r.status == 200 {
+            Ok(r.text())
+        } else {
+            Err(r.text())
+        }
+    })
+    .await;
+    assert!(verbose.lines().any(|l| l == "[+]cache pods json ok"), "{verbose}");
 }

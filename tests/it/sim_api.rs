@@ -642,3 +642,73 @@ async fn dry_run_writes_change_nothing() {
     assert_eq!(s.get_ok(&format!("{path}/dry")).await, cm);
     assert!(count(&s.get_ok(path).await) > 1);
 }
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+/// Unix seconds of `YYYY-MM-DDTHH:MM:SSZ` (RFC 3339 in whole seconds, UTC, as the apiserver
+/// writes a creationTimestamp); `None` for anything else.
+fn rfc3339_seconds_utc(ts: &str) -> Option<i64> {
+    let b = ts.as_bytes();
+    let shape = b.len() == 20 && [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'Z')].iter().all(|&(i, c)| b[i] == c);
+    let n = |r: std::ops::Range<usize>| ts.get(r).filter(|d| d.bytes().all(|c| c.is_ascii_digit()))?.parse::<u16>().ok();
+    if !shape {
+        return None;
+    }
+    let month = time::Month::try_from(n(5..7)? as u8).ok()?;
+    let date = time::Date::from_calendar_date(i32::from(n(0..4)?), month, n(8..10)? as u8).ok()?;
+    let at = date.with_hms(n(11..13)? as u8, n(14..16)? as u8, n(17..19)? as u8).ok()?;
+    Some(at.assume_utc().unix_timestamp())
+}
+
+/// A created object's `creationTimestamp` as a real apiserver writes it: RFC 3339 in whole
+/// seconds, UTC with a `Z`, within `[not_before, not_after]` (Unix seconds).
+fn assert_created_within(o: &Value, not_before: i64, not_after: i64) {
+    let ts = o["metadata"]["creationTimestamp"].as_str().unwrap_or_else(|| panic!("no creationTimestamp: {o}"));
+    let at = rfc3339_seconds_utc(ts).unwrap_or_else(|| panic!("not RFC 3339 in whole seconds, UTC: {ts}"));
+    assert!(at >= not_before, "{ts} is {} s before the request", not_before - at);
+    assert!(at <= not_after, "{ts} is {} s after the response", at - not_after);
+}
+
+/// The Age column kubectl shows for a pod, from the simulator's Table.
+async fn age_of(s: &TestSim, o: &Value) -> String {
+    let (ns, name) = (o["metadata"]["namespace"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap());
+    let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+    let r = s.request(http::Method::GET, &path, Some("application/json;as=Table;v=v1;g=meta.k8s.io"), None, vec![]).await;
+    let t = r.json();
+    let col = t["columnDefinitions"].as_array().unwrap().iter().position(|c| c["name"] == "Age").expect("an Age column");
+    t["rows"][0]["cells"][col].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_pods_carry_the_time_they_were_created() {
+    // Churn creates one pod in every ten operations: at 50 a second, one within a fifth of
+    // a second of real time (the deadline only bounds a broken run).
+    let mut c = cluster(&["--nodes", "3", "--pods", "30"]);
+    c.churn_per_sec = 50.0;
+    let s = start(&c).await;
+    let before = unix_now();
+    let from = s.sim.resource_version();
+    let mut w = s.watch(&format!("/api/v1/pods?watch=1&resourceVersion={from}"), "application/json").await;
+    let added = loop {
+        let e = w.next_json(deadline(30)).await.item("a churn event");
+        if e["type"] == "ADDED" {
+            break e["object"].clone();
+        }
+    };
+    assert_created_within(&added, before, unix_now());
+    let age = age_of(&s, &added).await;
+    assert!(age.ends_with('s') && age.trim_end_matches('s').parse::<u32>().is_ok(), "churn's new pod shows AGE {age}");
+
+    // A pod POSTed is stamped when it is created, whatever the client sent.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "stamped", "namespace": "default", "creationTimestamp": "2031-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": "app", "image": "busybox"}]}});
+    let before = unix_now();
+    let r = s.post("/api/v1/namespaces/default/pods", &pod).await;
+    let created = s.must("create pod", r).await;
+    assert_created_within(&created, before, unix_now());
+    let age = age_of(&s, &created).await;
+    assert!(age.ends_with('s') && age.trim_end_matches('s').parse::<u32>().is_ok(), "a POSTed pod shows AGE {age}");
+}

@@ -126,13 +126,66 @@ pub struct Feed {
 }
 
 /// The initial list's progress: when it started, what its pages brought so far and what
-/// the upstream says remains (`remainingItemCount`).
+/// the upstream says remains (`remainingItemCount`), and what has come of it so far (items
+/// and bytes as they arrive, between pages too).
 #[derive(Debug, Clone, Copy)]
 struct Listing {
     started: Instant,
     items: u64,
     bytes: u64,
     remaining: Option<u64>,
+    received: (u64, u64),
+}
+
+/// How often a feed's initial list that is still under way says how far it has come.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Where a feed stands on its way to its first sync: what `/readyz?verbose` and
+/// `kache status` show for a kind still loading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loading {
+    /// It has synced.
+    Synced,
+    /// A preloaded kind whose list waits for its turn ([`turns`]).
+    Waiting,
+    /// Its initial list is under way.
+    Listing {
+        /// Objects received so far (those it cannot decode too).
+        objects: u64,
+        /// Bytes of the list received so far.
+        bytes: u64,
+        /// Since the list was asked for.
+        elapsed: Duration,
+    },
+    /// No list under way: not started yet, or between a failed attempt and the next.
+    Idle,
+}
+
+/// What an initial list says of itself as it goes ([`Feed::reporting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Told {
+    /// It has started.
+    Started,
+    /// It is still under way, `seconds` after it started, having brought this much.
+    Progress { objects: u64, bytes: u64, seconds: u64 },
+}
+
+/// `41,200 objects (180.3 MB)`: how much of a list has come, for a person.
+pub fn amount(objects: u64, bytes: u64) -> String {
+    format!("{} objects ({:.1} MB)", thousands(objects), bytes as f64 / 1e6)
+}
+
+/// `41200` as `41,200`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// When a feed that has not synced will have: what [`Feed::sync_estimate`] says.
@@ -308,7 +361,7 @@ impl Feed {
         }
         let listing = *self.listing.lock().unwrap_or_else(|e| e.into_inner());
         match listing {
-            Some(Listing { started, items, bytes, remaining: Some(left) }) if items > 0 => {
+            Some(Listing { started, items, bytes, remaining: Some(left), .. }) if items > 0 => {
                 let per_item = started.elapsed().as_secs_f64() / items as f64;
                 let eta = Duration::try_from_secs_f64(per_item * left as f64).unwrap_or(Duration::MAX);
                 let whole = Duration::try_from_secs_f64(per_item * (items + left) as f64).unwrap_or(Duration::MAX);
@@ -326,12 +379,82 @@ impl Feed {
         }
         let mut l = self.listing.lock().unwrap_or_else(|e| e.into_inner());
         match (&mut *l, items) {
-            (_, 0) => *l = Some(Listing { started: Instant::now(), items: 0, bytes: 0, remaining: None }),
-            (Some(l), _) => (l.items, l.bytes, l.remaining) = (items, bytes, remaining),
+            (_, 0) => *l = Some(Listing { started: Instant::now(), items: 0, bytes: 0, remaining: None, received: (0, 0) }),
+            (Some(l), _) => (l.items, l.bytes, l.remaining, l.received) = (items, bytes, remaining, (items, bytes)),
             (None, _) => {}
         }
         drop(l);
         self.paged.notify_waiters();
+    }
+
+    /// The initial list has brought `items` items in `bytes` bytes so far (between its
+    /// pages: what [`Feed::loading`] shows).
+    pub(super) fn received(&self, items: u64, bytes: u64) {
+        if self.synced() {
+            return;
+        }
+        if let Some(l) = self.listing.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            l.received = (items, bytes);
+        }
+    }
+
+    /// Where the feed stands on its way to its first sync.
+    pub fn loading(&self) -> Loading {
+        if self.synced() {
+            return Loading::Synced;
+        }
+        if *self.turn.borrow() == turns::Turn::Waiting {
+            return Loading::Waiting;
+        }
+        // An attempt at the initial list is under way while its growing state is open.
+        if self.growing().is_none() {
+            return Loading::Idle;
+        }
+        match *self.listing.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(Listing { started, received: (objects, bytes), .. }) => Loading::Listing { objects, bytes, elapsed: started.elapsed() },
+            None => Loading::Idle,
+        }
+    }
+
+    /// Run `list`, the initial list, saying so in the log: one line when it starts, then
+    /// every [`PROGRESS_EVERY`] while it runs one with the objects and bytes it has brought
+    /// so far. (Its end is told by `install`, or by the failure's line.)
+    async fn reporting<T>(&self, list: impl std::future::Future<Output = T>) -> T {
+        let r = &self.cache.resource.plural;
+        self.telling(list, |told| match told {
+            Told::Started => tracing::info!(resource = %r, fmt = ?self.fmt, "initial list started"),
+            Told::Progress { objects, bytes, seconds } => {
+                let so_far = amount(objects, bytes);
+                tracing::info!(resource = %r, fmt = ?self.fmt, objects, bytes, seconds, "still listing: {so_far} so far");
+            }
+        })
+        .await
+    }
+
+    /// [`Feed::reporting`], telling `tell`.
+    async fn telling<T>(&self, list: impl std::future::Future<Output = T>, mut tell: impl FnMut(Told)) -> T {
+        tell(Told::Started);
+        let started = tokio::time::Instant::now();
+        let progress = async {
+            let mut every = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                if let Loading::Listing { objects, bytes, .. } = self.loading() {
+                    tell(Told::Progress { objects, bytes, seconds: started.elapsed().as_secs() });
+                }
+            }
+        };
+        tokio::select! {
+            out = list => out,
+            _ = progress => unreachable!("the progress lines go on until the list ends"),
+        }
+    }
+
+    /// The bytes and time of the initial list when it is installed: (bytes, seconds).
+    fn listed(&self) -> (u64, f64) {
+        let l = *self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        l.map_or((0, 0.0), |l| (l.received.1, l.started.elapsed().as_secs_f64()))
     }
 
     /// Wait for the initial list's next page, or its end, at most `timeout`.
@@ -386,5 +509,66 @@ impl Feed {
         } else {
             tracing::warn!(resource = %r, rv, error = %e, "{what}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods_feed() -> Arc<Feed> {
+        let r = crate::sim::catalog::simulated().into_iter().find(|r| r.plural == "pods").unwrap();
+        let up = crate::app::plain_upstream("http://127.0.0.1:9").unwrap();
+        Feed::new(Arc::new(KindCache::new(Arc::new(r), 0, Default::default())), Format::Json, up)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_initial_list_under_way_says_every_five_seconds_how_far_it_has_come() {
+        let feed = pods_feed();
+        feed.hold();
+        assert_eq!(feed.loading(), Loading::Waiting, "a preloaded kind waiting for its turn");
+        feed.release();
+        assert_eq!(feed.loading(), Loading::Idle, "not listing yet");
+        // The list: its attempt starts and brings 1,200 objects, then nothing until it ends.
+        let (end, ended) = tokio::sync::oneshot::channel::<()>();
+        let list = {
+            let feed = feed.clone();
+            async move {
+                let _attempt = feed.start_growing();
+                feed.listed_page(0, 0, None);
+                feed.received(1_200, 5_400_000);
+                let _ = ended.await;
+                "listed"
+            }
+        };
+        let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let task = {
+            let (feed, told) = (feed.clone(), told.clone());
+            tokio::spawn(async move { feed.telling(list, |t| told.lock().unwrap().push(t)).await })
+        };
+        let told = move || told.lock().unwrap().clone();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(matches!(feed.loading(), Loading::Listing { objects: 1_200, bytes: 5_400_000, .. }), "{:?}", feed.loading());
+        assert_eq!(told(), [Told::Started], "the start at once, nothing more before 5 s");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let first = Told::Progress { objects: 1_200, bytes: 5_400_000, seconds: 5 };
+        assert_eq!(told(), [Told::Started, first]);
+        // More comes; the next line, 5 s after the first, says so.
+        feed.received(41_200, 185_400_000);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let second = Told::Progress { objects: 41_200, bytes: 185_400_000, seconds: 10 };
+        assert_eq!(told(), [Told::Started, first, second]);
+        // The list ends: nothing is told after it.
+        end.send(()).unwrap();
+        assert_eq!(task.await.unwrap(), "listed");
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(told().len(), 3);
+    }
+
+    #[test]
+    fn amounts_read_as_a_person_writes_them() {
+        assert_eq!(amount(41_200, 185_400_000), "41,200 objects (185.4 MB)");
+        let n = [0, 7, 999, 1_000, 12_345, 100_000, 1_234_567].map(thousands);
+        assert_eq!(n, ["0", "7", "999", "1,000", "12,345", "100,000", "1,234,567"]);
     }
 }

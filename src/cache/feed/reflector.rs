@@ -37,7 +37,12 @@ impl Steps for Feed {
             self.set_healthy(false);
         }
         let custom = self.custom_columns().await;
-        let listed = self.state(relist, custom.as_ref()).await;
+        let listed = if self.synced() {
+            self.state(relist, custom.as_ref()).await
+        } else {
+            // The initial list: a large kind's takes a while, and a person waits for it.
+            self.reporting(self.state(relist, custom.as_ref())).await
+        };
         self.tried();
         self.set_healthy(listed.is_ok());
         self.forbidden.store(matches!(listed, Err(FeedError::Status { code: 403, .. })), Ordering::Relaxed);
@@ -141,7 +146,10 @@ impl Feed {
                 }
             }
         } else {
-            tracing::info!(resource = %r.plural, objects = n, rv, fmt = ?self.fmt, "informer synced");
+            // What the list brought and how long it took (the line scripts wait for).
+            let (bytes, seconds) = self.listed();
+            let seconds = (seconds * 10.0).round() / 10.0;
+            tracing::info!(resource = %r.plural, objects = n, bytes, seconds, rv, fmt = ?self.fmt, "informer synced");
             self.cache.replace_printed(listed.objects, rv, custom);
             "initial"
         };
@@ -208,6 +216,7 @@ impl Feed {
                 g.push(listed.objects[before..].iter().cloned());
             }
             let n = (listed.objects.len() + listed.skipped.len()) as u64;
+            self.received(n, bytes);
             if n >= told + PAGE {
                 told = n;
                 self.listed_page(n, bytes, total.map(|t| t.saturating_sub(n)));

@@ -98,6 +98,14 @@ pub fn churn_op(seed: u64, step: u64) -> ChurnOp {
 
 const BASE_UNIX: i64 = 1_793_527_200; // 2026-11-01T10:00:00Z
 const DAY: u64 = 86_400;
+/// Every time the generated catalogue carries lies in `[BASE, BASE + CATALOGUE_SPAN)`.
+const CATALOGUE_SPAN: u64 = 24 * DAY;
+/// The end of the generated catalogue's times (2026-11-25T10:00:00Z): every creation,
+/// transition and heartbeat time of the objects generated at start (and of a pod built with
+/// [`Synth::pod`] for a churn index) is before it, so a cluster generated on a later day
+/// shows only ages. Pods churn creates carry the time they were made
+/// ([`Synth::pod_created_at`]).
+pub const CATALOGUE_END_UNIX: i64 = BASE_UNIX + CATALOGUE_SPAN as i64;
 const REGION: &str = "us-east-1";
 const REGISTRY: &str = "registry.example.com";
 const SIDECAR_IMAGE: &str = "registry.example.com/platform/log-agent:v0.9.1";
@@ -215,13 +223,26 @@ fn pod_cidr_base(n: u64) -> u64 {
     (10 << 24) | ((128 + (n >> 8) % 128) << 16) | ((n & 255) << 8)
 }
 
+/// Seconds after the base time at which namespace `k` was created: a minute apart, the
+/// 10,080th and later all in the week's last minute.
+fn namespace_created(k: u64) -> u64 {
+    k.min(7 * DAY / 60) * 60
+}
+
+/// Seconds after the base time at which node `n` joined: 7 s apart from an hour in, the
+/// 86,400th and later in the same second eight days later.
+fn node_created(n: u64) -> u64 {
+    3600 + n.min(DAY) * 7
+}
+
 fn node_ip(n: u64) -> String {
     ipv4((172 << 24 | 16 << 16) + 10 + n % 1_000_000)
 }
 
-/// Namespaced object metadata up to `labels` (callers append annotations etc.).
-fn meta(name: &str, namespace: &str, uid: String, created: u64, labels: Option<Value>) -> Value {
-    let mut m = obj! { "name": name, "namespace": namespace, "uid": uid, "creationTimestamp": ts(created) };
+/// Namespaced object metadata up to `labels` (callers append annotations etc.); `created` is
+/// an RFC 3339 time.
+fn meta(name: &str, namespace: &str, uid: String, created: String, labels: Option<Value>) -> Value {
+    let mut m = obj! { "name": name, "namespace": namespace, "uid": uid, "creationTimestamp": created };
     if let Some(labels) = labels {
         m["labels"] = labels;
     }
@@ -259,7 +280,7 @@ impl Workload {
     }
     /// Metadata of a namespaced object belonging to this app (labelled `app=<name>`).
     fn app_meta(&self, name: &str, uid: String) -> Value {
-        meta(name, &self.namespace, uid, self.created, Some(app_label(&self.name)))
+        meta(name, &self.namespace, uid, ts(self.created), Some(app_label(&self.name)))
     }
     fn rs_name(&self) -> String {
         format!("{}-{}", self.name, self.hash)
@@ -288,7 +309,11 @@ impl Workload {
 struct PodCtx {
     name: String,
     node: u64,
-    created: u64,
+    /// Unix seconds of the pod's creation.
+    created: i64,
+    /// Seconds between its status's steps (scheduled, started, ready): 1 for a pod of the
+    /// catalogue, 0 for one created now, whose times must not be in the future.
+    pace: i64,
     ip: String,
     host_ip: String,
     token_volume: String,
@@ -334,7 +359,7 @@ impl Synth {
             obj! {
                 "kind": "Namespace", "apiVersion": "v1",
                 "metadata": obj! {
-                    "name": name.as_str(), "uid": rng.uid(), "creationTimestamp": ts(k * 60),
+                    "name": name.as_str(), "uid": rng.uid(), "creationTimestamp": ts(namespace_created(k)),
                     "labels": obj! { "kubernetes.io/metadata.name": name.as_str() },
                 },
                 "spec": obj! { "finalizers": vec!["kubernetes"] },
@@ -378,7 +403,7 @@ impl Synth {
         obj! {
             "kind": "Node", "apiVersion": "v1",
             "metadata": obj! {
-                "name": name.as_str(), "uid": rng.uid(), "creationTimestamp": ts(3600 + n * 7),
+                "name": name.as_str(), "uid": rng.uid(), "creationTimestamp": ts(node_created(n)),
                 "labels": labels, "annotations": annotations,
             },
             "spec": obj! {
@@ -425,28 +450,43 @@ impl Synth {
     }
 
     /// The pod with this index (`pods()` yields `pod(0..pods)`); new pods created by churn
-    /// use index >= spec.pods.
+    /// use index >= spec.pods (and [`Synth::pod_created_at`], for their creation time).
     ///
     /// Pod `i` belongs to deployment `i % D`, runs on `node-{i % nodes:04}` and is
     /// named `<deployment>-<hash10>-<hash5>`: names are unique within a namespace for every
-    /// index below `27^5 × D` (about 14 million per deployment).
+    /// index below `27^5 × D` (about 14 million per deployment). Its times are the
+    /// catalogue's, before [`CATALOGUE_END_UNIX`].
     pub fn pod(&self, index: u64) -> Value {
         let w = self.workload(index % self.deployments);
+        let created = BASE_UNIX + self.pod_created(&w, index) as i64;
+        self.build_pod(&w, index, created, 1)
+    }
+
+    /// Pod `index` (as [`Synth::pod`]) created at `created_unix` (Unix seconds, UTC), as churn
+    /// creates one: its `creationTimestamp` and every time in its status (scheduled, started,
+    /// ready) are that second, as a real apiserver stamps a pod at its creation.
+    pub fn pod_created_at(&self, index: u64, created_unix: i64) -> Value {
+        let w = self.workload(index % self.deployments);
+        self.build_pod(&w, index, created_unix, 0)
+    }
+
+    fn build_pod(&self, w: &Workload, index: u64, created: i64, pace: i64) -> Value {
         let node = index % self.nodes;
         let mut rng = self.rng(RandomStream::Pod, index);
         let ctx = PodCtx {
             name: format!("{}-{}", w.rs_name(), w.pod_suffix(index / self.deployments)),
             node,
-            created: self.pod_created(&w, index),
+            created,
+            pace,
             ip: ipv4(pod_cidr_base(node) + 2 + (index / self.nodes) % 250),
             host_ip: node_ip(node),
             token_volume: format!("kube-api-access-{}", rng.alnum(5)),
         };
         let mut pod = obj! {
             "kind": "Pod", "apiVersion": "v1",
-            "metadata": pod_meta(&w, &ctx, &mut rng),
-            "spec": pod_spec(&w, Some(&ctx)),
-            "status": pod_status(&w, &ctx, &mut rng),
+            "metadata": pod_meta(w, &ctx, &mut rng),
+            "spec": pod_spec(w, Some(&ctx)),
+            "status": pod_status(w, &ctx, &mut rng),
         };
         if let Some(target) = self.spec.pod_bytes {
             pad_to(&mut pod, target, &mut rng);
@@ -459,7 +499,9 @@ impl Synth {
         let pods = self.spec.pods as u64;
         match index.checked_sub(pods) {
             None => w.created + 60 + self.rng(RandomStream::PodTime, index).below(14 * DAY),
-            Some(new) => 30 * DAY + new % (3650 * DAY), // one per second, kept < year 10000
+            // Churn's pods carry their own time (`pod_created_at`); built from the index
+            // alone, one is the catalogue's last pod, its status's steps before its end.
+            Some(_) => CATALOGUE_SPAN - 60,
         }
     }
 
@@ -481,7 +523,7 @@ impl Synth {
         };
         let available = "Deployment has minimum availability.";
         let progressed = format!("ReplicaSet \"{}\" has successfully progressed.", w.rs_name());
-        let mut metadata = meta(&w.name, &w.namespace, w.uid.clone(), w.created, Some(w.template_labels().into()));
+        let mut metadata = meta(&w.name, &w.namespace, w.uid.clone(), ts(w.created), Some(w.template_labels().into()));
         if let Some(m) = metadata.as_object_mut() {
             m.shift_insert(3, "generation".into(), json!(1)); // before creationTimestamp
         }
@@ -548,7 +590,7 @@ impl Synth {
             let mut rng = self.rng(RandomStream::ConfigMap, k);
             let body = base64(rng.hex(96).as_bytes());
             let pem = format!("-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n");
-            let mut metadata = meta("kube-root-ca.crt", ns, rng.uid(), k * 60 + 1, None);
+            let mut metadata = meta("kube-root-ca.crt", ns, rng.uid(), ts(namespace_created(k) + 1), None);
             metadata["annotations"] = json!({ "kubernetes.io/description": ROOT_CA_DESCRIPTION });
             obj! {
                 "kind": "ConfigMap", "apiVersion": "v1", "metadata": metadata,
@@ -614,7 +656,7 @@ impl Synth {
         }
         let mut rng = self.rng(RandomStream::Event, k * 4 + which);
         let at = self.pod_created(&self.workload(k), k) + which;
-        let metadata = meta(&format!("{name}.{}", rng.hex(16)), ns, rng.uid(), at, None);
+        let metadata = meta(&format!("{name}.{}", rng.hex(16)), ns, rng.uid(), ts(at), None);
         obj! {
             "kind": "Event", "apiVersion": "v1", "metadata": metadata,
             "involvedObject": involved, "reason": reason, "message": message, "source": source,
@@ -637,7 +679,7 @@ impl Synth {
         let mut rng = self.rng(RandomStream::Mutate, step);
         let when = match i64::try_from(changed_at_unix_nanos / 1_000_000_000) {
             Ok(secs) if secs > 0 => rfc3339(secs),
-            _ => ts((30 * DAY).saturating_add(step)),
+            _ => ts(CATALOGUE_SPAN.saturating_add(step)),
         };
         let done = match rng.below(100) {
             0..35 => flip_readiness(pod, &when),

@@ -4,7 +4,8 @@
 use super::*;
 
 pub(super) fn node_status(n: u64, rng: &mut Prng, (cores, mem_ki): (u64, u64), name: &str) -> Value {
-    let (heartbeat, since) = (ts(30 * DAY + rng.below(40)), ts(3600 + n * 7 + 20));
+    // The last heartbeat a day before the catalogue's end (kubelets beat every 40 s or so).
+    let (heartbeat, since) = (ts(CATALOGUE_SPAN - DAY + rng.below(40)), ts(node_created(n) + 20));
     let cond = |t: &str, s: &str, reason: &str, msg: &str| {
         obj! {
             "type": t, "status": s, "lastHeartbeatTime": heartbeat.as_str(),
@@ -69,7 +70,7 @@ pub(super) fn pod_meta(w: &Workload, ctx: &PodCtx, rng: &mut Prng) -> Value {
         "uid": w.rs_uid.as_str(),
         "controller": true, "blockOwnerDeletion": true,
     };
-    let mut m = meta(&ctx.name, &w.namespace, rng.uid(), ctx.created, Some(labels.into()));
+    let mut m = meta(&ctx.name, &w.namespace, rng.uid(), rfc3339(ctx.created), Some(labels.into()));
     m["annotations"] = annotations;
     m["ownerReferences"] = Value::from(vec![owner]);
     m
@@ -182,31 +183,32 @@ pub(super) fn pod_spec(w: &Workload, ctx: Option<&PodCtx>) -> Value {
 }
 
 pub(super) fn pod_status(w: &Workload, ctx: &PodCtx, rng: &mut Prng) -> Value {
-    let t = ctx.created;
-    let cond = |ty: &str, at: u64| obj! { "type": ty, "status": "True", "lastTransitionTime": ts(at) };
-    let status = |name: &str, image: String, started: u64, rng: &mut Prng| {
+    // Step `k` of the pod's start, `k` seconds after its creation (or at it, for a new pod).
+    let t = |k: i64| rfc3339(ctx.created + k * ctx.pace);
+    let cond = |ty: &str, at: String| obj! { "type": ty, "status": "True", "lastTransitionTime": at };
+    let status = |name: &str, image: String, started: String, rng: &mut Prng| {
         obj! {
-            "name": name, "state": obj! { "running": obj! { "startedAt": ts(started) } },
+            "name": name, "state": obj! { "running": obj! { "startedAt": started } },
             "ready": true, "restartCount": 0, "image": image,
             "imageID": format!("sha256:{}", rng.hex(64)),
             "containerID": format!("containerd://{}", rng.hex(64)), "started": true,
         }
     };
     let conditions = vec![
-        cond("PodReadyToStartContainers", t + 3),
-        cond("Initialized", t + 1),
-        cond("Ready", t + 8),
-        cond("ContainersReady", t + 8),
-        cond("PodScheduled", t),
+        cond("PodReadyToStartContainers", t(3)),
+        cond("Initialized", t(1)),
+        cond("Ready", t(8)),
+        cond("ContainersReady", t(8)),
+        cond("PodScheduled", t(0)),
     ];
     obj! {
         "phase": "Running", "conditions": conditions,
         "hostIP": ctx.host_ip.as_str(), "hostIPs": vec![obj! { "ip": ctx.host_ip.as_str() }],
         "podIP": ctx.ip.as_str(), "podIPs": vec![obj! { "ip": ctx.ip.as_str() }],
-        "startTime": ts(t + 1),
+        "startTime": t(1),
         "containerStatuses": vec![
-            status("app", w.image(), t + 4, rng),
-            status("log-shipper", SIDECAR_IMAGE.to_owned(), t + 5, rng),
+            status("app", w.image(), t(4), rng),
+            status("log-shipper", SIDECAR_IMAGE.to_owned(), t(5), rng),
         ],
         "qosClass": "Burstable",
     }

@@ -275,3 +275,52 @@ proptest! {
         prop_assert_eq!(&p, &s.pod(index));
     }
 }
+
+/// Every string in `v` that is an RFC 3339 time, with where it is.
+fn times(v: &Value, at: &str, out: &mut Vec<(String, i64)>) {
+    match v {
+        Value::String(s) if s.len() == 20 && s.ends_with('Z') => {
+            if let Some(t) = crate::api::time::parse_rfc3339(s) {
+                out.push((at.to_owned(), t));
+            }
+        }
+        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| times(x, &format!("{at}/{i}"), out)),
+        Value::Object(m) => m.iter().for_each(|(k, x)| times(x, &format!("{at}/{k}"), out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_catalogue_lies_in_its_past_and_a_created_pod_at_its_time() {
+    // Every time of the catalogue (creations, transitions, heartbeats, events), of a pod
+    // built for a churn index, of the last nodes and namespaces of a huge cluster, is in the
+    // catalogue's span: a cluster generated after it shows ages, never `<invalid>`.
+    let s = synth(40, 300, 12, 8);
+    let mut objects = all(&s);
+    objects.extend([s.pod(300), s.pod(1 << 40), s.node(250_000), synth(1, 1, 20_000, 8).namespaces().last().unwrap()]);
+    let mut found = Vec::new();
+    for o in &objects {
+        times(o, at(o, "/metadata/name"), &mut found);
+    }
+    assert!(found.len() > 3_000, "{} times", found.len());
+    for (at, t) in &found {
+        assert!((BASE_UNIX..CATALOGUE_END_UNIX).contains(t), "{at}: {}", rfc3339(*t));
+    }
+    assert_eq!(rfc3339(CATALOGUE_END_UNIX), "2026-11-25T10:00:00Z");
+
+    // A pod created at a time carries that time, and only that, as a new pod does.
+    let now = 1_795_873_202; // 2026-11-28T13:40:02Z
+    let p = s.pod_created_at(301, now);
+    assert_eq!(at(&p, "/metadata/creationTimestamp"), "2026-11-28T13:40:02Z");
+    let mut found = Vec::new();
+    times(&p, "", &mut found);
+    assert!(found.len() >= 8 && found.iter().all(|(_, t)| *t == now), "{found:?}");
+    // Otherwise it is pod 301.
+    let mut p = p;
+    let mut q = s.pod(301);
+    for v in [&mut p, &mut q] {
+        v["metadata"].as_object_mut().unwrap().shift_remove("creationTimestamp");
+        v.as_object_mut().unwrap().shift_remove("status");
+    }
+    assert_eq!(p, q);
+}
