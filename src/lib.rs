@@ -65,7 +65,7 @@
 //!   watch, a pass-through, a large answer), held until its answer is sent.
 //! - **limit**, **bound**: a cap a flag sets (`--max-...`) on what one request, object or
 //!   client may cost; reaching one is counted in `kache_limit_hits_total`.
-//! - **readiness check**: one line of `/readyz?verbose` (`serve::ReadyCheck`).
+//! - **readiness check**: one line of `/readyz?verbose` (`app::admin::ReadyCheck`).
 //!
 //! # A LIST, followed through
 //! 1. `serve::server::serve_with` accepts the connection (TLS, HTTP/1.1 or HTTP/2, within

@@ -36,7 +36,7 @@ use crate::api::status::Status;
 use crate::auth::{impersonate, Caller, Security};
 use crate::body::Body;
 use crate::body::RequestBody;
-use crate::cache::feed::{self, Feed, Loading};
+use crate::cache::feed::{self, Feed};
 use crate::cache::KindCache;
 use crate::serve::admission::{limit, Admission};
 use crate::serve::discovery::DiscoveryError;
@@ -53,60 +53,6 @@ use dashmap::DashMap;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One readiness check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadyCheck {
-    /// What is checked (`upstream`, `cache pods json`).
-    pub name: String,
-    /// Whether it passes (`[+]`) or not (`[-]`).
-    pub pass: bool,
-    /// Whether a failure makes kache unready (not while it serves from memory within the
-    /// staleness bound).
-    pub counts: bool,
-    /// The detail after the name.
-    pub detail: String,
-}
-
-impl ReadyCheck {
-    fn pass(name: String, detail: String) -> ReadyCheck {
-        ReadyCheck { name, pass: true, counts: false, detail }
-    }
-
-    fn fail(name: String, detail: String, counts: bool) -> ReadyCheck {
-        ReadyCheck { name, pass: false, counts, detail }
-    }
-}
-
-/// A cache's readiness detail before its first sync: `not synced: listing, 41,200 objects
-/// (185.4 MB) so far`, or why it is not listing.
-fn not_synced(loading: Loading) -> String {
-    match loading {
-        Loading::Listing { objects, bytes, .. } => format!("not synced: listing, {} so far", feed::amount(objects, bytes)),
-        Loading::Waiting => "not synced: its list waits for its turn".into(),
-        Loading::Synced | Loading::Idle => "not synced".into(),
-    }
-}
-
-/// A cache's initial list in `/debug/cache`, while it is under way (`null` otherwise).
-fn loading_report(loading: Loading) -> serde_json::Value {
-    match loading {
-        Loading::Listing { objects, bytes, elapsed } => {
-            serde_json::json!({"state": "listing", "objects": objects, "bytes": bytes, "seconds": elapsed.as_secs_f64()})
-        }
-        Loading::Waiting => serde_json::json!({"state": "waiting"}),
-        Loading::Synced | Loading::Idle => serde_json::Value::Null,
-    }
-}
-
-/// A failure's detail, saying whether kache still serves from memory.
-fn stale_detail(what: &str, stale: Duration, bound: Duration) -> String {
-    if stale < bound {
-        format!("{what}; serving from memory for up to {}s more", (bound - stale).as_secs())
-    } else {
-        format!("{what}; past --serve-stale ({}s)", bound.as_secs())
-    }
-}
 
 /// Which cache a feed fills: one resource (group, version, plural) in one encoding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -179,54 +125,6 @@ impl Serve {
         futures_util::future::join_all(feeds.iter().map(|f| f.wait_in_ledger(timeout))).await.into_iter().all(|ok| ok)
     }
 
-    /// Readiness checks for the upstream and every preloaded cache. A failing check counts
-    /// (makes kache unready) unless kache still serves from memory within
-    /// `--serve-stale`: a Service must keep sending it clients then.
-    pub fn readiness(&self) -> Vec<ReadyCheck> {
-        let bound = self.settings.serve_stale;
-        let mut out = vec![self.upstream_check()];
-        let mut caches = Vec::new();
-        for e in self.feeds.iter().filter(|e| e.value().is_preloaded()) {
-            let (k, f) = (e.key(), e.value());
-            let name = format!("cache {}{}{} {:?}", k.plural, if k.group.is_empty() { "" } else { "." }, k.group, k.format).to_lowercase();
-            let stale = f.staleness();
-            let check = match (f.synced(), f.healthy()) {
-                // Never fillable: its requests pass through, which is not a reason to be unready.
-                _ if f.refused().is_some() => ReadyCheck::pass(name, "refused by the upstream; passed through".into()),
-                // kache's identity may not list it (a preloaded kind its RBAC does not grant):
-                // its reads pass through as they would without the preload.
-                (false, _) if f.forbidden() => {
-                    ReadyCheck::pass(name, "forbidden to kache's identity (403); passed through, retrying".into())
-                }
-                (true, true) => ReadyCheck::pass(name, "ok".into()),
-                (false, _) => ReadyCheck::fail(name, not_synced(f.loading()), true),
-                (true, false) if f.relisting() => {
-                    ReadyCheck::fail(name, stale_detail("relisting after 410 Gone", stale, bound), stale >= bound)
-                }
-                (true, false) => ReadyCheck::fail(name, stale_detail("upstream unreachable", stale, bound), stale >= bound),
-            };
-            caches.push(check);
-        }
-        caches.sort_by(|a, b| a.name.cmp(&b.name));
-        out.extend(caches);
-        out
-    }
-
-    /// The upstream's health as a readiness check.
-    fn upstream_check(&self) -> ReadyCheck {
-        let name = "upstream".to_string();
-        match &*self.upstream.health().borrow() {
-            health::Health::Down { since, why, reason } => {
-                let down = since.elapsed();
-                let what = format!("{reason} for {}s: {why}", down.as_secs());
-                let counts = down >= self.settings.serve_stale;
-                ReadyCheck::fail(name, stale_detail(&what, down, self.settings.serve_stale), counts)
-            }
-            health::Health::Up => ReadyCheck::pass(name, "ok".into()),
-            health::Health::Unknown => ReadyCheck::pass(name, "not probed yet".into()),
-        }
-    }
-
     /// Whether reads of `feed` may still be answered from memory, or the Status to answer
     /// instead: past `--serve-stale` without the upstream, reads are refused.
     pub(crate) fn within_stale_bound(&self, feed: &Feed) -> Result<(), Status> {
@@ -244,74 +142,9 @@ impl Serve {
         ))
     }
 
-    /// Set the cache gauges (objects, bytes, window) from every running cache.
-    pub fn sample(&self) {
-        metrics::gauge!(telemetry::WATCH_BUFFERED_BYTES).set(self.settings.watch.buffers.queued() as f64);
-        self.admission.watch_flows.forget_idle();
-        for e in self.feeds.iter() {
-            let (k, f) = (e.key(), e.value());
-            let labels =
-                [("resource", k.plural.clone()), ("group", k.group.clone()), ("encoding", format!("{:?}", k.format).to_lowercase())];
-            let snap = f.cache.snapshot();
-            metrics::gauge!(telemetry::OBJECTS, &labels).set(snap.objects.len() as f64);
-            metrics::gauge!(telemetry::BYTES, &labels).set(snap.bytes as f64);
-            metrics::gauge!(telemetry::WINDOW_EVENTS, &labels).set(snap.window.len() as f64);
-            metrics::gauge!(telemetry::WINDOW_BYTES, &labels).set(snap.window.bytes() as f64);
-            metrics::gauge!(telemetry::WINDOW_SECONDS, &labels).set(snap.window.span().as_secs_f64());
-            metrics::gauge!(telemetry::WATCHES_OPEN, &labels).set(f.cache.watchers() as f64);
-            metrics::gauge!(telemetry::STALE_SECONDS, &labels).set(f.staleness().as_secs_f64());
-        }
-    }
-
-    /// What each cache holds, for `/debug/cache` (`kache status`): one entry per resource and
-    /// encoding, in resource order.
-    pub fn cache_report(&self) -> serde_json::Value {
-        let mut caches: Vec<serde_json::Value> = self
-            .feeds
-            .iter()
-            .map(|e| {
-                let (k, f) = (e.key(), e.value());
-                let snap = f.cache.snapshot();
-                let age = snap.window.newest_at().map(|t| t.elapsed().as_secs_f64());
-                serde_json::json!({
-                    "resource": k.plural,
-                    "group": k.group,
-                    "version": k.version,
-                    "encoding": format!("{:?}", k.format).to_lowercase(),
-                    "synced": f.synced(),
-                    "loading": loading_report(f.loading()),
-                    "refused": f.refused(),
-                    "objects": snap.objects.len(),
-                    "bytes": snap.bytes,
-                    "resourceVersion": snap.rv.to_string(),
-                    "lastEventAgeSeconds": age,
-                    "staleSeconds": f.staleness().as_secs_f64(),
-                    "window": {
-                        "events": snap.window.len(),
-                        "bytes": snap.window.bytes(),
-                        "spanSeconds": snap.window.span().as_secs_f64(),
-                        "oldestResourceVersion": snap.window.floor().to_string(),
-                    },
-                    "watches": f.cache.watchers(),
-                })
-            })
-            .collect();
-        let key = |v: &serde_json::Value| (v["group"].to_string(), v["resource"].to_string(), v["encoding"].to_string());
-        caches.sort_by_key(key);
-        let upstream = self.upstream_check();
-        let passed: serde_json::Map<String, serde_json::Value> =
-            PassThrough::LABELS.iter().map(|r| (r.to_string(), self.passed_through(r).into())).collect();
-        let checked: serde_json::Map<String, serde_json::Value> =
-            crate::telemetry::CONSISTENT_CHECK_OUTCOMES.iter().map(|o| (o.to_string(), self.checks(o).into())).collect();
-        serde_json::json!({
-            "upstream": {"up": upstream.pass, "detail": upstream.detail},
-            "inFlightReads": self.in_flight(),
-            "watchBufferedBytes": self.settings.watch.buffers.queued(),
-            "cacheHits": self.cache_hits(),
-            "passThrough": passed,
-            "consistentChecks": checked,
-            "caches": caches,
-        })
+    /// Every running feed and the cache it fills (for the admin listener's reports).
+    pub(crate) fn feeds(&self) -> Vec<(FeedKey, Arc<Feed>)> {
+        self.feeds.iter().map(|e| (e.key().clone(), e.value().clone())).collect()
     }
 
     /// Answer one request in-process, as a connection would have it answered: a request in,

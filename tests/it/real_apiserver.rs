@@ -351,7 +351,7 @@ async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering()
         kache::upstream::health::Health::Down { reason, .. } => assert_eq!(reason, "hung"),
         h => panic!("{h:?}"),
     }
-    let checks = k.serving.serve.readiness();
+    let checks = kache::app::admin::readiness(&k.serving.serve);
     assert!(!checks[0].pass && !checks[0].counts && checks[0].detail.starts_with("hung for "), "{checks:?}");
     let r = k.api.get("/api/v1/configmaps?resourceVersion=0").await;
     assert_eq!(r.status, 200, "{}", r.text());

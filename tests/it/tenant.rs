@@ -318,7 +318,7 @@ async fn watches_that_grant_no_window_are_reset_and_honest_watchers_get_every_ev
     }
     let serve = &kache.serving.serve;
     eventually(30, 50, || async move {
-        match serve.cache_report()["watchBufferedBytes"].as_u64() {
+        match kache::app::admin::cache_report(serve)["watchBufferedBytes"].as_u64() {
             Some(0) => Ok(()),
             other => Err(format!("queued watch bytes: {other:?}")),
         }
