@@ -92,7 +92,7 @@ impl ReadyCheck {
 }
 
 /// A cache's readiness detail before its first sync: `not synced: listing, 41,200 objects
-/// (185.4 MB) so far`, or why it is not listing.
+/// (176.8 MiB) so far`, or why it is not listing.
 fn not_synced(loading: Loading) -> String {
     match loading {
         Loading::Listing { objects, bytes, .. } => format!("not synced: listing, {} so far", feed::amount(objects, bytes)),

@@ -640,7 +640,7 @@ async fn readyz_and_status_say_how_many_objects_a_loading_list_has_brought_so_fa
     })
     .await;
     assert!(n < 1200, "only the held list's first part has come: {line}");
-    assert!(line.ends_with(" MB) so far"), "{line}");
+    assert!(line.ends_with(" MiB) so far"), "{line}");
     let row = table.lines().find(|l| l.starts_with("pods ")).unwrap_or_default();
     let (cells, so_far) = (row.split_whitespace().collect::<Vec<_>>(), kache::cache::feed::thousands(n));
     assert_eq!(cells[..5], ["pods", "json", "listing", so_far.as_str(), "so"], "kache status shows the count so far:\n{table}");

@@ -109,7 +109,7 @@ pub struct Feed {
     /// both meet it: it is counted once).
     skipped_rv: AtomicU64,
     /// How far the initial list has come, while the feed has not synced.
-    listing: std::sync::Mutex<Option<Listing>>,
+    listing: Arc<std::sync::Mutex<Option<Listing>>>,
     /// Told of each page of the initial list.
     paged: tokio::sync::Notify,
     /// Held while a client passed through for want of a synced cache streams a state.
@@ -170,9 +170,10 @@ enum Told {
     Progress { objects: u64, bytes: u64, seconds: u64 },
 }
 
-/// `41,200 objects (180.3 MB)`: how much of a list has come, for a person.
+/// `41,200 objects (176.8 MiB)`: how much of a list has come, for a person (in the
+/// units of `kache status`, whose `176.8M` is the same).
 pub fn amount(objects: u64, bytes: u64) -> String {
-    format!("{} objects ({:.1} MB)", thousands(objects), bytes as f64 / 1e6)
+    format!("{} objects ({:.1} MiB)", thousands(objects), bytes as f64 / 1_048_576.0)
 }
 
 /// `41200` as `41,200`.
@@ -229,7 +230,7 @@ impl Feed {
             refused: std::sync::OnceLock::new(),
             skipped_rv: AtomicU64::new(0),
             probe_whole: AtomicBool::new(false),
-            listing: std::sync::Mutex::new(None),
+            listing: Arc::default(),
             paged: tokio::sync::Notify::new(),
             yields: Arc::default(),
             growing: std::sync::Mutex::new(None),
@@ -420,35 +421,36 @@ impl Feed {
     /// every [`PROGRESS_EVERY`] while it runs one with the objects and bytes it has brought
     /// so far. (Its end is told by `install`, or by the failure's line.)
     async fn reporting<T>(&self, list: impl std::future::Future<Output = T>) -> T {
-        let r = &self.cache.resource.plural;
-        self.telling(list, |told| match told {
-            Told::Started => tracing::info!(resource = %r, fmt = ?self.fmt, "initial list started"),
+        let (r, fmt) = (self.cache.resource.plural.clone(), self.fmt);
+        self.telling(list, move |told| match told {
+            Told::Started => tracing::info!(resource = %r, ?fmt, "initial list started"),
             Told::Progress { objects, bytes, seconds } => {
                 let so_far = amount(objects, bytes);
-                tracing::info!(resource = %r, fmt = ?self.fmt, objects, bytes, seconds, "still listing: {so_far} so far");
+                tracing::info!(resource = %r, ?fmt, objects, bytes, seconds, "still listing: {so_far} so far");
             }
         })
         .await
     }
 
-    /// [`Feed::reporting`], telling `tell`.
-    async fn telling<T>(&self, list: impl std::future::Future<Output = T>, mut tell: impl FnMut(Told)) -> T {
+    /// [`Feed::reporting`], telling `tell`. The progress is told by a task of its own: a list
+    /// whose bytes keep coming may not yield to the runtime between its chunks.
+    async fn telling<T>(&self, list: impl std::future::Future<Output = T>, mut tell: impl FnMut(Told) + Send + 'static) -> T {
         tell(Told::Started);
-        let started = tokio::time::Instant::now();
-        let progress = async {
+        let (started, listing) = (tokio::time::Instant::now(), self.listing.clone());
+        // Ends (aborted) with the list.
+        let mut progress = tokio::task::JoinSet::new();
+        progress.spawn(async move {
             let mut every = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
-                if let Loading::Listing { objects, bytes, .. } = self.loading() {
+                let received = listing.lock().unwrap_or_else(|e| e.into_inner()).map(|l| l.received);
+                if let Some((objects, bytes)) = received {
                     tell(Told::Progress { objects, bytes, seconds: started.elapsed().as_secs() });
                 }
             }
-        };
-        tokio::select! {
-            out = list => out,
-            _ = progress => unreachable!("the progress lines go on until the list ends"),
-        }
+        });
+        list.await
     }
 
     /// The bytes and time of the initial list when it is installed: (bytes, seconds).
@@ -544,7 +546,7 @@ mod tests {
         let told = Arc::new(std::sync::Mutex::new(Vec::new()));
         let task = {
             let (feed, told) = (feed.clone(), told.clone());
-            tokio::spawn(async move { feed.telling(list, |t| told.lock().unwrap().push(t)).await })
+            tokio::spawn(async move { feed.telling(list, move |t| told.lock().unwrap().push(t)).await })
         };
         let told = move || told.lock().unwrap().clone();
         tokio::time::sleep(Duration::from_secs(4)).await;
@@ -567,7 +569,7 @@ mod tests {
 
     #[test]
     fn amounts_read_as_a_person_writes_them() {
-        assert_eq!(amount(41_200, 185_400_000), "41,200 objects (185.4 MB)");
+        assert_eq!(amount(41_200, 185_400_000), "41,200 objects (176.8 MiB)");
         let n = [0, 7, 999, 1_000, 12_345, 100_000, 1_234_567].map(thousands);
         assert_eq!(n, ["0", "7", "999", "1,000", "12,345", "100,000", "1,234,567"]);
     }
