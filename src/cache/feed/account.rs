@@ -30,12 +30,27 @@ pub enum LedgerProof {
     Unused,
 }
 
+/// A feed's place in the ledger.
+pub(super) struct Account {
+    /// Its resource's number in the upstream's revision ledger (`None`: never recorded).
+    pub(super) writer: Option<crate::upstream::ledger::WriterId>,
+    /// The first revision the ledger could not account for in this kind's last proof by it
+    /// (0: none).
+    pub(super) ledger_block: std::sync::atomic::AtomicU64,
+}
+
+impl Account {
+    pub(super) fn new(writer: Option<crate::upstream::ledger::WriterId>) -> Account {
+        Account { writer, ledger_block: Default::default() }
+    }
+}
+
 impl Feed {
     /// Note a revision a watch of this feed's brought. A deletion only when `deletions`: the
     /// apiserver tells one at the revision that deleted the object, a kache upstream may tell
     /// it at a resourceVersion of its own choosing ([`crate::api::FROM_CACHE_HEADER`]).
     pub(super) fn record(&self, kind: EventType, rv: u64, deletions: bool) {
-        if let (Some(w), true) = (self.writer, deletions || kind != EventType::Deleted) {
+        if let (Some(w), true) = (self.account.writer, deletions || kind != EventType::Deleted) {
             self.upstream.ledger().record(w, rv);
         }
     }
@@ -44,7 +59,7 @@ impl Feed {
     /// is trusted once its resourceVersion, read between two of the reference's, has fallen
     /// between them [`TRUST_ROUNDS`] times (it shares the reference's etcd).
     pub(super) async fn join_ledger(&self) {
-        let Some(own) = self.writer else { return };
+        let Some(own) = self.account.writer else { return };
         let _ = self.synced.subscribe().wait_for(|s| *s).await;
         let ledger = self.upstream.ledger();
         if ledger.trusted(own) || self.upstream_rv().await.is_err() {
@@ -73,7 +88,7 @@ impl Feed {
     /// Wait at most `timeout` for this feed's resource to be trusted by the ledger (`false`:
     /// it was not in time, or it never records: Events).
     pub async fn wait_in_ledger(&self, timeout: Duration) -> bool {
-        match self.writer {
+        match self.account.writer {
             Some(w) => self.upstream.ledger().wait_trusted(w, timeout).await,
             None => false,
         }
@@ -95,12 +110,12 @@ impl Feed {
         if self.cache.progress() >= rv {
             return Ok(());
         }
-        let Some(own) = self.writer.filter(|w| self.upstream.ledger().trusted(*w)) else { return Err(self.cache.progress() + 1) };
+        let Some(own) = self.account.writer.filter(|w| self.upstream.ledger().trusted(*w)) else { return Err(self.cache.progress() + 1) };
         if let Some(blocked) = self.blocked(own).filter(|b| *b <= rv) {
             return Err(blocked);
         }
         self.upstream.ledger().wait_accounted(own, || self.cache.progress(), rv, LEDGER_GRACE).await.inspect_err(|missing| {
-            self.ledger_block.store(*missing, Ordering::Relaxed);
+            self.account.ledger_block.store(*missing, Ordering::Relaxed);
         })?;
         self.cache.advance(rv, true);
         Ok(())
@@ -109,7 +124,7 @@ impl Feed {
     /// The revision nobody recorded that the last failed proof met, while it still lies above
     /// the cache's progress and nobody has recorded it since.
     fn blocked(&self, own: crate::upstream::ledger::WriterId) -> Option<u64> {
-        let b = self.ledger_block.load(Ordering::Relaxed);
+        let b = self.account.ledger_block.load(Ordering::Relaxed);
         (b > self.cache.progress() && !self.upstream.ledger().accounted(own, b - 1, b)).then_some(b)
     }
 
@@ -119,7 +134,7 @@ impl Feed {
     /// are started for that) or its write is recorded after all: meanwhile reads are not
     /// made to pay for a probe and a wait that cannot succeed.
     pub async fn ledger_proof(self: &Arc<Self>) -> LedgerProof {
-        let Some(own) = self.writer else { return LedgerProof::Unused };
+        let Some(own) = self.account.writer else { return LedgerProof::Unused };
         if !self.upstream.ledger().trusted(own) || self.blocked(own).is_some() {
             return LedgerProof::Unused;
         }
@@ -187,9 +202,9 @@ mod tests {
             cms.join_ledger().await;
             assert_eq!(cms.wait_in_ledger(Duration::ZERO).await, shared, "shared storage: {shared}");
             // An untrusted resource's writes prove nothing, and it is proven by nothing.
-            up.ledger().record(cms.writer.unwrap(), 5_500);
+            up.ledger().record(cms.account.writer.unwrap(), 5_500);
             pods.cache.advance(5_499, false);
-            assert_eq!(up.ledger().accounted(pods.writer.unwrap(), 5_499, 5_500), shared);
+            assert_eq!(up.ledger().accounted(pods.account.writer.unwrap(), 5_499, 5_500), shared);
             assert_eq!(cms.ledger_proof().await == LedgerProof::Unused, !shared);
         }
     }

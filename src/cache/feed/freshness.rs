@@ -24,6 +24,33 @@ const PROBE_STAGGER: Duration = Duration::from_millis(1000);
 /// consistent read of a kind in use finds a bookmark already on its way.
 const PROBE_LINGER: Duration = Duration::from_secs(10);
 
+/// A feed's freshness probes: the one under way, and what readers want of them.
+pub(super) struct Probes {
+    /// When the last probe of the upstream's resourceVersion started, and what it found.
+    pub(super) probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
+    /// The upstream refused the one-name probe for this kind (400): probe with a `limit=1`
+    /// LIST of the collection instead.
+    pub(super) probe_whole: std::sync::atomic::AtomicBool,
+    /// The newest RV a reader waits to see proven.
+    pub(super) wanted: std::sync::atomic::AtomicU64,
+    /// Whether the probe loop runs.
+    pub(super) probing: std::sync::atomic::AtomicBool,
+    /// When the last reader that needed a probe arrived.
+    pub(super) demand: std::sync::Mutex<Instant>,
+}
+
+impl Default for Probes {
+    fn default() -> Probes {
+        Probes {
+            probe: tokio::sync::Mutex::new(None),
+            probe_whole: Default::default(),
+            wanted: Default::default(),
+            probing: Default::default(),
+            demand: std::sync::Mutex::new(Instant::now()),
+        }
+    }
+}
+
 impl Feed {
     /// The upstream's current resourceVersion, from a consistent LIST of one key
     /// ([`rv_probe_path`]) sent after this call started. Concurrent callers share these
@@ -33,7 +60,7 @@ impl Feed {
     /// arrival. However many callers come, a kind has at most one probe in flight.
     pub async fn upstream_rv(&self) -> Result<u64, FeedError> {
         let arrived = Instant::now();
-        let mut last = self.probe.lock().await;
+        let mut last = self.probes.probe.lock().await;
         if let Some((started, rv)) = *last {
             if started >= arrived {
                 return Ok(rv);
@@ -62,11 +89,11 @@ impl Feed {
     /// or where the upstream refuses that with 400 (a server with no `metadata.name` field
     /// selector for the kind) a `limit=1` LIST of the collection, from then on.
     async fn fetch_rv(&self) -> Result<u64, FeedError> {
-        let whole = self.probe_whole.load(Ordering::Relaxed);
+        let whole = self.probes.probe_whole.load(Ordering::Relaxed);
         match self.list_rv(&self.probe_path()).await {
             Err(FeedError::Status { code: 400, body, .. }) if !whole => {
                 tracing::info!(resource = %self.cache.resource.plural, %body, "the upstream refused a one-name probe; probing with limit=1");
-                self.probe_whole.store(true, Ordering::Relaxed);
+                self.probes.probe_whole.store(true, Ordering::Relaxed);
                 self.list_rv(&self.probe_path()).await
             }
             other => other,
@@ -75,7 +102,7 @@ impl Feed {
 
     /// The LIST this feed learns the upstream's resourceVersion from (see [`Feed::fetch_rv`]).
     pub(super) fn probe_path(&self) -> String {
-        match self.probe_whole.load(Ordering::Relaxed) {
+        match self.probes.probe_whole.load(Ordering::Relaxed) {
             true => format!("{}?limit=1", collection_path(&self.cache.resource)),
             false => rv_probe_path(&self.cache.resource),
         }
@@ -119,27 +146,27 @@ impl Feed {
     /// it is (a consistent WatchList's end bookmark waits for it on the watcher's own
     /// stream).
     pub fn want(self: &Arc<Self>, rv: u64) {
-        self.wanted.fetch_max(rv, Ordering::Relaxed);
-        *self.demand.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
-        if !self.probing.swap(true, Ordering::AcqRel) {
+        self.probes.wanted.fetch_max(rv, Ordering::Relaxed);
+        *self.probes.demand.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        if !self.probes.probing.swap(true, Ordering::AcqRel) {
             tokio::spawn(self.clone().roll());
         }
     }
 
     /// Whether probes should keep rolling: a reader still waits, or one came recently.
     fn probes_wanted(&self) -> bool {
-        let recent = self.demand.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < PROBE_LINGER;
-        recent || self.wanted.load(Ordering::Relaxed) > self.cache.progress()
+        let recent = self.probes.demand.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < PROBE_LINGER;
+        recent || self.probes.wanted.load(Ordering::Relaxed) > self.cache.progress()
     }
 
     /// Start a probe every [`PROBE_STAGGER`] while [`Feed::probes_wanted`].
     async fn roll(self: Arc<Self>) {
         loop {
             if !self.probes_wanted() {
-                self.probing.store(false, Ordering::Release);
+                self.probes.probing.store(false, Ordering::Release);
                 // A reader that arrived between the check and the store starts no loop of
                 // its own (it saw one running): take it up again.
-                if self.probes_wanted() && !self.probing.swap(true, Ordering::AcqRel) {
+                if self.probes_wanted() && !self.probes.probing.swap(true, Ordering::AcqRel) {
                     continue;
                 }
                 return;

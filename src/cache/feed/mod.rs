@@ -78,7 +78,30 @@ pub struct Feed {
     pub cache: Arc<KindCache>,
     /// The encoding it holds.
     pub fmt: Format,
+    upstream: Upstream,
     synced: watch::Sender<bool>,
+    /// Whether it reaches the upstream, and how it stands with it.
+    condition: Condition,
+    preloaded: AtomicBool,
+    /// Why the upstream will never fill this cache (it refused the encoding), once known.
+    refused: std::sync::OnceLock<String>,
+    /// The newest RV of a watch event skipped (the feed's watch and a freshness probe may
+    /// both meet it: it is counted once).
+    skipped_rv: AtomicU64,
+    /// Held while a client passed through for want of a synced cache streams a state.
+    yields: Arc<yielding::Yield>,
+    /// Its initial list: its turn, its progress, the attempt under way.
+    initial: Initial,
+    /// Its freshness probes ([`freshness`]).
+    probes: freshness::Probes,
+    /// Its part in the upstream's revision ledger ([`account`]).
+    account: account::Account,
+}
+
+/// How a feed stands with the upstream.
+#[derive(Default)]
+struct Condition {
+    /// Whether the last LIST or WATCH request reached the upstream.
     healthy: AtomicBool,
     /// Since when the informer has not reached the upstream (its first failure since the
     /// last LIST or WATCH that did).
@@ -89,40 +112,20 @@ pub struct Feed {
     /// list the kind (a preloaded kind its RBAC does not grant). The feed keeps retrying on
     /// its backoff, so a later grant takes effect.
     forbidden: AtomicBool,
+}
+
+/// A feed's initial list.
+struct Initial {
+    /// Whether it may go ([`turns`]).
+    turn: watch::Sender<turns::Turn>,
+    /// How far it has come, while the feed has not synced.
+    listing: Arc<std::sync::Mutex<Option<Listing>>>,
+    /// Told of each of its pages.
+    paged: tokio::sync::Notify,
+    /// The attempt under way, while the feed has not synced.
+    growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
     /// An unpaged LIST broke off midway: this feed lists in pages from then on.
     pages_only: AtomicBool,
-    preloaded: AtomicBool,
-    probe: tokio::sync::Mutex<Option<(Instant, u64)>>,
-    /// The upstream refused the one-name probe for this kind (400): probe with a `limit=1`
-    /// LIST of the collection instead.
-    probe_whole: AtomicBool,
-    upstream: Upstream,
-    /// The newest RV a reader waits to see proven.
-    wanted: AtomicU64,
-    /// Whether the probe loop runs.
-    probing: AtomicBool,
-    /// When the last reader that needed a probe arrived.
-    demand: std::sync::Mutex<Instant>,
-    /// Why the upstream will never fill this cache (it refused the encoding), once known.
-    refused: std::sync::OnceLock<String>,
-    /// The newest RV of a watch event skipped (the feed's watch and a freshness probe may
-    /// both meet it: it is counted once).
-    skipped_rv: AtomicU64,
-    /// How far the initial list has come, while the feed has not synced.
-    listing: Arc<std::sync::Mutex<Option<Listing>>>,
-    /// Told of each page of the initial list.
-    paged: tokio::sync::Notify,
-    /// Held while a client passed through for want of a synced cache streams a state.
-    yields: Arc<yielding::Yield>,
-    /// The attempt at the initial list under way, while the feed has not synced.
-    growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
-    /// Whether its initial list may go ([`turns`]).
-    turn: watch::Sender<turns::Turn>,
-    /// Its resource's number in the upstream's revision ledger (`None`: never recorded).
-    writer: Option<crate::upstream::ledger::WriterId>,
-    /// The first revision the ledger could not account for in this kind's last proof by it
-    /// (0: none; see [`account`]).
-    ledger_block: AtomicU64,
 }
 
 /// The initial list's progress: when it started, what its pages brought so far and what
@@ -215,28 +218,22 @@ impl Feed {
         Arc::new(Feed {
             cache,
             fmt,
-            synced: watch::Sender::new(false),
-            healthy: AtomicBool::new(false),
-            broken_since: std::sync::Mutex::new(None),
-            relisting: AtomicBool::new(false),
-            forbidden: AtomicBool::new(false),
-            pages_only: AtomicBool::new(false),
-            preloaded: AtomicBool::new(false),
-            probe: tokio::sync::Mutex::new(None),
             upstream,
-            wanted: AtomicU64::new(0),
-            probing: AtomicBool::new(false),
-            demand: std::sync::Mutex::new(Instant::now()),
+            synced: watch::Sender::new(false),
+            condition: Condition::default(),
+            preloaded: AtomicBool::new(false),
             refused: std::sync::OnceLock::new(),
             skipped_rv: AtomicU64::new(0),
-            probe_whole: AtomicBool::new(false),
-            listing: Arc::default(),
-            paged: tokio::sync::Notify::new(),
             yields: Arc::default(),
-            growing: std::sync::Mutex::new(None),
-            turn: watch::Sender::new(turns::Turn::Going),
-            writer,
-            ledger_block: AtomicU64::new(0),
+            initial: Initial {
+                turn: watch::Sender::new(turns::Turn::Going),
+                listing: Arc::default(),
+                paged: tokio::sync::Notify::new(),
+                growing: std::sync::Mutex::new(None),
+                pages_only: AtomicBool::new(false),
+            },
+            probes: freshness::Probes::default(),
+            account: account::Account::new(writer),
         })
     }
 
@@ -257,7 +254,7 @@ impl Feed {
 
     /// Whether the last LIST or WATCH request reached the upstream.
     pub fn healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
+        self.condition.healthy.load(Ordering::Relaxed)
     }
 
     /// Why the upstream refused to fill this cache, if it did (the feed has stopped).
@@ -268,19 +265,19 @@ impl Feed {
     /// Whether the upstream's last answer to this feed's LIST was 403 (kache's identity may
     /// not list the kind; requests of it pass through, with their client's identity).
     pub fn forbidden(&self) -> bool {
-        self.forbidden.load(Ordering::Relaxed)
+        self.condition.forbidden.load(Ordering::Relaxed)
     }
 
     /// Whether the informer is relisting after its watch expired (410): the cache still
     /// answers from the previous list, which no longer gets events.
     pub fn relisting(&self) -> bool {
-        self.relisting.load(Ordering::Relaxed)
+        self.condition.relisting.load(Ordering::Relaxed)
     }
 
     /// Record whether the last LIST or WATCH reached the upstream.
     fn set_healthy(&self, ok: bool) {
-        self.healthy.store(ok, Ordering::Relaxed);
-        let mut since = self.broken_since.lock().unwrap_or_else(|e| e.into_inner());
+        self.condition.healthy.store(ok, Ordering::Relaxed);
+        let mut since = self.condition.broken_since.lock().unwrap_or_else(|e| e.into_inner());
         match (ok, *since) {
             (true, _) => *since = None,
             (false, None) => *since = Some(tokio::time::Instant::now()),
@@ -293,7 +290,7 @@ impl Feed {
     /// failed or since the upstream was found down, whichever is longer ago (a hung upstream
     /// stalls an open watch before it fails).
     pub fn staleness(&self) -> Duration {
-        let broken = self.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
+        let broken = self.condition.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
         let down = match &*self.upstream.health().borrow() {
             crate::upstream::health::Health::Down { since, .. } => Some(since.elapsed()),
             _ => None,
@@ -329,7 +326,7 @@ impl Feed {
     /// The initial list as its pages arrive, while an attempt at it is under way (`None`
     /// once synced, or between attempts).
     pub fn growing(&self) -> Option<Arc<growing::Growing>> {
-        let g = self.growing.lock().unwrap_or_else(|e| e.into_inner());
+        let g = self.initial.growing.lock().unwrap_or_else(|e| e.into_inner());
         g.as_ref().filter(|g| !g.ended() && !self.synced()).cloned()
     }
 
@@ -337,7 +334,7 @@ impl Feed {
     /// clients start again).
     fn start_growing(&self) -> Arc<growing::Growing> {
         let g = Arc::new(growing::Growing::new());
-        if let Some(old) = self.growing.lock().unwrap_or_else(|e| e.into_inner()).replace(g.clone()) {
+        if let Some(old) = self.initial.growing.lock().unwrap_or_else(|e| e.into_inner()).replace(g.clone()) {
             old.finish(growing::End::Failed);
         }
         g
@@ -345,7 +342,7 @@ impl Feed {
 
     /// The attempt at the initial list ended (installed, or failed).
     fn end_growing(&self, end: growing::End) {
-        if let Some(g) = self.growing.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(g) = self.initial.growing.lock().unwrap_or_else(|e| e.into_inner()).take() {
             g.finish(end);
         }
     }
@@ -360,7 +357,7 @@ impl Feed {
         if self.synced() {
             return SyncEstimate::Synced;
         }
-        let listing = *self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        let listing = *self.initial.listing.lock().unwrap_or_else(|e| e.into_inner());
         match listing {
             Some(Listing { started, items, bytes, remaining: Some(left), .. }) if items > 0 => {
                 let per_item = started.elapsed().as_secs_f64() / items as f64;
@@ -378,14 +375,14 @@ impl Feed {
         if self.synced() {
             return;
         }
-        let mut l = self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut l = self.initial.listing.lock().unwrap_or_else(|e| e.into_inner());
         match (&mut *l, items) {
             (_, 0) => *l = Some(Listing { started: Instant::now(), items: 0, bytes: 0, remaining: None, received: (0, 0) }),
             (Some(l), _) => (l.items, l.bytes, l.remaining, l.received) = (items, bytes, remaining, (items, bytes)),
             (None, _) => {}
         }
         drop(l);
-        self.paged.notify_waiters();
+        self.initial.paged.notify_waiters();
     }
 
     /// The initial list has brought `items` items in `bytes` bytes so far (between its
@@ -394,7 +391,7 @@ impl Feed {
         if self.synced() {
             return;
         }
-        if let Some(l) = self.listing.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some(l) = self.initial.listing.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             l.received = (items, bytes);
         }
     }
@@ -404,14 +401,14 @@ impl Feed {
         if self.synced() {
             return Loading::Synced;
         }
-        if *self.turn.borrow() == turns::Turn::Waiting {
+        if *self.initial.turn.borrow() == turns::Turn::Waiting {
             return Loading::Waiting;
         }
         // An attempt at the initial list is under way while its growing state is open.
         if self.growing().is_none() {
             return Loading::Idle;
         }
-        match *self.listing.lock().unwrap_or_else(|e| e.into_inner()) {
+        match *self.initial.listing.lock().unwrap_or_else(|e| e.into_inner()) {
             Some(Listing { started, received: (objects, bytes), .. }) => Loading::Listing { objects, bytes, elapsed: started.elapsed() },
             None => Loading::Idle,
         }
@@ -436,7 +433,7 @@ impl Feed {
     /// whose bytes keep coming may not yield to the runtime between its chunks.
     async fn telling<T>(&self, list: impl std::future::Future<Output = T>, mut tell: impl FnMut(Told) + Send + 'static) -> T {
         tell(Told::Started);
-        let (started, listing) = (tokio::time::Instant::now(), self.listing.clone());
+        let (started, listing) = (tokio::time::Instant::now(), self.initial.listing.clone());
         // Ends (aborted) with the list.
         let mut progress = tokio::task::JoinSet::new();
         progress.spawn(async move {
@@ -455,13 +452,13 @@ impl Feed {
 
     /// The bytes and time of the initial list when it is installed: (bytes, seconds).
     fn listed(&self) -> (u64, f64) {
-        let l = *self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        let l = *self.initial.listing.lock().unwrap_or_else(|e| e.into_inner());
         l.map_or((0, 0.0), |l| (l.received.1, l.started.elapsed().as_secs_f64()))
     }
 
     /// Wait for the initial list's next page, or its end, at most `timeout`.
     pub async fn next_page(&self, timeout: Duration) {
-        let page = self.paged.notified();
+        let page = self.initial.paged.notified();
         tokio::pin!(page);
         page.as_mut().enable();
         if self.synced() {

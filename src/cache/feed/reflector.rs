@@ -31,7 +31,7 @@ pub(super) const METADATA_LIST_PB: &str = "application/vnd.kubernetes.protobuf;a
 
 impl Steps for Feed {
     async fn list(&self, relist: bool) -> Result<u64, FeedError> {
-        if relist && !self.relisting.swap(true, Ordering::Relaxed) {
+        if relist && !self.condition.relisting.swap(true, Ordering::Relaxed) {
             tracing::info!(resource = %self.cache.resource.plural, fmt = ?self.fmt, "relisting");
             // Stale from now until the new list is in (see `staleness`).
             self.set_healthy(false);
@@ -45,7 +45,7 @@ impl Steps for Feed {
         };
         self.tried();
         self.set_healthy(listed.is_ok());
-        self.forbidden.store(matches!(listed, Err(FeedError::Status { code: 403, .. })), Ordering::Relaxed);
+        self.condition.forbidden.store(matches!(listed, Err(FeedError::Status { code: 403, .. })), Ordering::Relaxed);
         match listed {
             Ok((listed, rv)) => {
                 self.install(listed, rv, custom);
@@ -154,7 +154,7 @@ impl Feed {
             "initial"
         };
         metrics::counter!(telemetry::RELISTS, &self.outcome_labels(outcome)).increment(1);
-        self.relisting.store(false, Ordering::Relaxed);
+        self.condition.relisting.store(false, Ordering::Relaxed);
         self.synced.send_replace(true);
     }
 
@@ -165,11 +165,11 @@ impl Feed {
     /// list's snapshot expires before its last page (heavy churn, short history), that one
     /// list is unpaged.
     async fn list_all(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), FeedError> {
-        if !self.pages_only.load(Ordering::Relaxed) {
+        if !self.initial.pages_only.load(Ordering::Relaxed) {
             let listed = self.list_streamed(custom).await;
             if let Err(e @ (FeedError::Transport(_) | FeedError::Stalled(_) | FeedError::Decode(DecodeError::Truncated))) = &listed {
                 tracing::info!(resource = %self.cache.resource.plural, error = %e, "the unpaged list broke off; this kind is paged from now on");
-                self.pages_only.store(true, Ordering::Relaxed);
+                self.initial.pages_only.store(true, Ordering::Relaxed);
             }
             return listed;
         }
@@ -661,7 +661,7 @@ mod tests {
             // writes of others than its own.
             let ledger = up.ledger();
             let other = ledger.writer("", "configmaps").unwrap();
-            ledger.trust(feed.writer.unwrap());
+            ledger.trust(feed.account.writer.unwrap());
             ledger.trust(other);
             // A revision is recorded once its event is applied: wait for the last one's.
             let modified = ledger.wait_accounted(other, || 11, 12, Duration::from_secs(60)).await;

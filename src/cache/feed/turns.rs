@@ -34,12 +34,12 @@ pub(super) enum Turn {
 impl Feed {
     /// Keep this feed's list from starting until [`Feed::release`] (before it runs).
     pub fn hold(&self) {
-        self.turn.send_replace(Turn::Waiting);
+        self.initial.turn.send_replace(Turn::Waiting);
     }
 
     /// Let this feed's list go, if it was held.
     pub fn release(&self) {
-        self.turn.send_if_modified(|t| {
+        self.initial.turn.send_if_modified(|t| {
             let held = *t == Turn::Waiting;
             if held {
                 *t = Turn::Going;
@@ -50,12 +50,12 @@ impl Feed {
 
     /// Wait until the feed may list.
     pub(super) async fn my_turn(&self) {
-        let _ = self.turn.subscribe().wait_for(|t| *t != Turn::Waiting).await;
+        let _ = self.initial.turn.subscribe().wait_for(|t| *t != Turn::Waiting).await;
     }
 
     /// Its first list has ended, one way or the other.
     pub(super) fn tried(&self) {
-        self.turn.send_replace(Turn::Tried);
+        self.initial.turn.send_replace(Turn::Tried);
     }
 }
 
@@ -67,7 +67,7 @@ pub async fn in_turn(feeds: Vec<Arc<Feed>>) {
         let waited = f.yields.wait(&mut budget).await;
         tracing::debug!(resource = %f.cache.resource.plural, fmt = ?f.fmt, waited, "a preloaded list's turn");
         f.release();
-        let mut turn = f.turn.subscribe();
+        let mut turn = f.initial.turn.subscribe();
         if tokio::time::timeout(TURN_MAX, turn.wait_for(|t| *t == Turn::Tried)).await.is_err() {
             let r = &f.cache.resource;
             tracing::info!(resource = %r.plural, fmt = ?f.fmt, "a preloaded list took its longest turn; the next goes");
@@ -91,7 +91,7 @@ mod tests {
     }
 
     fn turn(f: &Feed) -> Turn {
-        *f.turn.borrow()
+        *f.initial.turn.borrow()
     }
 
     #[tokio::test(start_paused = true)]
@@ -106,7 +106,7 @@ mod tests {
         pods.tried();
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(turn(&nodes), Turn::Waiting, "a client still streams");
-        let mut going = nodes.turn.subscribe();
+        let mut going = nodes.initial.turn.subscribe();
         going.wait_for(|t| *t == Turn::Going).await.unwrap();
         assert_eq!(Instant::now() - start, Duration::from_secs(3));
         // A client's WatchList releases the services out of turn; a release does not undo a try.
