@@ -1,4 +1,4 @@
-//! Issue 22, item 3: what serving protobuf by transcoding kache's JSON feed would cost, per pod,
+//! What serving protobuf by transcoding kache's JSON feed would cost, per pod,
 //! against the second (protobuf) feed kache loads today. The pod is a real kube-apiserver
 //! v1.36.2 answer (`testdata/golden/01-get-pod.json.body`). Measured: parsing the JSON
 //! object, and parsing plus encoding it as the Pod message (what a transcoding feed does once

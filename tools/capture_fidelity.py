@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capture a real kube-apiserver's answers to the requests of issue #14's fidelity sweep, as
+"""Capture a real kube-apiserver's answers to the requests of the fidelity sweep, as
 test fixtures in testdata/fidelity/ (NAME.req: the request line and headers sent; NAME.meta:
 the status line and Content-Type; NAME.body: the body bytes, chunked framing removed).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cold start (issue 22): kache and a client-go informer of every pod started together, in front
+# Cold start: kache and a client-go informer of every pod started together, in front
 # of the real apiserver of ../shared/real-apiserver; then the same informer directly. Each round
 # runs every build in turn, then directly; each line gives the informer's sync time, kache's CPU
 # (its whole life), the apiserver's CPU over the run (from /proc) and where kache answered the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Consistent LIST of every pod through kache and directly (issue 22), with a writer moving the
+# Consistent LIST of every pod through kache and directly, with a writer moving the
 # global resourceVersion every 0.2 s (a ConfigMap PATCHed directly, as leases move it).
 #   bash loadtest/real/consistent_list.sh target/release/kache [rounds] [accept]
 # Prints one line per request: `kache-cons|kache-rv0|direct-cons TTFB TOTAL` (seconds).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Informer sync of every pod from a warm kache against directly (issue 22, item 4): client-go's
+# Informer sync of every pod from a warm kache against directly: client-go's
 # shared informer (loadtest/clientgo, built by its build.sh into ~/real-apiserver/bin) in
 # WatchList and LIST mode, with client-go's default content type and with protobuf set explicitly
 # (as kube-controller-manager and kube-scheduler do), through each synced kache build and

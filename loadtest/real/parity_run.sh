@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The parity benchmark (issue 22) against a kache this script starts: a release kache in front
+# The parity benchmark against a kache this script starts: a release kache in front
 # of the real apiserver with its default settings (plus any flags given after OUT), then
 # parity.py through it and directly, then kache's pass-through and check counters.
 #   [PARITY_ARGS="--only get-pods-A -n 9"] bash loadtest/real/parity_run.sh target/release/kache OUT [kache flags...]

@@ -1,4 +1,4 @@
-"""When a freshness probe gets its bookmark (issue 22): single watches with timeoutSeconds=3
+"""When a freshness probe gets its bookmark: single watches with timeoutSeconds=3
 from one below the current RV, started at random times; prints each one's start within its
 wall-clock second and how long its bookmark took. Run with a writer moving the RV
 (consistent_list.sh's).   python3 loadtest/real/probe_bookmark.py [count]"""

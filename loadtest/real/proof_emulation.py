@@ -1,4 +1,4 @@
-"""kache's freshness proof emulated against the real apiserver (issue 22): probes (watches from
+"""kache's freshness proof emulated against the real apiserver: probes (watches from
 the last proven RV with timeoutSeconds=3) start every second; readers at random times take the
 upstream RV from a consistent `limit=1` LIST and wait for a probe's bookmark at least that new.
 Prints the proof wait's median and mean. Run with a writer moving the RV (consistent_list.sh's).

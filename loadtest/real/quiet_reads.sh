@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Consistent LISTs of every pod (protobuf) through a warm release kache with nothing writing: the time
-# to first byte of each (issue 22). With no new revision upstream, a read needs no new bookmark.
+# to first byte of each. With no new revision upstream, a read needs no new bookmark.
 #   bash loadtest/real/quiet_reads.sh target/release/kache [reads]
 set -euo pipefail
 REAL=${REAL_APISERVER:-$HOME/real-apiserver}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which etcd revisions the watchable kinds account for (issue 22, an idea for proofs): watch every
+"""Which etcd revisions the watchable kinds account for (an idea for proofs): watch every
 kind the real apiserver lists as watchable (../shared/real-apiserver, admin token in ~/real-apiserver)
 from one RV for 35 s, then print how many revisions in that span were seen as an event of some kind
 and which were not (writes to keys no client can watch, such as the endpoint reconciler's lease).

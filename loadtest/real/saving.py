@@ -178,7 +178,7 @@ def metrics(admin):
 
 
 # The mix's 210 clients share one token and one address, where a cluster's node agents,
-# informers and kubectl users are as many identities: kache's per-client bounds (issue 23)
+# informers and kubectl users are as many identities: kache's per-client bounds
 # would treat them as one tenant, refuse some (429) and answer others differently (a
 # client's cheaper-upstream budget), and so change the mix. They are lifted here (a later
 # --kache-arg sets one back).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 15: a watcher that stops reading while its kind changes 50 times a second. kache (a
+"""A watcher that stops reading while its kind changes 50 times a second. kache (a
 fresh process) in front of a real kube-apiserver; a raw watch of ConfigMaps in --namespace
 through kache (a kind kache caches: the watch is served from memory) whose socket has a small
 receive buffer and is never read; a second watch of the same that is read, for comparison;

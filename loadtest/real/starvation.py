@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 15: do watches passed through to a real kube-apiserver starve everything else?
+"""Do watches passed through to a real kube-apiserver starve everything else?
 Latency (p50/p99) of a non-admin client's requests through kache and directly against the
 apiserver, first with nothing else open, then with WATCHES watches held open (passed through
 by kache: Table watches with includeObject=Object and legacy /watch/ paths of one object,

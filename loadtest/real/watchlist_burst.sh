@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A burst of WatchList informers of every pod through a warm kache (issue 22): one WatchList
+# A burst of WatchList informers of every pod through a warm kache: one WatchList
 # first (so a whole collection's runs are deflated and kept, `cache::deflated`), then ROUNDS
 # rounds of N client-go informers (loadtest/clientgo's informer-sync) started at once. Prints
 # per round kache's CPU (from /proc) and each client's sync, then kache's run counters.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bytes of a WatchList of every pod from a synced kache (start_kache waits for /readyz: every
 # preloaded kind synced), asked as a Go client asks (protobuf,
-# Accept-Encoding: gzip, HTTP/2), and its Content-Encoding (issue 22, item 4). The watch ends
+# Accept-Encoding: gzip, HTTP/2), and its Content-Encoding. The watch ends
 # after 8 s (timeoutSeconds), long after its initial events.
 #   bash loadtest/real/watchlist_bytes.sh target/release/kache
 set -euo pipefail

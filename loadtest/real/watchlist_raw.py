@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long a raw reader (HTTP/1.1 over TLS, reading as fast as it can) takes to get a consistent
 WatchList of every pod up to its initial-events-end bookmark: the stream's own time, without
-a client's decoding (issue 22, item 4).
+a client's decoding.
 
     python3 loadtest/real/watchlist_raw.py https://HOST:PORT TOKEN_FILE [rounds]
 """

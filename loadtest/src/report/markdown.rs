@@ -74,7 +74,7 @@ fn targets(md: &mut String, targets: &[TargetCheck]) {
     if targets.is_empty() {
         return;
     }
-    let _ = writeln!(md, "## Targets (issue 5)\n\n| target | met | figure |\n|---|---|---|");
+    let _ = writeln!(md, "## Targets\n\n| target | met | figure |\n|---|---|---|");
     for t in targets {
         let met = match t.met {
             Some(true) => "met",
