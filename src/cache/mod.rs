@@ -7,6 +7,7 @@ pub mod deflated;
 pub mod feed;
 pub(crate) mod object;
 mod rings;
+pub mod state;
 pub(crate) mod store;
 pub(crate) mod window;
 

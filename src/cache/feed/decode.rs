@@ -216,7 +216,7 @@ pub(super) fn strip_type_meta(obj: &[u8], r: &Resource) -> Vec<u8> {
 /// kind's is decoded without its managedFields (its printer and field selectors never read
 /// them; the stored bytes keep them); a custom resource's whole (its CRD's columns may
 /// point anywhere, and its metadata is re-encoded from the decoded form).
-pub(super) fn json_object(r: &Resource, item: &[u8], custom: Option<&Arc<CustomColumns>>) -> Result<Object, DecodeError> {
+pub(crate) fn json_object(r: &Resource, item: &[u8], custom: Option<&Arc<CustomColumns>>) -> Result<Object, DecodeError> {
     let object = |v: &serde_json::Value| Object::printed(r, v, Some(item), None, custom);
     Ok(if r.protobuf && custom.is_none() {
         crate::api::json::with_value_unmanaged(item, object)
@@ -227,7 +227,7 @@ pub(super) fn json_object(r: &Resource, item: &[u8], custom: Option<&Arc<CustomC
 
 /// An object from its bare protobuf message: transcoded for the kinds kache knows, else
 /// keyed by its metadata alone.
-pub(super) fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, DecodeError> {
+pub(crate) fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, DecodeError> {
     pb_object_reading(r, bare, &read_projection(r))
 }
 

@@ -16,7 +16,7 @@
 //! - `turns`: preloaded feeds list one after another at start.
 
 mod account;
-mod decode;
+pub(crate) mod decode;
 pub(crate) mod fetch;
 mod freshness;
 pub mod growing;
