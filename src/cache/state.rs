@@ -187,7 +187,8 @@ impl SavedState {
     pub fn of(cluster: &str, cache: &KindCache, format: Format) -> Result<SavedState, StateWriteError> {
         let (rv, snap) = cache.latest();
         let r = &cache.resource;
-        let key = StateKey { cluster: cluster.to_string(), group: r.group.clone(), version: r.version.clone(), plural: r.plural.clone(), format };
+        let key =
+            StateKey { cluster: cluster.to_string(), group: r.group.clone(), version: r.version.clone(), plural: r.plural.clone(), format };
         let objects = snap
             .objects
             .values()
@@ -516,5 +517,250 @@ impl Reader {
 
     fn string(&mut self) -> Result<String, StateRefused> {
         String::from_utf8(self.bytes()?.to_vec()).map_err(|_| StateRefused::Corrupt("a name that is not UTF-8"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::resource::ResourceRef;
+    use crate::cache::feed::decode;
+    use crate::cache::Limits;
+    use serde_json::Value;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn pods() -> ResourceRef {
+        Arc::new(crate::sim::catalog::resource("pods"))
+    }
+
+    fn want(format: Format) -> StateKey {
+        StateKey { cluster: "cluster-a".into(), group: String::new(), version: "v1".into(), plural: "pods".into(), format }
+    }
+
+    /// The golden list's pods, decoded.
+    fn golden_pods() -> Vec<Value> {
+        let list: Value = serde_json::from_slice(&crate::testdata::golden("02a-list-pods.json.body")).unwrap();
+        list["items"].as_array().unwrap().clone()
+    }
+
+    /// `v` at `rv` with `labels` merged in, as the feed builds it from the received item.
+    fn received_pod(v: &Value, rv: u64, labels: &[(&str, &str)]) -> Object {
+        let mut v = v.clone();
+        v["metadata"]["resourceVersion"] = Value::from(rv.to_string());
+        for (k, val) in labels {
+            v["metadata"]["labels"][*k] = Value::from(*val);
+        }
+        decode::json_object(&pods(), &crate::cache::object::item_json(&v), None).unwrap()
+    }
+
+    /// A cache of the golden pods listed at 61509, then: web-1 relabelled, db-1 deleted, a
+    /// new pod created and changed; progress at 61520.
+    fn cache() -> KindCache {
+        let items = golden_pods();
+        let c = KindCache::new(pods(), 1, Limits::default());
+        c.replace(items.iter().map(|v| received_pod(v, v["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap(), &[])), 61509);
+        let web1 = items.iter().find(|v| v["metadata"]["name"] == "web-1").unwrap();
+        let db1 = items.iter().find(|v| v["metadata"]["name"] == "db-1").unwrap();
+        let mut web3 = web1.clone();
+        web3["metadata"]["name"] = Value::from("web-3");
+        c.apply(EventType::Modified, received_pod(web1, 61510, &[("tier", "front")]));
+        c.apply(EventType::Deleted, received_pod(db1, 61511, &[]));
+        c.apply(EventType::Added, received_pod(&web3, 61512, &[]));
+        c.apply(EventType::Modified, received_pod(&web3, 61513, &[("tier", "back")]));
+        c.advance(61520, false);
+        c
+    }
+
+    /// A state written to a fresh directory: (its directory's guard, the directory, the
+    /// state, the file's bytes).
+    fn saved() -> (tempfile::TempDir, std::path::PathBuf, SavedState, Vec<u8>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let state = SavedState::of("cluster-a", &cache(), Format::Json).unwrap();
+        write(&dir, "pods", &state).unwrap();
+        let bytes = std::fs::read(dir.join("pods")).unwrap();
+        (tmp, dir, state, bytes)
+    }
+
+    /// `bytes` written as the state file, then read as `want`'s.
+    fn reread(dir: &Path, bytes: &[u8], want: &StateKey) -> Result<SavedState, StateRefused> {
+        std::fs::write(dir.join("pods"), bytes).unwrap();
+        read(dir, "pods", want)
+    }
+
+    #[test]
+    fn a_caches_objects_window_and_rv_read_back_as_saved_and_rebuild_the_same_objects() {
+        let c = cache();
+        let (progress, snap) = c.latest();
+        let state = SavedState::of("cluster-a", &c, Format::Json).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let len = write(&dir, "pods", &state).unwrap();
+        assert_eq!(len, state.encoded_len() as u64);
+        let back = read(&dir, "pods", &want(Format::Json)).unwrap();
+        assert_eq!(back, state);
+        assert_eq!((back.rv, back.floor), (progress, 61509));
+        assert_eq!((back.rv, snap.rv), (61520, 61513), "the watch resumes from the progress, not the last change");
+        // The objects: the bytes received, in key order; each rebuilds the object held.
+        let held: Vec<&Arc<Object>> = snap.objects.values().collect();
+        assert_eq!(back.objects.len(), 3);
+        for (bytes, o) in back.objects.iter().zip(&held) {
+            assert_eq!(Some(bytes.clone()), o.json_item());
+            assert_eq!(&decode::json_object(&pods(), bytes, None).unwrap(), &***o);
+        }
+        // The window: type, RV, object, and the object before each change.
+        let window: Vec<_> = snap.window.since(61509).unwrap().collect();
+        let got: Vec<(EventType, u64)> = back.events.iter().map(|e| (e.kind, e.rv)).collect();
+        assert_eq!(
+            got,
+            [(EventType::Modified, 61510), (EventType::Deleted, 61511), (EventType::Added, 61512), (EventType::Modified, 61513)]
+        );
+        for (i, (saved, e)) in back.events.iter().zip(&window).enumerate() {
+            assert_eq!(&decode::json_object(&pods(), &saved.object, None).unwrap(), &*e.object);
+            assert_eq!(back.prev_of(i).cloned(), e.prev.as_ref().and_then(|p| p.json_item()), "event {i}");
+        }
+        assert!(matches!(back.events[0].prev, SavedPrev::Bytes(_)), "web-1's listed state, from before the window");
+        assert_eq!(back.events[2].prev, SavedPrev::None, "web-3 is new");
+        assert_eq!(back.events[3].prev, SavedPrev::Event(2), "web-3's earlier version is saved once");
+        // Readable by kache's user only; no temporary file left.
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&dir.join("pods")), mode(&dir)), (0o600, 0o700));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        // Written again over itself, and over a temporary file a crash left open to all.
+        std::fs::write(dir.join(".pods.tmp"), b"left").unwrap();
+        std::fs::set_permissions(dir.join(".pods.tmp"), std::fs::Permissions::from_mode(0o666)).unwrap();
+        write(&dir, "pods", &state).unwrap();
+        assert_eq!(mode(&dir.join("pods")), 0o600);
+        assert_eq!(read(&dir, "pods", &want(Format::Json)).unwrap(), state);
+    }
+
+    #[test]
+    fn a_protobuf_cache_saves_the_bare_messages() {
+        let body = crate::testdata::golden("01-get-pod.pb.body");
+        let (_, _, bare) = crate::api::wire::open_envelope(&body).unwrap();
+        let o = decode::pb_object(&pods(), bare).unwrap();
+        let c = KindCache::new(pods(), 1, Limits::default());
+        c.replace([o.clone()], o.rv);
+        c.apply(EventType::Modified, o.at_rv(o.rv + 1));
+        let state = SavedState::of("cluster-a", &c, Format::Protobuf).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), "pods", &state).unwrap();
+        let back = read(tmp.path(), "pods", &want(Format::Protobuf)).unwrap();
+        let held = c.snapshot().get(&o.key).unwrap().clone();
+        assert_eq!(back.objects, [Bytes::copy_from_slice(held.pb_message_ref().unwrap())]);
+        assert_eq!(decode::pb_object(&pods(), &back.objects[0]).unwrap(), *held);
+        assert_eq!(back.prev_of(0).map(|b| &b[..]), Some(bare), "the listed message before the change");
+        assert!(matches!(SavedState::of("cluster-a", &c, Format::Json), Err(StateWriteError::Unencoded(_))), "no JSON held");
+    }
+
+    #[test]
+    fn an_event_without_the_encodings_bytes_starts_the_saved_window_after_it() {
+        let c = KindCache::new(pods(), 1, Limits::default());
+        let gone = Object::bare(crate::cache::object::key("ns", "gone"), 2);
+        c.apply(EventType::Added, gone.clone());
+        c.apply(EventType::Deleted, gone.at_rv(3));
+        c.apply(EventType::Added, received_pod(&golden_pods()[0], 4, &[]));
+        let state = SavedState::of("cluster-a", &c, Format::Json).unwrap();
+        assert_eq!(state.floor, 3, "a watch from before the unsaved change cannot resume");
+        assert_eq!(state.events.iter().map(|e| e.rv).collect::<Vec<_>>(), [4]);
+    }
+
+    #[test]
+    fn a_missing_file_is_refused_as_missing() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(matches!(read(tmp.path(), "pods", &want(Format::Json)), Err(StateRefused::Missing)));
+    }
+
+    #[test]
+    fn a_changed_byte_is_refused_as_corrupt() {
+        let (_tmp, dir, _, mut bytes) = saved();
+        // A letter of web-2's name in its stored bytes: the file still parses, to other bytes.
+        let at = bytes.windows(5).position(|w| w == b"web-2").unwrap();
+        bytes[at] = b'x';
+        let r = reread(&dir, &bytes, &want(Format::Json));
+        assert!(matches!(r, Err(StateRefused::Corrupt("checksum mismatch"))), "{r:?}");
+    }
+
+    #[test]
+    fn a_cut_file_is_refused_as_truncated_wherever_it_is_cut() {
+        let (_tmp, dir, _, bytes) = saved();
+        for cut in [bytes.len() - 1, bytes.len() / 2, PREAMBLE, 10, 3, 0] {
+            let r = reread(&dir, &bytes[..cut], &want(Format::Json));
+            assert!(matches!(r, Err(StateRefused::Truncated { .. })), "cut at {cut}: {r:?}");
+        }
+        for cut in 0..bytes.len() {
+            assert!(matches!(decode(Bytes::copy_from_slice(&bytes[..cut]), &want(Format::Json)), Err(StateRefused::Truncated { .. })));
+        }
+    }
+
+    #[test]
+    fn another_format_version_is_refused_as_foreign() {
+        let (_tmp, dir, _, mut bytes) = saved();
+        bytes[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&2u32.to_le_bytes());
+        let r = reread(&dir, &bytes, &want(Format::Json));
+        assert!(matches!(r, Err(StateRefused::ForeignVersion(2))), "{r:?}");
+    }
+
+    #[test]
+    fn another_clusters_resources_or_encodings_state_is_refused() {
+        let (_tmp, dir, _, _) = saved();
+        let other = StateKey { cluster: "cluster-b".into(), ..want(Format::Json) };
+        assert!(matches!(read(&dir, "pods", &other), Err(StateRefused::OtherCluster(c)) if c == "cluster-a"));
+        let other = StateKey { plural: "nodes".into(), ..want(Format::Json) };
+        assert!(matches!(read(&dir, "pods", &other), Err(StateRefused::OtherResource(r)) if r == "/v1/pods"));
+        let other = StateKey { version: "v2".into(), ..want(Format::Json) };
+        assert!(matches!(read(&dir, "pods", &other), Err(StateRefused::OtherResource(_))));
+        assert!(matches!(read(&dir, "pods", &want(Format::Protobuf)), Err(StateRefused::OtherEncoding(Format::Json))));
+    }
+
+    #[test]
+    fn a_file_name_that_is_not_plain_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = SavedState::of("cluster-a", &cache(), Format::Json).unwrap();
+        for name in ["", ".pods", "a/b", "../pods", "p\0"] {
+            assert!(matches!(write(tmp.path(), name, &state), Err(StateWriteError::Name(_))), "{name:?}");
+        }
+    }
+
+    /// The bytes of a file holding `body` after a valid preamble, with a matching checksum:
+    /// what reaches the body's parser.
+    fn sealed(body: &[u8]) -> Bytes {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&((PREAMBLE + body.len() + TRAILER) as u64).to_le_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(&zlib_rs::crc32::crc32(0, &out).to_le_bytes());
+        Bytes::from(out)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_bytes_are_refused(data in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            proptest::prop_assert!(decode(Bytes::from(data), &want(Format::Json)).is_err());
+        }
+
+        #[test]
+        fn a_changed_byte_anywhere_is_refused(at in proptest::num::usize::ANY, flip in 1u8..=255) {
+            let (_tmp, _, _, mut bytes) = saved();
+            let at = at % bytes.len();
+            bytes[at] ^= flip;
+            proptest::prop_assert!(decode(Bytes::from(bytes), &want(Format::Json)).is_err());
+        }
+
+        /// Bodies that pass the checksum but were not written by `encode` never panic the
+        /// parser.
+        #[test]
+        fn any_checksummed_body_is_read_or_refused_without_panicking(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            prefix in proptest::bool::ANY,
+        ) {
+            // Half of them after a valid key, so the parser reaches the objects and events.
+            let mut b = Vec::new();
+            if prefix {
+                b.extend_from_slice(b"\x09cluster-a\x00\x02v1\x04pods\x00");
+            }
+            b.extend_from_slice(&body);
+            let _ = decode(sealed(&b), &want(Format::Json));
+        }
     }
 }
