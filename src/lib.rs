@@ -19,7 +19,8 @@
 //! - `cache/`: one kind's state, with a single writer: `KindCache` (snapshot, progress,
 //!   fan-out), `store` (persistent maps, index), `window` (recent events), `object` (stored
 //!   bytes and selector fields), `rings` (per-node and per-namespace fan-out), `deflated`
-//!   (WatchList runs kept deflated), and `feed/`, the reflector that fills a `KindCache`:
+//!   (WatchList runs kept deflated), `state` (a cache saved to disk as `SavedState` and read
+//!   back, or `StateRefused`), and `feed/`, the reflector that fills a `KindCache`:
 //!   `state` (its loop as a state machine), `reflector` (its LIST, WATCH and relist steps),
 //!   `streamed` (an unpaged LIST's items cut as they arrive), `growing` (the initial list as
 //!   it arrives), `turns` (preloaded kinds listed one at a time), `freshness` (probes),

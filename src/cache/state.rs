@@ -422,7 +422,7 @@ fn decode(data: Bytes, want: &StateKey) -> Result<SavedState, StateRefused> {
     if zlib_rs::crc32::crc32(0, body) != sum {
         return Err(StateRefused::Corrupt("checksum mismatch"));
     }
-    let mut r = Reader { data: data.slice(PREAMBLE..data.len() - TRAILER) };
+    let mut r = StateBody { data: data.slice(PREAMBLE..data.len() - TRAILER) };
     let cluster = r.string()?;
     let (group, version, plural) = (r.string()?, r.string()?, r.string()?);
     let format = match r.byte()? {
@@ -483,11 +483,11 @@ fn decode(data: Bytes, want: &StateKey) -> Result<SavedState, StateRefused> {
 
 /// The checked body, read front to back; running out is corruption (the length and
 /// checksum matched, so the writer wrote it so).
-struct Reader {
+struct StateBody {
     data: Bytes,
 }
 
-impl Reader {
+impl StateBody {
     fn byte(&mut self) -> Result<u8, StateRefused> {
         if self.data.is_empty() {
             return Err(StateRefused::Corrupt("a body cut short"));
