@@ -23,9 +23,9 @@
 //!   back, or `StateRefused`), and `feed/`, the reflector that fills a `KindCache`:
 //!   `state` (its loop as a state machine), `reflector` (its LIST, WATCH and relist steps),
 //!   `streamed` (an unpaged LIST's items cut as they arrive), `growing` (the initial list as
-//!   it arrives), `turns` (preloaded kinds listed one at a time), `freshness` (probes),
-//!   `account` (its part in the ledger), `stamps` (a page's metadata for `serve::check`),
-//!   `decode` (JSON and protobuf), `fetch`.
+//!   it arrives), `initial` (the first list's turn and progress), `turns` (preloaded kinds
+//!   listed one at a time), `freshness` (probes, and a page's metadata for `serve::check`),
+//!   `account` (its part in the ledger), `decode` (JSON and protobuf), `fetch`.
 //! - `auth/`: client identity (certificates, TokenReview), authorization
 //!   (SubjectAccessReview), impersonation, serving certificates.
 //! - `serve/`: everything one request touches, in order: `server` (accept, TLS, HTTP/1.1

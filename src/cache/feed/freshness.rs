@@ -1,9 +1,11 @@
 //! Freshness: the upstream's current resourceVersion (a shared LIST of one key) and the
 //! rolling probes (short watches whose bookmark proves the cache complete up to an RV) that
-//! let a consistent read be answered from cache.
+//! let a consistent read be answered from cache; and a page's metadata from the upstream
+//! ([`PageStamps`]), which `serve::check` compares with the cache's copy of that page.
 
-use super::decode::ListJson;
+use super::decode::{self, ListJson, Stamp};
 use super::fetch::{collection_path, fetch, rv_probe_path};
+use super::reflector::METADATA_LIST_PB;
 use super::{DecodeError, Feed, FeedError};
 use crate::telemetry;
 use std::sync::atomic::Ordering;
@@ -51,7 +53,32 @@ impl Default for Probes {
     }
 }
 
+/// One page of the upstream's answer as metadata: which objects, at which versions, at which
+/// resourceVersion.
+#[derive(Debug, Default)]
+pub struct PageStamps {
+    /// The page's items, in the upstream's order.
+    pub ids: Vec<Stamp>,
+    /// The list's resourceVersion.
+    pub rv: u64,
+    /// Its continue token (empty on the last page).
+    pub cont: String,
+    /// Its `remainingItemCount`, when it gives one.
+    pub remaining: Option<u64>,
+}
+
 impl Feed {
+    /// The upstream's answer to `path` (a LIST of this kind, with the client's scope,
+    /// selectors and paging) as a protobuf PartialObjectMetadataList: every object's key and
+    /// resourceVersion, which the apiserver encodes at a fraction of the CPU of the objects
+    /// or their Table. An upstream found hung or unreachable fails it at once.
+    pub async fn page_stamps(&self, path: &str) -> Result<PageStamps, FeedError> {
+        let body = self.while_up(fetch(&self.upstream, path, METADATA_LIST_PB)).await?;
+        let mut ids = Vec::new();
+        let page = decode::pb_identities(&body, &mut ids)?;
+        Ok(PageStamps { ids, rv: page.rv, cont: page.cont, remaining: page.remaining })
+    }
+
     /// The upstream's current resourceVersion, from a consistent LIST of one key
     /// ([`rv_probe_path`]) sent after this call started. Concurrent callers share these
     /// probes, one at a time per kind: a probe serves every caller that arrived before its

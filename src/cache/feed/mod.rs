@@ -6,13 +6,16 @@
 //!
 //! - `state`: the retry loop as a state machine (phases, transitions, backoff).
 //! - `reflector`: the LIST and WATCH steps it drives, relists by metadata.
-//! - `freshness`: the upstream's current RV and the probes that prove the cache reached it.
+//! - `freshness`: the upstream's current RV, the probes that prove the cache reached it,
+//!   and a page's metadata ([`PageStamps`]).
+//! - `account`: the feed's part in the upstream's revision ledger.
 //! - `decode`: lists, events and objects from JSON or protobuf bytes.
 //! - `streamed`: an unpaged LIST's items cut from its body as they arrive.
 //! - `fetch`: paths and kache's own GETs.
 //! - `yielding`: lists wait while a client passed through for want of them streams a state.
 //! - `growing`: the initial list's objects as its pages arrive, for a WatchList that comes
 //!   while the cache loads.
+//! - `initial`: the initial list's turn, progress and the attempt under way.
 //! - `turns`: preloaded feeds list one after another at start.
 
 mod account;
@@ -20,8 +23,8 @@ pub(crate) mod decode;
 pub(crate) mod fetch;
 mod freshness;
 pub mod growing;
+mod initial;
 mod reflector;
-mod stamps;
 mod state;
 mod streamed;
 pub mod turns;
@@ -31,7 +34,8 @@ pub use account::LedgerProof;
 pub use decode::{DecodeError, Stamp};
 pub use fetch::collection_path;
 pub(crate) use fetch::fetch;
-pub use stamps::PageStamps;
+pub use freshness::PageStamps;
+pub use initial::{amount, thousands, Loading, SyncEstimate, PROGRESS_EVERY};
 
 use crate::api::media::Format;
 use crate::body::BoxError;
@@ -40,7 +44,7 @@ use crate::telemetry;
 use crate::upstream::Upstream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// Why a feed's step failed.
@@ -73,6 +77,11 @@ pub enum FeedError {
 }
 
 /// A cache fed from the upstream, and whether it has synced.
+///
+/// What readers ask of it is here; the steps its loop drives are in `reflector` (LIST,
+/// WATCH, relist), its proofs of freshness in `freshness` (probes) and `account` (the
+/// revision ledger). Its parts own their state and methods: `Condition`, `Initial`
+/// (`initial`), `Probes` (`freshness`), `Account` (`account`).
 pub struct Feed {
     /// The cache.
     pub cache: Arc<KindCache>,
@@ -91,7 +100,7 @@ pub struct Feed {
     /// Held while a client passed through for want of a synced cache streams a state.
     yields: Arc<yielding::Yield>,
     /// Its initial list: its turn, its progress, the attempt under way.
-    initial: Initial,
+    initial: initial::Initial,
     /// Its freshness probes ([`freshness`]).
     probes: freshness::Probes,
     /// Its part in the upstream's revision ledger ([`account`]).
@@ -114,101 +123,21 @@ struct Condition {
     forbidden: AtomicBool,
 }
 
-/// A feed's initial list.
-struct Initial {
-    /// Whether it may go ([`turns`]).
-    turn: watch::Sender<turns::Turn>,
-    /// How far it has come, while the feed has not synced.
-    listing: Arc<std::sync::Mutex<Option<Listing>>>,
-    /// Told of each of its pages.
-    paged: tokio::sync::Notify,
-    /// The attempt under way, while the feed has not synced.
-    growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
-    /// An unpaged LIST broke off midway: this feed lists in pages from then on.
-    pages_only: AtomicBool,
-}
-
-/// The initial list's progress: when it started, what its pages brought so far and what
-/// the upstream says remains (`remainingItemCount`), and what has come of it so far (items
-/// and bytes as they arrive, between pages too).
-#[derive(Debug, Clone, Copy)]
-struct Listing {
-    started: Instant,
-    items: u64,
-    bytes: u64,
-    remaining: Option<u64>,
-    received: (u64, u64),
-}
-
-/// How often a feed's initial list that is still under way says how far it has come.
-pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
-
-/// Where a feed stands on its way to its first sync: what `/readyz?verbose` and
-/// `kache status` show for a kind still loading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Loading {
-    /// It has synced.
-    Synced,
-    /// A preloaded kind whose list waits for its turn ([`turns`]).
-    Waiting,
-    /// Its initial list is under way.
-    Listing {
-        /// Objects received so far (those it cannot decode too).
-        objects: u64,
-        /// Bytes of the list received so far.
-        bytes: u64,
-        /// Since the list was asked for.
-        elapsed: Duration,
-    },
-    /// No list under way: not started yet, or between a failed attempt and the next.
-    Idle,
-}
-
-/// What an initial list says of itself as it goes ([`Feed::reporting`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Told {
-    /// It has started.
-    Started,
-    /// It is still under way, `seconds` after it started, having brought this much.
-    Progress { objects: u64, bytes: u64, seconds: u64 },
-}
-
-/// `41,200 objects (176.8 MiB)`: how much of a list has come, for a person (in the
-/// units of `kache status`, whose `176.8M` is the same).
-pub fn amount(objects: u64, bytes: u64) -> String {
-    format!("{} objects ({:.1} MiB)", thousands(objects), bytes as f64 / 1_048_576.0)
-}
-
-/// `41200` as `41,200`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
+impl Condition {
+    fn set_healthy(&self, ok: bool) {
+        self.healthy.store(ok, Ordering::Relaxed);
+        let mut since = self.broken_since.lock().unwrap_or_else(|e| e.into_inner());
+        match (ok, *since) {
+            (true, _) => *since = None,
+            (false, None) => *since = Some(tokio::time::Instant::now()),
+            (false, Some(_)) => {}
         }
-        out.push(c);
     }
-    out
-}
 
-/// When a feed that has not synced will have: what [`Feed::sync_estimate`] says.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SyncEstimate {
-    /// It has synced.
-    Synced,
-    /// It expects to in `eta`, holding then about `bytes` bytes (its pages' rate so far).
-    Within {
-        /// The time left, at the rate the pages have come so far.
-        eta: Duration,
-        /// The whole list's time at that rate: what the same list would take the upstream
-        /// now, as it is measured on this very list.
-        whole: Duration,
-        /// The bytes of the whole list, from the pages' mean item size.
-        bytes: u64,
-    },
-    /// No page has come yet, or the upstream does not say how many items remain.
-    Unknown,
+    /// How long since the feed last failed to reach the upstream, while it has not since.
+    fn broken_for(&self) -> Option<Duration> {
+        self.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed())
+    }
 }
 
 impl Feed {
@@ -225,13 +154,7 @@ impl Feed {
             refused: std::sync::OnceLock::new(),
             skipped_rv: AtomicU64::new(0),
             yields: Arc::default(),
-            initial: Initial {
-                turn: watch::Sender::new(turns::Turn::Going),
-                listing: Arc::default(),
-                paged: tokio::sync::Notify::new(),
-                growing: std::sync::Mutex::new(None),
-                pages_only: AtomicBool::new(false),
-            },
+            initial: initial::Initial::default(),
             probes: freshness::Probes::default(),
             account: account::Account::new(writer),
         })
@@ -240,7 +163,7 @@ impl Feed {
     /// Run the reflector until the task is dropped (or the upstream refuses the kind in
     /// this encoding: see [`Feed::refused`]).
     pub async fn run(self: Arc<Self>) {
-        self.my_turn().await;
+        self.initial.my_turn().await;
         // The feed joins the revision ledger once synced, while it runs; `run` ends with it.
         let joining = async {
             self.join_ledger().await;
@@ -276,13 +199,7 @@ impl Feed {
 
     /// Record whether the last LIST or WATCH reached the upstream.
     fn set_healthy(&self, ok: bool) {
-        self.condition.healthy.store(ok, Ordering::Relaxed);
-        let mut since = self.condition.broken_since.lock().unwrap_or_else(|e| e.into_inner());
-        match (ok, *since) {
-            (true, _) => *since = None,
-            (false, None) => *since = Some(tokio::time::Instant::now()),
-            (false, Some(_)) => {}
-        }
+        self.condition.set_healthy(ok);
     }
 
     /// How long this cache may have missed upstream changes: zero while its informer is
@@ -290,7 +207,7 @@ impl Feed {
     /// failed or since the upstream was found down, whichever is longer ago (a hung upstream
     /// stalls an open watch before it fails).
     pub fn staleness(&self) -> Duration {
-        let broken = self.condition.broken_since.lock().unwrap_or_else(|e| e.into_inner()).map(|t| t.elapsed());
+        let broken = self.condition.broken_for();
         let down = match &*self.upstream.health().borrow() {
             crate::upstream::health::Health::Down { since, .. } => Some(since.elapsed()),
             _ => None,
@@ -326,25 +243,17 @@ impl Feed {
     /// The initial list as its pages arrive, while an attempt at it is under way (`None`
     /// once synced, or between attempts).
     pub fn growing(&self) -> Option<Arc<growing::Growing>> {
-        let g = self.initial.growing.lock().unwrap_or_else(|e| e.into_inner());
-        g.as_ref().filter(|g| !g.ended() && !self.synced()).cloned()
+        self.initial.growing().filter(|_| !self.synced())
     }
 
-    /// A new attempt at the initial list: one still open is ended as failed (its readers'
-    /// clients start again).
-    fn start_growing(&self) -> Arc<growing::Growing> {
-        let g = Arc::new(growing::Growing::new());
-        if let Some(old) = self.initial.growing.lock().unwrap_or_else(|e| e.into_inner()).replace(g.clone()) {
-            old.finish(growing::End::Failed);
-        }
-        g
+    /// Keep this feed's list from starting until [`Feed::release`] (before it runs).
+    pub fn hold(&self) {
+        self.initial.hold();
     }
 
-    /// The attempt at the initial list ended (installed, or failed).
-    fn end_growing(&self, end: growing::End) {
-        if let Some(g) = self.initial.growing.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            g.finish(end);
-        }
+    /// Let this feed's list go, if it was held ([`turns`]).
+    pub fn release(&self) {
+        self.initial.release();
     }
 
     /// Whether the initial list has been loaded.
@@ -357,42 +266,22 @@ impl Feed {
         if self.synced() {
             return SyncEstimate::Synced;
         }
-        let listing = *self.initial.listing.lock().unwrap_or_else(|e| e.into_inner());
-        match listing {
-            Some(Listing { started, items, bytes, remaining: Some(left), .. }) if items > 0 => {
-                let per_item = started.elapsed().as_secs_f64() / items as f64;
-                let eta = Duration::try_from_secs_f64(per_item * left as f64).unwrap_or(Duration::MAX);
-                let whole = Duration::try_from_secs_f64(per_item * (items + left) as f64).unwrap_or(Duration::MAX);
-                SyncEstimate::Within { eta, whole, bytes: bytes.saturating_add(bytes / items * left) }
-            }
-            _ => SyncEstimate::Unknown,
-        }
+        self.initial.estimate()
     }
 
     /// The initial list has started (`items` = 0) or brought a page: its items and bytes so
     /// far, and what the upstream says remains. Nothing once synced (relists are not timed).
     pub(super) fn listed_page(&self, items: u64, bytes: u64, remaining: Option<u64>) {
-        if self.synced() {
-            return;
+        if !self.synced() {
+            self.initial.listed_page(items, bytes, remaining);
         }
-        let mut l = self.initial.listing.lock().unwrap_or_else(|e| e.into_inner());
-        match (&mut *l, items) {
-            (_, 0) => *l = Some(Listing { started: Instant::now(), items: 0, bytes: 0, remaining: None, received: (0, 0) }),
-            (Some(l), _) => (l.items, l.bytes, l.remaining, l.received) = (items, bytes, remaining, (items, bytes)),
-            (None, _) => {}
-        }
-        drop(l);
-        self.initial.paged.notify_waiters();
     }
 
     /// The initial list has brought `items` items in `bytes` bytes so far (between its
     /// pages: what [`Feed::loading`] shows).
     pub(super) fn received(&self, items: u64, bytes: u64) {
-        if self.synced() {
-            return;
-        }
-        if let Some(l) = self.initial.listing.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            l.received = (items, bytes);
+        if !self.synced() {
+            self.initial.received(items, bytes);
         }
     }
 
@@ -401,17 +290,7 @@ impl Feed {
         if self.synced() {
             return Loading::Synced;
         }
-        if *self.initial.turn.borrow() == turns::Turn::Waiting {
-            return Loading::Waiting;
-        }
-        // An attempt at the initial list is under way while its growing state is open.
-        if self.growing().is_none() {
-            return Loading::Idle;
-        }
-        match *self.initial.listing.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(Listing { started, received: (objects, bytes), .. }) => Loading::Listing { objects, bytes, elapsed: started.elapsed() },
-            None => Loading::Idle,
-        }
+        self.initial.loading()
     }
 
     /// Run `list`, the initial list, saying so in the log: one line when it starts, then
@@ -419,46 +298,20 @@ impl Feed {
     /// so far. (Its end is told by `install`, or by the failure's line.)
     async fn reporting<T>(&self, list: impl std::future::Future<Output = T>) -> T {
         let (r, fmt) = (self.cache.resource.plural.clone(), self.fmt);
-        self.telling(list, move |told| match told {
-            Told::Started => tracing::info!(resource = %r, ?fmt, "initial list started"),
-            Told::Progress { objects, bytes, seconds } => {
-                let so_far = amount(objects, bytes);
-                tracing::info!(resource = %r, ?fmt, objects, bytes, seconds, "still listing: {so_far} so far");
-            }
-        })
-        .await
-    }
-
-    /// [`Feed::reporting`], telling `tell`. The progress is told by a task of its own: a list
-    /// whose bytes keep coming may not yield to the runtime between its chunks.
-    async fn telling<T>(&self, list: impl std::future::Future<Output = T>, mut tell: impl FnMut(Told) + Send + 'static) -> T {
-        tell(Told::Started);
-        let (started, listing) = (tokio::time::Instant::now(), self.initial.listing.clone());
-        // Ends (aborted) with the list.
-        let mut progress = tokio::task::JoinSet::new();
-        progress.spawn(async move {
-            let mut every = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                let received = listing.lock().unwrap_or_else(|e| e.into_inner()).map(|l| l.received);
-                if let Some((objects, bytes)) = received {
-                    tell(Told::Progress { objects, bytes, seconds: started.elapsed().as_secs() });
+        self.initial
+            .telling(list, move |told| match told {
+                initial::Told::Started => tracing::info!(resource = %r, ?fmt, "initial list started"),
+                initial::Told::Progress { objects, bytes, seconds } => {
+                    let so_far = amount(objects, bytes);
+                    tracing::info!(resource = %r, ?fmt, objects, bytes, seconds, "still listing: {so_far} so far");
                 }
-            }
-        });
-        list.await
-    }
-
-    /// The bytes and time of the initial list when it is installed: (bytes, seconds).
-    fn listed(&self) -> (u64, f64) {
-        let l = *self.initial.listing.lock().unwrap_or_else(|e| e.into_inner());
-        l.map_or((0, 0.0), |l| (l.received.1, l.started.elapsed().as_secs_f64()))
+            })
+            .await
     }
 
     /// Wait for the initial list's next page, or its end, at most `timeout`.
     pub async fn next_page(&self, timeout: Duration) {
-        let page = self.initial.paged.notified();
+        let page = self.initial.paged();
         tokio::pin!(page);
         page.as_mut().enable();
         if self.synced() {
@@ -513,6 +366,7 @@ impl Feed {
 
 #[cfg(test)]
 mod tests {
+    use super::initial::Told;
     use super::*;
 
     fn pods_feed() -> Arc<Feed> {
@@ -533,7 +387,7 @@ mod tests {
         let list = {
             let feed = feed.clone();
             async move {
-                let _attempt = feed.start_growing();
+                let _attempt = feed.initial.start_growing();
                 feed.listed_page(0, 0, None);
                 feed.received(1_200, 5_400_000);
                 let _ = ended.await;
@@ -543,7 +397,7 @@ mod tests {
         let told = Arc::new(std::sync::Mutex::new(Vec::new()));
         let task = {
             let (feed, told) = (feed.clone(), told.clone());
-            tokio::spawn(async move { feed.telling(list, move |t| told.lock().unwrap().push(t)).await })
+            tokio::spawn(async move { feed.initial.telling(list, move |t| told.lock().unwrap().push(t)).await })
         };
         let told = move || told.lock().unwrap().clone();
         tokio::time::sleep(Duration::from_secs(4)).await;

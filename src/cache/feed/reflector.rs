@@ -43,23 +43,23 @@ impl Steps for Feed {
             // The initial list: a large kind's takes a while, and a person waits for it.
             self.reporting(self.state(relist, custom.as_ref())).await
         };
-        self.tried();
+        self.initial.tried();
         self.set_healthy(listed.is_ok());
         self.condition.forbidden.store(matches!(listed, Err(FeedError::Status { code: 403, .. })), Ordering::Relaxed);
         match listed {
             Ok((listed, rv)) => {
                 self.install(listed, rv, custom);
                 // Its readers go on from the cache, which now holds the list at `rv`.
-                self.end_growing(growing::End::Installed(rv));
+                self.initial.end_growing(growing::End::Installed(rv));
                 Ok(rv)
             }
             // A refusal is told once, by `refuse`.
             Err(e @ FeedError::Status { code: 406, .. }) => {
-                self.end_growing(growing::End::Failed);
+                self.initial.end_growing(growing::End::Failed);
                 Err(e)
             }
             Err(e) => {
-                self.end_growing(growing::End::Failed);
+                self.initial.end_growing(growing::End::Failed);
                 metrics::counter!(telemetry::RELISTS, &self.outcome_labels("failed")).increment(1);
                 self.log_failure("list failed", None, &e);
                 Err(e)
@@ -147,7 +147,7 @@ impl Feed {
             }
         } else {
             // What the list brought and how long it took (the line scripts wait for).
-            let (bytes, seconds) = self.listed();
+            let (bytes, seconds) = self.initial.listed();
             let seconds = (seconds * 10.0).round() / 10.0;
             tracing::info!(resource = %r.plural, objects = n, bytes, seconds, rv, fmt = ?self.fmt, "informer synced");
             self.cache.replace_printed(listed.objects, rv, custom);
@@ -188,7 +188,7 @@ impl Feed {
     /// LIST asked alongside) and it yields to clients passed through (see `list_pages`).
     async fn list_streamed(&self, custom: Option<&Arc<CustomColumns>>) -> Result<(Listed, u64), FeedError> {
         let r = &self.cache.resource;
-        let growing = (!self.synced()).then(|| self.start_growing());
+        let growing = (!self.synced()).then(|| self.initial.start_growing());
         self.listed_page(0, 0, None);
         let accept = match self.fmt {
             Format::Json => "application/json",
@@ -262,7 +262,7 @@ impl Feed {
         let mut cont = String::new();
         let mut bytes = 0;
         // The initial list's objects go to WatchLists sent it as it loads, page by page.
-        let growing = (!self.synced()).then(|| self.start_growing());
+        let growing = (!self.synced()).then(|| self.initial.start_growing());
         self.listed_page(0, 0, None);
         let mut budget = yielding::MAX_YIELD;
         loop {

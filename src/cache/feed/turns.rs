@@ -31,34 +31,6 @@ pub(super) enum Turn {
     Tried,
 }
 
-impl Feed {
-    /// Keep this feed's list from starting until [`Feed::release`] (before it runs).
-    pub fn hold(&self) {
-        self.initial.turn.send_replace(Turn::Waiting);
-    }
-
-    /// Let this feed's list go, if it was held.
-    pub fn release(&self) {
-        self.initial.turn.send_if_modified(|t| {
-            let held = *t == Turn::Waiting;
-            if held {
-                *t = Turn::Going;
-            }
-            held
-        });
-    }
-
-    /// Wait until the feed may list.
-    pub(super) async fn my_turn(&self) {
-        let _ = self.initial.turn.subscribe().wait_for(|t| *t != Turn::Waiting).await;
-    }
-
-    /// Its first list has ended, one way or the other.
-    pub(super) fn tried(&self) {
-        self.initial.turn.send_replace(Turn::Tried);
-    }
-}
-
 /// Release `feeds` one after another, each once the one before it has tried its list (or
 /// [`TURN_MAX`] has passed) and the clients streaming a state have it.
 pub async fn in_turn(feeds: Vec<Arc<Feed>>) {
@@ -67,7 +39,7 @@ pub async fn in_turn(feeds: Vec<Arc<Feed>>) {
         let waited = f.yields.wait(&mut budget).await;
         tracing::debug!(resource = %f.cache.resource.plural, fmt = ?f.fmt, waited, "a preloaded list's turn");
         f.release();
-        let mut turn = f.initial.turn.subscribe();
+        let mut turn = f.initial.turns();
         if tokio::time::timeout(TURN_MAX, turn.wait_for(|t| *t == Turn::Tried)).await.is_err() {
             let r = &f.cache.resource;
             tracing::info!(resource = %r.plural, fmt = ?f.fmt, "a preloaded list took its longest turn; the next goes");
@@ -91,7 +63,7 @@ mod tests {
     }
 
     fn turn(f: &Feed) -> Turn {
-        *f.initial.turn.borrow()
+        f.initial.turn()
     }
 
     #[tokio::test(start_paused = true)]
@@ -103,16 +75,16 @@ mod tests {
         // A client streams a state until 3 s from now: the nodes wait for it too.
         let start = Instant::now();
         nodes.yields().hold_until(start + Duration::from_secs(3));
-        pods.tried();
+        pods.initial.tried();
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(turn(&nodes), Turn::Waiting, "a client still streams");
-        let mut going = nodes.initial.turn.subscribe();
+        let mut going = nodes.initial.turns();
         going.wait_for(|t| *t == Turn::Going).await.unwrap();
         assert_eq!(Instant::now() - start, Duration::from_secs(3));
         // A client's WatchList releases the services out of turn; a release does not undo a try.
         services.release();
         assert_eq!(turn(&services), Turn::Going);
-        services.tried();
+        services.initial.tried();
         services.release();
         assert_eq!(turn(&services), Turn::Tried);
         // A list that never ends holds the next no longer than its longest turn.
