@@ -126,6 +126,13 @@ families! {
     /// (`initial`; `diffed`: a relist told to open watchers as events; `replaced`: a relist that
     /// ended them; `failed`).
     counter RELISTS = "kache_informer_relists_total";
+    /// Caches filled from a saved state at start (`--state-dir`), by resource and encoding.
+    counter STATE_RESTORED = "kache_state_restored_total";
+    /// Saved states not used at start, by reason (`truncated`, `corrupt`, `foreign_version`,
+    /// `other_cluster`, `ahead`, `inconsistent`, ...; a missing file is not counted).
+    counter STATE_REFUSED = "kache_state_refused_total";
+    /// States written (`--state-dir`), by outcome (`written`, `failed`).
+    counter STATE_WRITES = "kache_state_writes_total";
     /// Upstream watch restarts, by resource and encoding.
     counter WATCH_RESTARTS = "kache_informer_watch_restarts_total";
     /// Objects left out of a cache because kache cannot decode them (the kind stays cached

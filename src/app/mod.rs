@@ -179,6 +179,11 @@ fn serve_settings(c: &CacheArgs) -> ServeSettings {
         consistent_reads_per_client: c.max_consistent_reads_per_client,
         access_log: false,
         watch_buffers_per_user: crate::serve::handler::WATCH_BUFFERS_PER_USER,
+        state: c.state_dir.clone().map(|dir| crate::serve::StateSettings {
+            dir,
+            every: Duration::from_secs(c.state_interval_seconds),
+            secrets: c.state_secrets,
+        }),
     }
 }
 
@@ -375,7 +380,13 @@ async fn launch(
     };
     let (config, ca_pem) = tls.map_or((None, None), |(c, ca)| (Some(c), Some(ca)));
     let url = format!("{}://{addr}", if config.is_some() { "https" } else { "http" });
-    let done = tokio::spawn(server::serve_with(listener, config, limits, serve.clone(), shutdown, grace));
+    let served = server::serve_with(listener, config, limits, serve.clone(), shutdown, grace);
+    let saving = serve.clone();
+    // The caches' states are written once no request is left (`--state-dir`).
+    let done = tokio::spawn(async move {
+        served.await;
+        saving.save_state().await;
+    });
     Ok(Serving { serve, addr, url, ca_pem, done })
 }
 

@@ -442,6 +442,23 @@ impl KindCache {
         Relisted::Diffed { added, modified, deleted }
     }
 
+    /// The state of a restarted kache: `objects` at `floor`, then `changes` applied in order
+    /// (the window a watch resumes from), the progress at `rv`.
+    pub fn restore(&self, objects: impl IntoIterator<Item = Object>, floor: u64, changes: Vec<(EventType, Object)>, rv: u64) {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.replace_locked(objects, floor, None);
+        for (kind, o) in changes {
+            self.apply_locked(kind, o);
+        }
+        self.progress.send_if_modified(|p| (*p < rv).then(|| *p = rv).is_some());
+    }
+
+    /// The resourceVersion below which no watch may resume: the last relist told as
+    /// differences (0: none).
+    pub fn resumable_above(&self) -> u64 {
+        self.gaps.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|g| g.rv).max().unwrap_or(0)
+    }
+
     /// Replace the whole state (initial load or relist) at `rv`. Open watchers are ended.
     pub fn replace(&self, objects: impl IntoIterator<Item = Object>, rv: u64) {
         let custom = self.snapshot().custom.clone();

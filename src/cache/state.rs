@@ -108,6 +108,10 @@ pub enum StateWriteError {
     /// The file name is empty, hidden, or not a plain name.
     #[error("state file name {0:?} is not a plain file name")]
     Name(String),
+    /// A custom resource whose Table cells come from its CRD's printer columns: the columns
+    /// are read from the upstream when its feed lists, and are not saved.
+    #[error("a resource with custom printer columns is not saved")]
+    CustomColumns,
     /// An object of the state holds no bytes in the state's encoding.
     #[error("object {0} holds no bytes in the cache's encoding")]
     Unencoded(String),
@@ -149,6 +153,18 @@ pub enum StateRefused {
     /// The state's objects are in another encoding.
     #[error("saved state in another encoding ({0:?})")]
     OtherEncoding(Format),
+    /// The state is newer than the cluster: its resourceVersion lies above the upstream's
+    /// current one (the cluster's storage was restored from a backup, or started afresh).
+    #[error("saved state at resourceVersion {rv}, above the cluster's {current}")]
+    Ahead {
+        /// The state's resourceVersion.
+        rv: u64,
+        /// The upstream's current resourceVersion.
+        current: u64,
+    },
+    /// The state's objects cannot be built, or its window does not lead to its objects.
+    #[error("saved state inconsistent: {0}")]
+    Inconsistent(String),
 }
 
 impl StateRefused {
@@ -163,8 +179,43 @@ impl StateRefused {
             StateRefused::OtherCluster(_) => "other_cluster",
             StateRefused::OtherResource(_) => "other_resource",
             StateRefused::OtherEncoding(_) => "other_encoding",
+            StateRefused::Ahead { .. } => "ahead",
+            StateRefused::Inconsistent(_) => "inconsistent",
         }
     }
+}
+
+/// The upstream cluster as a saved state names it, and where it stands now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// The UID of its `kube-system` namespace: the same across the apiserver's restarts and
+    /// upgrades, new when its storage starts afresh.
+    pub uid: String,
+    /// Its current resourceVersion: no saved state may be newer.
+    pub rv: u64,
+}
+
+/// Read the upstream's [`Cluster`]: one consistent LIST of the namespace `kube-system`,
+/// which the apiserver answers from its watch cache once fresh (its resourceVersion is the
+/// current one).
+pub async fn cluster(upstream: &crate::upstream::Upstream) -> Result<Cluster, String> {
+    const PATH: &str = "/api/v1/namespaces?fieldSelector=metadata.name%3Dkube-system";
+    let body = crate::cache::feed::fetch(upstream, PATH, "application/json").await.map_err(|e| e.to_string())?;
+    let list: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("the namespace list does not parse: {e}"))?;
+    let rv =
+        list["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).ok_or("the namespace list has no resourceVersion")?;
+    let uid = list["items"][0]["metadata"]["uid"].as_str().filter(|u| !u.is_empty()).ok_or("the upstream has no kube-system namespace")?;
+    Ok(Cluster { uid: uid.to_string(), rv })
+}
+
+/// The file a resource's state is saved in: `core.v1.pods.json`, `apps.v1.deployments.pb`.
+pub fn file_name(group: &str, version: &str, plural: &str, format: Format) -> String {
+    let group = if group.is_empty() { "core" } else { group };
+    let ext = match format {
+        Format::Json => "json",
+        Format::Protobuf => "pb",
+    };
+    format!("{group}.{version}.{plural}.{ext}")
 }
 
 /// An object's bytes in `format` as the feed received them.
@@ -186,6 +237,9 @@ impl SavedState {
     /// saved window starts after it.
     pub fn of(cluster: &str, cache: &KindCache, format: Format) -> Result<SavedState, StateWriteError> {
         let (rv, snap) = cache.latest();
+        if snap.custom.is_some() {
+            return Err(StateWriteError::CustomColumns);
+        }
         let r = &cache.resource;
         let key =
             StateKey { cluster: cluster.to_string(), group: r.group.clone(), version: r.version.clone(), plural: r.plural.clone(), format };
@@ -194,12 +248,15 @@ impl SavedState {
             .values()
             .map(|o| received(o, format).ok_or_else(|| StateWriteError::Unencoded(o.key.to_string())))
             .collect::<Result<Vec<Bytes>, _>>()?;
-        let mut floor = snap.window.floor();
+        // A watch may not resume below a relist told as differences (its deletions may lie
+        // under it): the saved window starts above the last.
+        let mut floor = snap.window.floor().max(cache.resumable_above());
         let mut events: Vec<SavedEvent> = Vec::new();
         // The index of the saved event of each object version, by its address: a change's
         // `prev` is the object of the change before it, when that one is saved.
         let mut saved_at: HashMap<*const Object, usize> = HashMap::new();
-        for e in snap.window.since(floor).into_iter().flatten() {
+        let above = floor;
+        for e in snap.window.since(snap.window.floor()).into_iter().flatten().filter(|e| e.rv > above) {
             let prev = match &e.prev {
                 None => Some(SavedPrev::None),
                 Some(p) => match saved_at.get(&Arc::as_ptr(p)) {
@@ -222,6 +279,56 @@ impl SavedState {
             }
         }
         Ok(SavedState { key, rv, floor, objects, events })
+    }
+
+    /// Fill `cache` (new, empty) with this state: the objects as they were at the window's
+    /// floor (the saved objects with the window's changes undone, newest first), then the
+    /// window's changes applied in order, so each event, its object before and the indexes
+    /// are what the feed would have built; then the cache's progress at the state's
+    /// resourceVersion. Refused, the cache untouched, when an object cannot be built or the
+    /// changes do not lead to the saved objects.
+    pub fn restore(&self, cache: &KindCache) -> Result<(), StateRefused> {
+        let r = &cache.resource;
+        let build = |b: &Bytes| -> Result<Object, StateRefused> {
+            let built = match self.key.format {
+                Format::Json => crate::cache::feed::decode::json_object(r, b, None),
+                Format::Protobuf => crate::cache::feed::decode::pb_object(r, b),
+            };
+            built.map_err(|e| StateRefused::Inconsistent(format!("an object cannot be built: {e}")))
+        };
+        let mut state: HashMap<crate::cache::object::Key, Object> = HashMap::with_capacity(self.objects.len());
+        for b in &self.objects {
+            let o = build(b)?;
+            if o.rv > self.rv {
+                return Err(StateRefused::Inconsistent(format!("object {} above the state's resourceVersion", o.key)));
+            }
+            state.insert(o.key.clone(), o);
+        }
+        let changes = self.events.iter().map(|e| Ok((e.kind, build(&e.object)?))).collect::<Result<Vec<_>, StateRefused>>()?;
+        let unled = |key: &str| StateRefused::Inconsistent(format!("the window does not lead to object {key}"));
+        for (i, (kind, o)) in changes.iter().enumerate().rev() {
+            let now = state.remove(&o.key);
+            match (kind, &now) {
+                (EventType::Deleted, None) => {}
+                (EventType::Added | EventType::Modified, Some(n)) if n.rv == o.rv => {}
+                _ => return Err(unled(&o.key)),
+            }
+            let before = match &self.events[i].prev {
+                SavedPrev::None => None,
+                SavedPrev::Event(j) => Some(changes[*j].1.clone()),
+                SavedPrev::Bytes(b) => Some(build(b)?),
+            };
+            match (kind, before) {
+                (EventType::Added, None) => {}
+                (EventType::Modified | EventType::Deleted, Some(b)) if b.key == o.key => {
+                    state.insert(b.key.clone(), b);
+                }
+                _ => return Err(unled(&o.key)),
+            }
+        }
+        // Each change was undone from the state it led to: applied again, they lead back to it.
+        cache.restore(state.into_values(), self.floor, changes, self.rv);
+        Ok(())
     }
 
     /// The object before the change of event `i`, as received.
@@ -586,6 +693,49 @@ mod tests {
     fn reread(dir: &Path, bytes: &[u8], want: &StateKey) -> Result<SavedState, StateRefused> {
         std::fs::write(dir.join("pods"), bytes).unwrap();
         read(dir, "pods", want)
+    }
+
+    /// (type, key, rv, key and rv of the object before) of each event of `c`'s window.
+    fn window_of(c: &KindCache) -> Vec<(EventType, String, u64, Option<(String, u64)>)> {
+        let snap = c.snapshot();
+        let events = snap.window.since(snap.window.floor()).unwrap();
+        events.map(|e| (e.kind, e.object.key.to_string(), e.rv, e.prev.as_ref().map(|p| (p.key.to_string(), p.rv)))).collect()
+    }
+
+    #[test]
+    fn a_restored_cache_holds_the_objects_window_and_progress_it_was_saved_with() {
+        let c = cache();
+        let state = SavedState::of("cluster-a", &c, Format::Json).unwrap();
+        let back = KindCache::new(pods(), 0, Limits::default());
+        state.restore(&back).unwrap();
+        assert_eq!(back.progress(), 61520);
+        let (a, b) = (c.snapshot(), back.snapshot());
+        assert_eq!(a.objects.len(), b.objects.len());
+        for (k, o) in a.objects.iter() {
+            assert_eq!(&**b.objects.get(k).unwrap(), &**o, "{k}");
+        }
+        assert_eq!(window_of(&back), window_of(&c));
+        assert_eq!(b.window.floor(), a.window.floor());
+        // A filtered watch tells a pod leaving its selector by the state before: kept.
+        let relabelled = b.window.since(61509).unwrap().next().unwrap();
+        assert!(relabelled.prev_at_rv.is_some(), "web-1's labels changed: the prior state at the change's RV is kept");
+    }
+
+    #[test]
+    fn a_window_that_does_not_lead_to_the_saved_objects_is_refused_and_nothing_restored() {
+        let c = cache();
+        let mut state = SavedState::of("cluster-a", &c, Format::Json).unwrap();
+        // The deletion's pod is still among the objects.
+        let deleted = state.events.iter().find(|e| e.kind == EventType::Deleted).unwrap().object.clone();
+        state.objects.push(deleted);
+        let back = KindCache::new(pods(), 0, Limits::default());
+        assert!(matches!(state.restore(&back), Err(StateRefused::Inconsistent(_))));
+        assert_eq!((back.snapshot().objects.len(), back.progress()), (0, 0), "the cache is untouched");
+        // An object the encoding cannot build.
+        let mut state = SavedState::of("cluster-a", &c, Format::Json).unwrap();
+        state.objects[0] = Bytes::from_static(b"{not json");
+        assert!(matches!(state.restore(&back), Err(StateRefused::Inconsistent(_))));
+        assert_eq!(back.snapshot().objects.len(), 0);
     }
 
     #[test]

@@ -322,6 +322,33 @@ pub struct CacheArgs {
         help_heading = heading::FRESHNESS
     )]
     pub serve_stale_seconds: u64,
+    /// Keep the caches across restarts in this directory (created 0700).
+    ///
+    /// Each synced cache is written there (the objects as the upstream sent them, its recent
+    /// events and resourceVersion) every `--state-interval` and at shutdown; at start a
+    /// preloaded kind with a state of this cluster resumes its watch from it instead of
+    /// listing again, and its clients resume their watches. A state of another cluster, newer
+    /// than the cluster, or damaged is refused (one log line,
+    /// `kache_state_refused_total{reason}`) and the kind lists as without it.
+    #[arg(long, env = "KACHE_STATE_DIR", value_name = "DIR", help_heading = heading::CACHING)]
+    pub state_dir: Option<std::path::PathBuf>,
+    /// How often the caches are written to `--state-dir` (0: only at shutdown).
+    ///
+    /// A kache that crashes resumes from the last write if the upstream still has the events
+    /// since (a kube-apiserver keeps about 5 minutes of them: `--etcd-compaction-interval`),
+    /// else it lists again.
+    #[arg(
+        long = "state-interval",
+        env = "KACHE_STATE_INTERVAL",
+        value_parser = seconds,
+        default_value = seconds_text(60),
+        value_name = "DURATION",
+        help_heading = heading::CACHING
+    )]
+    pub state_interval_seconds: u64,
+    /// Write Secrets to `--state-dir` too (they are left out otherwise).
+    #[arg(long, env = "KACHE_STATE_SECRETS", help_heading = heading::CACHING)]
+    pub state_secrets: bool,
 }
 
 impl CacheArgs {

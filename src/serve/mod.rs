@@ -14,6 +14,8 @@ pub(crate) mod cost;
 pub mod discovery;
 pub mod handler;
 pub mod lane;
+mod persist;
+pub use persist::StateSettings;
 mod preload;
 pub(crate) mod proxy;
 mod read;
@@ -82,6 +84,8 @@ pub struct Serve {
     encodes: compress::Encodes,
     /// True once kache shuts down: the watches passed through end (`proxy::forward`).
     ending: tokio::sync::watch::Sender<bool>,
+    /// The caches' saved states (`--state-dir`).
+    persist: Option<Arc<persist::Persist>>,
 }
 
 impl Serve {
@@ -92,6 +96,7 @@ impl Serve {
         let settings_factor = settings.passthrough_factor;
         let encodes = settings.encodes.clone();
         let admission = Admission::new(&settings);
+        let persist = settings.state.clone().map(|s| Arc::new(persist::Persist::new(s)));
         let serve = Arc::new(Serve {
             upstream,
             resources: ArcSwap::from_pointee(resources),
@@ -104,12 +109,35 @@ impl Serve {
             costs: Arc::new(cost::Costs::new(settings_factor)),
             encodes,
             ending: tokio::sync::watch::Sender::new(false),
+            persist,
         });
-        preload::preload(&serve);
+        preload::preload(&serve).await;
+        if let Some(every) = serve.persist.as_ref().and_then(|p| p.every()) {
+            tokio::spawn(Serve::save_every(Arc::downgrade(&serve), every));
+        }
         telemetry::register_limits();
         tokio::spawn(discovery::rediscover(Arc::downgrade(&serve)));
         tokio::spawn(health::monitor(Arc::downgrade(&serve), |s| &s.upstream));
         Ok(serve)
+    }
+
+    /// Write every synced cache's state (`--state-dir`; nothing without it).
+    pub async fn save_state(&self) {
+        if let Some(p) = &self.persist {
+            let feeds: Vec<Arc<Feed>> = self.feeds.iter().map(|e| e.value().clone()).collect();
+            p.save(feeds, &self.upstream).await;
+        }
+    }
+
+    /// Write the states every `every`, while `serve` lives.
+    async fn save_every(serve: std::sync::Weak<Serve>, every: Duration) {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(serve) = serve.upgrade() else { return };
+            serve.save_state().await;
+        }
     }
 
     /// Wait until every started feed has synced, or `timeout` passes.

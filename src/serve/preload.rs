@@ -6,9 +6,10 @@ use crate::api::media::Format;
 use crate::api::resource::ResourceRef;
 use crate::cache::feed::turns;
 
-/// Start `serve`'s preloaded feeds, held, and release them one after another: the kinds in
-/// the order `--preload` names them, each in protobuf (client-go's encoding) before JSON.
-pub(super) fn preload(serve: &Serve) {
+/// Start `serve`'s preloaded feeds, held, fill those with a saved state from it
+/// (`--state-dir`), and release them one after another: the kinds in the order `--preload`
+/// names them, each in protobuf (client-go's encoding) before JSON.
+pub(super) async fn preload(serve: &Serve) {
     let (mut order, resources) = (Vec::new(), serve.resources.load());
     for name in &serve.settings.preload {
         let Some(r) = resources.iter().find(|r| &r.plural == name || format!("{}.{}", r.plural, r.group) == *name) else {
@@ -19,6 +20,11 @@ pub(super) fn preload(serve: &Serve) {
             let feed = serve.feed_held(r, fmt, true);
             feed.mark_preloaded();
             order.push(feed);
+        }
+    }
+    if let Some(p) = &serve.persist {
+        if let Some(cluster) = p.cluster(&serve.upstream).await {
+            p.restore(&order, &cluster).await;
         }
     }
     tokio::spawn(turns::in_turn(order));

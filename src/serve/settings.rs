@@ -63,4 +63,6 @@ pub struct ServeSettings {
     pub access_log: bool,
     /// Bytes the watches of one flow (`limit::flow`) may have queued together (0: no bound).
     pub watch_buffers_per_user: usize,
+    /// Where and how often the caches' states are saved (`--state-dir`), if they are.
+    pub state: Option<super::StateSettings>,
 }

@@ -103,6 +103,11 @@ impl Sim {
             let mut objects = Vec::new();
             for mut v in values {
                 rv += 1;
+                // The cluster's identity (what kache's saved states are checked against):
+                // new with each simulator, as a real cluster's is with its storage.
+                if r.plural == "namespaces" && v["metadata"]["name"] == "kube-system" {
+                    v["metadata"]["uid"] = Value::String(uuid::Uuid::new_v4().to_string());
+                }
                 v["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 objects.push(encode_printed(r, &v, custom.as_ref())?);
             }

@@ -19,6 +19,7 @@ mod serve_clients;
 mod serve_cost;
 // Consistent reads proven by the revision ledger.
 mod serve_ledger;
+mod serve_restart;
 
 // kache through upstream faults (the simulator's fault switches).
 mod faults;

@@ -3,7 +3,7 @@
 //! WatchList that comes while it loads) and when it will end.
 
 use super::{growing, turns};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -20,6 +20,9 @@ pub(super) struct Initial {
     growing: std::sync::Mutex<Option<Arc<growing::Growing>>>,
     /// An unpaged LIST broke off midway: this feed lists in pages from then on.
     pub(super) pages_only: AtomicBool,
+    /// The resourceVersion of the saved state the cache was restored from (0: none): the
+    /// feed watches from there instead of listing.
+    restored: AtomicU64,
 }
 
 /// The initial list's progress: when it started, what its pages brought so far and what
@@ -113,6 +116,7 @@ impl Default for Initial {
             paged: tokio::sync::Notify::new(),
             growing: std::sync::Mutex::new(None),
             pages_only: AtomicBool::new(false),
+            restored: AtomicU64::new(0),
         }
     }
 }
@@ -152,6 +156,17 @@ impl Initial {
     /// The first list has ended, one way or the other.
     pub(super) fn tried(&self) {
         self.turn.send_replace(turns::Turn::Tried);
+    }
+
+    /// The cache was restored at `rv`: no list, and no turn to wait for.
+    pub(super) fn restored_at(&self, rv: u64) {
+        self.restored.store(rv, Ordering::Relaxed);
+        self.tried();
+    }
+
+    /// The resourceVersion the cache was restored at, if it was.
+    pub(super) fn restored(&self) -> Option<u64> {
+        Some(self.restored.load(Ordering::Relaxed)).filter(|rv| *rv > 0)
     }
 
     /// The attempt under way, if one is and it has not ended.

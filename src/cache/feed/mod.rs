@@ -39,12 +39,13 @@ pub use initial::{amount, thousands, Loading, SyncEstimate, PROGRESS_EVERY};
 
 use crate::api::media::Format;
 use crate::body::BoxError;
+use crate::cache::state::{SavedState, StateRefused};
 use crate::cache::KindCache;
 use crate::telemetry;
 use crate::upstream::Upstream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Why a feed's step failed.
@@ -169,10 +170,29 @@ impl Feed {
             self.join_ledger().await;
             std::future::pending::<()>().await
         };
+        let start = self.initial.restored().map_or_else(state::Machine::default, state::Machine::resuming);
         tokio::select! {
-            () = state::drive(&*self) => {}
+            () = state::drive(&*self, start) => {}
             () = joining => {}
         }
+    }
+
+    /// Fill the cache from `saved`, before the feed runs: it is synced at once, and its watch
+    /// resumes from the state's resourceVersion (it lists only if the upstream answers 410).
+    /// Refused, nothing changes.
+    pub fn restore(&self, saved: &SavedState) -> Result<(), StateRefused> {
+        if self.synced() {
+            return Err(StateRefused::Inconsistent("the feed has synced already".into()));
+        }
+        let started = Instant::now();
+        saved.restore(&self.cache)?;
+        self.initial.restored_at(saved.rv);
+        let (r, objects) = (&self.cache.resource.plural, saved.objects.len());
+        let (events, seconds) = (saved.events.len(), (started.elapsed().as_secs_f64() * 10.0).round() / 10.0);
+        tracing::info!(resource = %r, objects, events, seconds, rv = saved.rv, fmt = ?self.fmt, "informer restored from saved state");
+        metrics::counter!(telemetry::STATE_RESTORED, &self.labels()).increment(1);
+        self.synced.send_replace(true);
+        Ok(())
     }
 
     /// Whether the last LIST or WATCH request reached the upstream.

@@ -145,6 +145,11 @@ impl Default for Machine {
 }
 
 impl Machine {
+    /// A feed whose cache was restored at `rv`: it watches from there.
+    pub(crate) fn resuming(rv: u64) -> Machine {
+        Machine { phase: Phase::Watch { rv }, failures: 0 }
+    }
+
     /// The state after `event` (an event that does not belong to the phase leaves it as is).
     pub(crate) fn next(self, input: Input) -> Machine {
         let Machine { phase, failures } = self;
@@ -206,9 +211,8 @@ pub(crate) trait Steps {
     fn refuse(&self, reason: &str);
 }
 
-/// Run the retry loop until the upstream refuses the feed (else for ever).
-pub(crate) async fn drive(steps: &impl Steps) {
-    let mut state = Machine::default();
+/// Run the retry loop from `state` until the upstream refuses the feed (else for ever).
+pub(crate) async fn drive(steps: &impl Steps, mut state: Machine) {
     loop {
         let event = match &state.phase {
             Phase::List | Phase::Relist => match steps.list(state.phase == Phase::Relist).await {
@@ -300,7 +304,7 @@ mod tests {
 
         /// Drive the script until it is exhausted (an hour of paused time at most).
         async fn run(&self) -> Vec<(Duration, Call)> {
-            let _ = tokio::time::timeout(Duration::from_secs(3600), drive(self)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(3600), drive(self, Machine::default())).await;
             self.calls()
         }
     }
@@ -414,7 +418,7 @@ mod tests {
     async fn a_406_to_a_list_stops_the_feed_for_good() {
         let s = Script::new().list(Err(status(406, None)));
         // The driver returns by itself: no timeout needed.
-        drive(&s).await;
+        drive(&s, Machine::default()).await;
         assert_eq!(s.calls(), [(Duration::ZERO, Call::List), (Duration::ZERO, Call::Refused("406".into()))]);
         // A watch's 406 is retried like any other failure.
         let s = Script::new().list(Ok(1)).watch(4, Err(status(406, None)));

@@ -127,7 +127,7 @@ struct CacheFlags {
 }
 
 /// Cache settings from `kache serve` flags (every field has the binary's default).
-fn cache_args(flags: &[&str]) -> CacheArgs {
+pub fn cache_args(flags: &[&str]) -> CacheArgs {
     let mut argv = vec!["kache-serve"];
     argv.extend_from_slice(&cache_test_defaults(flags));
     argv.extend_from_slice(flags);

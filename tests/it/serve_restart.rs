@@ -1,0 +1,200 @@
+//! kache's own restart with `--state-dir`: the caches written at shutdown are read back, each
+//! preloaded kind resumes its upstream watch from the saved resourceVersion instead of
+//! listing, and an informer watching through kache resumes too, with the changes made while
+//! kache was down. A state of another cluster is refused and the kind listed. The upstream is
+//! the simulator with RBAC and an audit log, which counts kache's LISTs.
+
+use crate::support::auth::{SecureSim, Who, KACHE_SA};
+use crate::support::{cache_args, deadline, keys_rvs, obj_rv};
+use http::Method;
+use k8s_openapi::api::core::v1::Pod;
+use kache::app::{start_serve, Serving};
+use kache::upstream::Upstream;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// A kache in front of `up` on `listen`, keeping its caches in `dir`, its pods preloaded;
+/// stopped by the sender.
+async fn kache(up: &Upstream, listen: &str, dir: &Path) -> (Serving, oneshot::Sender<()>) {
+    let dir = dir.to_str().unwrap();
+    let args = cache_args(&["--preload", "pods", "--state-dir", dir, "--state-interval", "0"]);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serving = start_serve(
+        up.clone(),
+        listen,
+        None,
+        &args,
+        async move {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    )
+    .await
+    .expect("kache starts");
+    assert!(serving.serve.wait_synced(Duration::from_secs(60)).await, "pods synced");
+    (serving, stop)
+}
+
+/// LISTs of the pods collection kache sent the simulator so far (its one-name probes of the
+/// upstream's resourceVersion are not lists of the collection).
+fn pod_lists(sim: &SecureSim) -> usize {
+    sim.audit(|r| {
+        r.user.username == KACHE_SA
+            && r.attributes.verb == "list"
+            && r.attributes.resource.as_ref().is_some_and(|a| a.resource == "pods" && !a.field_selector.contains("metadata.name"))
+    })
+    .len()
+}
+
+/// The simulator's pods: (namespace/name, RV).
+async fn sim_pods(sim: &SecureSim) -> BTreeMap<String, String> {
+    let admin = sim.client(Who::Token("admin-token"));
+    let list = admin.must(admin.get("/api/v1/pods").await);
+    keys_rvs(list["items"].as_array().unwrap()).into_iter().collect()
+}
+
+async fn patch(sim: &SecureSim, ns: &str, name: &str, label: &str) -> u64 {
+    let admin = sim.client(Who::Token("admin-token"));
+    let body = serde_json::to_vec(&json!({"metadata": {"labels": {"restart": label}}})).unwrap();
+    let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+    obj_rv(&admin.must(admin.request(Method::PATCH, &path, &[("content-type", "application/merge-patch+json")], body).await))
+}
+
+/// A kube-rs watcher of every pod, its store kept from its events.
+struct Informer {
+    events: tokio::sync::mpsc::UnboundedReceiver<Result<kube::runtime::watcher::Event<Pod>, kube::runtime::watcher::Error>>,
+    /// (namespace/name, RV) of every pod.
+    store: BTreeMap<String, String>,
+    listing: BTreeMap<String, String>,
+    /// Its (re)lists begun.
+    inits: usize,
+}
+
+impl Informer {
+    fn start(client: kube::Client) -> Informer {
+        use futures_util::StreamExt;
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let stream = kube::runtime::watcher(kube::Api::<Pod>::all(client), kube::runtime::watcher::Config::default());
+            tokio::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                if tx.send(ev).is_err() {
+                    return;
+                }
+            }
+        });
+        Informer { events, store: BTreeMap::new(), listing: BTreeMap::new(), inits: 0 }
+    }
+
+    /// Apply its events until its store equals `want`.
+    async fn follow(&mut self, want: &BTreeMap<String, String>) {
+        use kube::runtime::watcher::Event;
+        let key = |p: &Pod| format!("{}/{}", p.metadata.namespace.as_deref().unwrap(), p.metadata.name.as_deref().unwrap());
+        let rv = |p: &Pod| p.metadata.resource_version.clone().unwrap();
+        let end = deadline(60);
+        while &self.store != want {
+            let next = tokio::time::timeout_at(end, self.events.recv()).await;
+            let ev =
+                next.unwrap_or_else(|_| panic!("the informer's store reaches the simulator's: {:?} of {:?}", self.store.len(), want.len()));
+            match ev.expect("the watcher runs") {
+                Ok(Event::Init) => {
+                    self.inits += 1;
+                    self.listing.clear();
+                }
+                Ok(Event::InitApply(p)) => {
+                    self.listing.insert(key(&p), rv(&p));
+                }
+                Ok(Event::InitDone) => self.store = std::mem::take(&mut self.listing),
+                Ok(Event::Apply(p)) => {
+                    self.store.insert(key(&p), rv(&p));
+                }
+                Ok(Event::Delete(p)) => {
+                    self.store.remove(&key(&p));
+                }
+                // Kache is down for a moment: the watcher retries.
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_kache_resumes_from_its_saved_state_and_so_do_its_informers_without_a_list() {
+    let sim = SecureSim::start().await;
+    let up = Upstream::load(Some(&sim.upstream_kubeconfig()), None).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (k1, stop1) = kache(&up, "127.0.0.1:0", dir.path()).await;
+    let addr = k1.addr;
+    let listed = pod_lists(&sim);
+    assert!(listed > 0, "the first kache lists the pods");
+
+    // A kube-rs informer (LIST, then WATCH) through kache.
+    let client = kube::Client::try_from(kube::Config::new(format!("http://{addr}").parse().unwrap())).unwrap();
+    let mut informer = Informer::start(client);
+    informer.follow(&sim_pods(&sim).await).await;
+    patch(&sim, "a", "a-pod-0", "before").await;
+    informer.follow(&sim_pods(&sim).await).await;
+
+    // Kache stops (its caches are written once it has), the cluster changes meanwhile, and a
+    // new kache starts on the same address from the saved state.
+    drop(stop1);
+    k1.done.await.unwrap();
+    let files: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(files.contains(&"core.v1.pods.json".to_string()) && files.contains(&"core.v1.pods.pb".to_string()), "{files:?}");
+    patch(&sim, "a", "a-pod-1", "while-down").await;
+    let admin = sim.client(Who::Token("admin-token"));
+    admin.must(admin.request(Method::DELETE, "/api/v1/namespaces/b/pods/b-pod-2", &[], vec![]).await);
+    let born = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "born-while-down", "namespace": "b"},
+        "spec": {"nodeName": "node-0001", "containers": [{"name": "c", "image": "busybox"}]}});
+    admin.must(admin.post("/api/v1/namespaces/b/pods", &born).await);
+    let (k2, _stop2) = kache(&up, &addr.to_string(), dir.path()).await;
+    assert_eq!(pod_lists(&sim), listed, "the restarted kache resumed its watches: no LIST of the pods");
+
+    // The informer resumes from its resourceVersion: the changes missed arrive as events, and
+    // it never lists again.
+    let want = sim_pods(&sim).await;
+    informer.follow(&want).await;
+    assert_eq!(informer.inits, 1, "one LIST of the informer's in all");
+    assert!(informer.store.contains_key("b/born-while-down") && !informer.store.contains_key("b/b-pod-2"));
+    // Kache's cache answers as the simulator does.
+    let cached = k2.serve.call_json("/api/v1/pods?resourceVersion=0").await;
+    let cached: BTreeMap<String, String> = keys_rvs(cached["items"].as_array().unwrap()).into_iter().collect();
+    assert_eq!(cached, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_saved_for_another_cluster_is_refused_and_the_kind_listed() {
+    let first = SecureSim::start().await;
+    let up = Upstream::load(Some(&first.upstream_kubeconfig()), None).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (k1, stop1) = kache(&up, "127.0.0.1:0", dir.path()).await;
+    drop(stop1);
+    k1.done.await.unwrap();
+    assert!(dir.path().join("core.v1.pods.json").is_file());
+
+    // Another cluster: its pods differ from the first's, and its kube-system is another.
+    let other = SecureSim::start().await;
+    let admin = other.client(Who::Token("admin-token"));
+    admin.must(admin.request(Method::DELETE, "/api/v1/namespaces/a/pods/a-pod-0", &[], vec![]).await);
+    let up = Upstream::load(Some(&other.upstream_kubeconfig()), None).await.unwrap();
+    let (k2, _stop2) = kache(&up, "127.0.0.1:0", dir.path()).await;
+    assert!(pod_lists(&other) > 0, "the state was refused and the pods listed");
+    let cached = k2.serve.call_json("/api/v1/pods?resourceVersion=0").await;
+    let cached: BTreeMap<String, String> = keys_rvs(cached["items"].as_array().unwrap()).into_iter().collect();
+    assert_eq!(cached, sim_pods(&other).await, "kache serves the cluster it is in front of");
+}
+
+/// A kache's answer to `path`, in-process, as JSON.
+trait CallJson {
+    async fn call_json(&self, path: &str) -> Value;
+}
+
+impl CallJson for std::sync::Arc<kache::serve::Serve> {
+    async fn call_json(&self, path: &str) -> Value {
+        let api = crate::support::Api::in_process(self.clone(), "kache");
+        api.get_ok(path).await
+    }
+}
