@@ -695,8 +695,11 @@ mod tests {
         read(dir, "pods", want)
     }
 
-    /// (type, key, rv, key and rv of the object before) of each event of `c`'s window.
-    fn window_of(c: &KindCache) -> Vec<(EventType, String, u64, Option<(String, u64)>)> {
+    /// An event as (type, key, rv, key and rv of the object before).
+    type Seen = (EventType, String, u64, Option<(String, u64)>);
+
+    /// Each event of `c`'s window.
+    fn window_of(c: &KindCache) -> Vec<Seen> {
         let snap = c.snapshot();
         let events = snap.window.since(snap.window.floor()).unwrap();
         events.map(|e| (e.kind, e.object.key.to_string(), e.rv, e.prev.as_ref().map(|p| (p.key.to_string(), p.rv)))).collect()
