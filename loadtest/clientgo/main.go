@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +40,7 @@ func main() {
 	server := flag.String("server", "", "override the server (kache's address)")
 	watchList := flag.Bool("watchlist", true, "use WatchList (client-go's default)")
 	protobuf := flag.Bool("protobuf", false, "ask for protobuf explicitly, as kube-controller-manager and kube-scheduler do (without it, client-go 1.36's typed clients still prefer protobuf for built-in kinds: Request.UseProtobufAsDefaultIfPreferred)")
+	fieldSelector := flag.String("field-selector", "", "list and watch only the pods this field selector picks (a kubelet's: spec.nodeName=NODE)")
 	follow := flag.Duration("follow", 0, "keep watching this long after the sync, counting events")
 	digestAt := flag.String("digest-at", "", "with -follow: take the final digest once this file exists (at most the -follow time)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the sync (until the informer has synced) to this file")
@@ -66,7 +68,9 @@ func main() {
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	}
 	client := kubernetes.NewForConfigOrDie(cfg)
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = *fieldSelector
+	}))
 	inf := factory.Core().V1().Pods().Informer()
 	var synced atomic.Bool
 	var adds, updates, deletes, sameRV atomic.Int64

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# kache's cold start against its warm start (--state-dir), in front of the real apiserver of
+# ../shared/real-apiserver, and three client-go informers of pods across the restart.
+#
+# kache starts with an empty state directory (cold) and is stopped with SIGTERM (it writes its
+# caches), a few pods are changed while it is down, then it starts again on the same address
+# and certificate (warm). For each start: the time to /readyz, the apiserver's CPU (from
+# /proc) and its LIST requests of the preloaded kinds (apiserver_request_total) until ready.
+# Three informers (loadtest/clientgo `informer-sync -follow`: LIST mode, WatchList, and a
+# kubelet's, spec.nodeName) watch through kache from the cold start to the end: their events
+# after the first sync (updates with an unchanged resourceVersion are a relist's), kache's own
+# LISTs served after the restart, and each store's digest against the same informer direct.
+#   bash loadtest/real/warmstart.sh [KACHE_BIN] [OUT_DIR]
+# Needs ~/real-apiserver (kubeconfig, bin/informer-sync: loadtest/clientgo/build.sh).
+set -euo pipefail
+KB=$(realpath "${1:-target/release/kache}"); OUT=${2:-$(mktemp -d)}; mkdir -p "$OUT"
+REAL=${REAL_APISERVER:-$HOME/real-apiserver}
+SYNC=$REAL/bin/informer-sync
+K=(kubectl --kubeconfig "$REAL/kubeconfig" --context admin)
+AP=$(pgrep -x kube-apiserver)
+KINDS='pods|nodes|namespaces|services|configmaps'
+cpu() { awk '{print ($14+$15)*10}' "/proc/$1/stat"; }
+lists() {
+  "${K[@]}" get --raw /metrics | grep '^apiserver_request_total{' | grep 'verb="LIST"' |
+    grep -E "resource=\"($KINDS)\"" | awk '{s+=$2} END {print s+0}'
+}
+now() { date +%s.%N; }
+NODE=$("${K[@]}" get pods -A -o jsonpath='{.items[0].spec.nodeName}')
+
+# One certificate for both starts, so the informers trust the restarted kache.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=kache \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$OUT/tls.key" -out "$OUT/tls.crt" 2>/dev/null
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+start() { # $1: cold|warm
+  local t0 a0 l0 t1
+  t0=$(now); a0=$(cpu "$AP"); l0=$(lists)
+  "$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --upstream-context admin --listen "127.0.0.1:$PORT" \
+    --tls-cert-file "$OUT/tls.crt" --tls-private-key-file "$OUT/tls.key" \
+    --admin-listen 127.0.0.1:0 --admin-addr-file "$OUT/admin.$1" --client-kubeconfig-out "$OUT/kache.kubeconfig" \
+    --state-dir "$OUT/state" --state-interval 0 >"$OUT/kache.$1.log" 2>&1 &
+  echo $! >"$OUT/kache.pid"
+  while [ ! -s "$OUT/admin.$1" ]; do sleep 0.02; done
+  until curl -sf "http://$(cat "$OUT/admin.$1")/readyz" >/dev/null; do sleep 0.05; done
+  t1=$(now)
+  printf '%s start: ready in %.2f s; apiserver CPU %d ms, LISTs of the cached kinds %d\n' "$1" \
+    "$(echo "$t1 - $t0" | bc)" $(( $(cpu "$AP") - a0 )) $(( $(lists) - l0 )) | tee -a "$OUT/summary"
+}
+stop() {
+  local t0 pid; t0=$(now); pid=$(cat "$OUT/kache.pid")
+  kill -TERM "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  printf 'stopped (state written) in %.2f s; state %s\n' "$(echo "$(now) - $t0" | bc)" "$(du -sh "$OUT/state" | cut -f1)" | tee -a "$OUT/summary"
+}
+touch_pods() {
+  local p
+  for p in $("${K[@]}" get pods -n ns-001 -o name | head -"$1"); do
+    "${K[@]}" label -n ns-001 "$p" kache-warm="$RANDOM" --overwrite >/dev/null
+  done
+}
+
+rm -rf "$OUT/state" "$OUT/digest-now" "$OUT"/informer.*
+start cold
+informers=(list:-watchlist=false watchlist:-watchlist=true "kubelet:-watchlist=false -field-selector=spec.nodeName=$NODE")
+for i in "${informers[@]}"; do
+  name=${i%%:*}; args=${i#*:}
+  # shellcheck disable=SC2086
+  "$SYNC" -kubeconfig "$OUT/kache.kubeconfig" $args -follow 10m -digest-at "$OUT/digest-now" >"$OUT/informer.$name" 2>&1 &
+done
+for i in "${informers[@]}"; do
+  until grep -q '^synced' "$OUT/informer.${i%%:*}"; do sleep 0.1; done
+done
+touch_pods 3
+sleep 2
+stop
+touch_pods 5
+start warm
+sleep 10
+touch_pods 2
+sleep 3
+touch "$OUT/digest-now"
+wait_done() { until grep -q 'digest=' "$OUT/informer.$1"; do sleep 0.2; done; }
+for i in "${informers[@]}"; do wait_done "${i%%:*}"; done
+served=$(curl -s "http://$(cat "$OUT/admin.warm")/metrics" | grep -E '^kache_requests_total\{' | grep 'verb="list"' | awk '{s+=$2} END {print s+0}')
+echo "LISTs the restarted kache answered (the informers are its only clients): $served" | tee -a "$OUT/summary"
+direct_list=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false 2>&1 | grep -o 'digest=[0-9a-f]*')
+direct_node=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false -field-selector "spec.nodeName=$NODE" 2>&1 | grep -o 'digest=[0-9a-f]*')
+for i in "${informers[@]}"; do
+  name=${i%%:*}; want=$direct_list; [ "$name" = kubelet ] && want=$direct_node
+  got=$(grep -o 'digest=[0-9a-f]*' "$OUT/informer.$name")
+  echo "informer $name: $(grep '^events after sync' "$OUT/informer.$name"); $got, direct $want$([ "$got" = "$want" ] && echo ' (equal)' || echo ' (DIFFERENT)')" | tee -a "$OUT/summary"
+done
+kill -TERM "$(cat "$OUT/kache.pid")"; wait 2>/dev/null || true
