@@ -104,7 +104,7 @@
 //! 2. `Serve::fresh_enough`: an RV newer than the cache's progress waits for its proof
 //!    (`Serve::reached`). A WatchList of a kind still loading is sent the initial list as
 //!    it arrives (`Serve::growing`, `handler::watch_growing`).
-//! 3. `serve::handler::watch_proving` subscribes to the `KindCache` (or a node's or
+//! 3. `serve::handler::watch` subscribes to the `KindCache` (or a node's or
 //!    namespace's ring, `cache::rings`) before it takes the snapshot, so no change falls
 //!    between them.
 //! 4. The backlog: the window's events since the RV (`cache::window::Window::since`), or

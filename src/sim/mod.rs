@@ -292,7 +292,8 @@ impl Sim {
                     self.request_progress(cache, opts.rv);
                 }
                 if opts.watch {
-                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch.clone()).await
+                    let req = handler::WatchRequest { namespace: p.namespace.clone(), opts, fmt, view, settings: self.watch.clone() };
+                    handler::watch(cache.clone(), req, None).await
                 } else {
                     handler::list(cache, ns, &opts, fmt, view).await
                 }
