@@ -461,7 +461,7 @@ impl Serve {
     /// The client's SubjectAccessReview (cached), when security is on.
     async fn authorize<B>(&self, req: &Request<B>, p: &ResourcePath, caller: Option<&Caller>) -> Result<(), Status> {
         let (Some(security), Some(caller)) = (self.security(), caller) else { return Ok(()) };
-        let attributes = Attributes::of_resource(req.method(), req.uri().path(), p.clone(), req.uri().query());
+        let attributes = Attributes::of_resource(req.method(), req.uri().path(), p, req.uri().query());
         security.authorize(caller, &attributes).await
     }
 
