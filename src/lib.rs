@@ -10,7 +10,8 @@
 //!   (protobuf framing), `selector`, `table`, `transcode`.
 //! - `telemetry`: every metric family (names, help, labels) and the request metrics.
 //! - `body`: the one HTTP body type, both ways: buffers, stored bytes stitched, streams, and
-//!   WatchList runs with their kept deflated form.
+//!   WatchList runs with their kept deflated form; `Tapped`, a body passed on as it is with a
+//!   `Tap` told of its polls (places held, progress and costs observed).
 //! - `rate`: keyed token buckets (per-client rates).
 //! - `upstream/`: the one way to the upstream apiserver: its client, connection pools
 //!   (`pool`), health as kache's monitor finds it (`health`), the discovery documents kept

@@ -17,7 +17,7 @@ use crate::body::Body;
 use crate::cache::feed::growing::Growing;
 use crate::cache::feed::{yielding, Feed, LedgerProof, SyncEstimate};
 use crate::cache::object::{self, Object};
-use crate::serve::admission::limit::{Guarded, Held, Permit};
+use crate::serve::admission::limit::{Held, Permit};
 use crate::serve::check::{self, Outcome};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
@@ -233,7 +233,7 @@ impl Serve {
             (None, None) => resp,
             (permit, large) => {
                 let held = Held::new([permit]).with_large(large);
-                resp.map(|b| Guarded::holding(b, held))
+                resp.map(|b| held.until_sent(b))
             }
         })
     }
