@@ -1,7 +1,9 @@
 //! HTTP bodies, both ways: the one body type kache sends (responses to clients, requests to
 //! the upstream): a full buffer, stored object bytes stitched between a head and a tail (LIST
 //! and GET: borrowed from the snapshot the body holds, written with `writev`), or a stream
-//! (watches, pass-through); and what a request body must be for kache to read or forward it.
+//! (watches, pass-through); a body passed on as it is with a [`Tap`] told of each poll
+//! ([`Tapped`]: places held, progress and costs observed); and what a request body must be
+//! for kache to read or forward it.
 
 use bytes::{Buf, BufMut, Bytes};
 use http_body::{Frame, SizeHint};
@@ -58,6 +60,61 @@ impl<B: RequestBody> http_body::Body for Streamed<B> {
 
     fn size_hint(&self) -> SizeHint {
         self.0.size_hint()
+    }
+}
+
+/// A body passed on as it is (its frames, end and size hint), with a [`Tap`] told of each
+/// poll: for what a body carries along without changing what it sends (places held until it
+/// has been sent, a stream's progress, the time an answer took).
+pub struct Tapped<B, T> {
+    inner: B,
+    tap: T,
+}
+
+impl<B, T> Tapped<B, T> {
+    /// `inner`, telling `tap`.
+    pub fn new(inner: B, tap: T) -> Tapped<B, T> {
+        Tapped { inner, tap }
+    }
+}
+
+/// What a [`Tapped`] body tells its tap as its inner body is polled; the tap ignores what it
+/// does not implement. The body dropped (sent or abandoned) drops the tap: its `Drop` is its
+/// hook for that.
+pub trait Tap<D, E> {
+    /// Before each poll of the inner body.
+    fn polling(&mut self) {}
+
+    /// After each poll the inner body answered: its frame, or `None` at its end; `ended`
+    /// whether it has nothing after this frame (a body that knows its length is not polled
+    /// again once it is all sent).
+    fn polled(&mut self, frame: Option<&Result<Frame<D>, E>>, ended: bool) {
+        let _ = (frame, ended);
+    }
+}
+
+impl<B, T> http_body::Body for Tapped<B, T>
+where
+    B: http_body::Body + Unpin,
+    T: Tap<B::Data, B::Error> + Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let this = self.get_mut();
+        this.tap.polling();
+        let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        this.tap.polled(frame.as_ref(), this.inner.is_end_stream());
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -403,5 +460,49 @@ mod tests {
             prop_assert_eq!(c.remaining(), 0);
             prop_assert_eq!(got, want);
         }
+    }
+
+    /// A tap that writes down what it is told.
+    #[derive(Default)]
+    struct Log(Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl Tap<Chunk, BoxError> for Log {
+        fn polling(&mut self) {
+            self.0.lock().unwrap().push("polling".into());
+        }
+
+        fn polled(&mut self, frame: Option<&Result<Frame<Chunk>, BoxError>>, ended: bool) {
+            let what = match frame {
+                Some(Ok(f)) => format!("{} bytes", f.data_ref().map_or(0, Buf::remaining)),
+                Some(Err(e)) => e.to_string(),
+                None => "end".into(),
+            };
+            self.0.lock().unwrap().push(format!("{what}, ended {ended}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tapped_body_sends_what_its_inner_body_sends_and_tells_its_tap_each_poll() {
+        let log = Log::default();
+        let seen = log.0.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let mut body = Tapped::new(channel(rx), log);
+        assert_eq!((body.is_end_stream(), body.size_hint().exact()), (false, None));
+        tx.send(Bytes::from_static(b"abc")).await.unwrap();
+        drop(tx);
+        let frame = http_body_util::BodyExt::frame(&mut body).await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap().copy_to_bytes(3), Bytes::from_static(b"abc"));
+        assert!(http_body_util::BodyExt::frame(&mut body).await.is_none());
+        // A stream does not know it has ended until it gives nothing: `ended` is the inner
+        // body's own word.
+        assert_eq!(*seen.lock().unwrap(), ["polling", "3 bytes, ended false", "polling", "end, ended false"]);
+
+        // A body that knows its length: its last frame says so, and its size passes through.
+        let mut body = Tapped::new(full("xy"), Log::default());
+        assert_eq!(body.size_hint().exact(), Some(2));
+        let seen = body.tap.0.clone();
+        http_body_util::BodyExt::frame(&mut body).await.unwrap().unwrap();
+        assert!(body.is_end_stream());
+        assert_eq!(*seen.lock().unwrap(), ["polling", "2 bytes, ended true"]);
     }
 }

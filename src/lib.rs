@@ -10,7 +10,8 @@
 //!   (protobuf framing), `selector`, `table`, `transcode`.
 //! - `telemetry`: every metric family (names, help, labels) and the request metrics.
 //! - `body`: the one HTTP body type, both ways: buffers, stored bytes stitched, streams, and
-//!   WatchList runs with their kept deflated form.
+//!   WatchList runs with their kept deflated form; `Tapped`, a body passed on as it is with a
+//!   `Tap` told of its polls (places held, progress and costs observed).
 //! - `rate`: keyed token buckets (per-client rates).
 //! - `upstream/`: the one way to the upstream apiserver: its client, connection pools
 //!   (`pool`), health as kache's monitor finds it (`health`), the discovery documents kept
@@ -104,7 +105,7 @@
 //! 2. `Serve::fresh_enough`: an RV newer than the cache's progress waits for its proof
 //!    (`Serve::reached`). A WatchList of a kind still loading is sent the initial list as
 //!    it arrives (`Serve::growing`, `handler::watch_growing`).
-//! 3. `serve::handler::watch_proving` subscribes to the `KindCache` (or a node's or
+//! 3. `serve::handler::watch` subscribes to the `KindCache` (or a node's or
 //!    namespace's ring, `cache::rings`) before it takes the snapshot, so no change falls
 //!    between them.
 //! 4. The backlog: the window's events since the RV (`cache::window::Window::since`), or

@@ -12,7 +12,7 @@
 # loadtest/clientgo/build.sh).
 set -euo pipefail
 BINS=$1; WL=${2:-true}; ROUNDS=${3:-2}
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
+. "$(dirname "$0")/kache.sh" # REAL (this script starts kache its own way, timed)
 AP=$(pgrep -x kube-apiserver)
 cpu() { awk '{print ($14+$15)*10}' "/proc/$1/stat"; }
 sync_secs() { "$@" -watchlist="$WL" 2>&1 | tail -1 | awk '{print $5}'; }

@@ -6,9 +6,8 @@
 # Needs ~/real-apiserver (kubeconfig, admin.token) of ../shared/real-apiserver.
 set -euo pipefail
 KB=$(realpath "$1"); N=${2:-12}; ACCEPT=${3:-application/vnd.kubernetes.protobuf}
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
-T=$(cat "$REAL/admin.token"); A=https://127.0.0.1:6443
 . "$(dirname "$0")/kache.sh"
+T=$(admin_token)
 start_kache "$KB"
 trap 'kill $KP ${WP:-} 2>/dev/null; rm -rf "$D"' EXIT
 curl -sk -o /dev/null -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' \

@@ -8,7 +8,8 @@ accepting, and kache_connections_open / kache_accept_errors_total / the limit hi
 
     python3 loadtest/real/descriptors.py --kache-bin target/release/kache
 """
-import argparse, os, re, socket, ssl, subprocess, tempfile, time, urllib.request
+import argparse, os, re, socket, subprocess, tempfile, time, urllib.request
+import realapi
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache-bin", required=True)
@@ -17,15 +18,14 @@ p.add_argument("--nofile", type=int, default=256)
 p.add_argument("--silent", type=int, default=300)
 p.add_argument("--hold-seconds", type=float, default=20)
 a = p.parse_args()
-real = os.path.expanduser(a.real)
+real = realapi.home(a.real)
 d = tempfile.mkdtemp()
 log = open(os.path.join(d, "kache.log"), "w")
 cmd = f"ulimit -n {a.nofile}; exec {a.kache_bin} serve --upstream-kubeconfig {real}/kubeconfig --upstream-context admin " \
       f"--listen 127.0.0.1:0 --addr-file {d}/addr --admin-listen 127.0.0.1:0 --admin-addr-file {d}/admin " \
       f"--preload namespaces"
 proc = subprocess.Popen(["bash", "-c", cmd], stdout=log, stderr=log)
-token = open(os.path.join(real, "admin.token")).read().strip()
-ctx = ssl._create_unverified_context()
+token = realapi.token("admin", real)
 while True:
     try:
         admin = open(os.path.join(d, "admin")).read().strip()
@@ -39,9 +39,7 @@ addr = open(os.path.join(d, "addr")).read().strip()
 def honest():
     t = time.time()
     try:
-        r = urllib.request.Request(f"https://{addr}/api/v1/namespaces?resourceVersion=0",
-                                   headers={"Authorization": "Bearer " + token})
-        code = urllib.request.urlopen(r, context=ctx, timeout=30).status
+        code = realapi.request(f"https://{addr}", "/api/v1/namespaces?resourceVersion=0", token, accept=None, timeout=30)[0]
     except Exception as e:
         code = type(e).__name__ + ": " + str(e)[:80]
     return code, time.time() - t

@@ -12,15 +12,17 @@ every 500 ms and /metrics every second. Writes $WORK/faultrun.json; summarize wi
 """
 import collections, json, os, signal, subprocess, sys, threading, time
 import requests, urllib3
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import realapi  # noqa: E402
 urllib3.disable_warnings()
 
 PAUSE = int(os.environ.get("PAUSE", "60")); KILL = int(os.environ.get("KILL", "60"))
 PORT = os.environ.get("PORT", "6444")
 assert PORT != "6443", "never the main apiserver"
-A = os.path.expanduser(os.environ.get("REAL_APISERVER", "~/real-apiserver"))
+A = realapi.home()
 WORK = os.environ.get("WORK", "/tmp/kache-faultrun")
 os.makedirs(f"{WORK}/pki", exist_ok=True)
-TOK = open(f"{A}/admin.token").read().strip()
+TOK = realapi.token("admin", A)
 H = {"Authorization": f"Bearer {TOK}"}
 KACHE = os.path.abspath(os.environ.get("KACHE_BIN", "target/debug/kache"))
 APISERVER_CMD = [f"{A}/bin/kube-apiserver", "--etcd-servers=http://127.0.0.1:2379", "--bind-address=127.0.0.1",
@@ -70,10 +72,10 @@ def wait_ready():
         except Exception: pass
         time.sleep(0.1)
 
-def main():
-    global phase, stop
-    if not alive(f"{WORK}/apiserver2.pid"):
-        start_apiserver(); wait_ready()
+def start_kache():
+    """kache (plain HTTP) in front of the second apiserver, through a copy of the main
+    apiserver's kubeconfig at PORT (WORK/kubeconfig): (process, its base URL, its admin base
+    URL) once it is ready."""
     kc = open(f"{A}/kubeconfig").read().replace("127.0.0.1:6443", f"127.0.0.1:{PORT}")
     open(f"{WORK}/kubeconfig", "w").write(kc); os.chmod(f"{WORK}/kubeconfig", 0o600)
     for f in [f"{WORK}/k.addr", f"{WORK}/k.admin"]:
@@ -86,9 +88,16 @@ def main():
         time.sleep(0.2)
     K = "http://" + open(f"{WORK}/k.addr").read().strip()
     ADM = "http://" + open(f"{WORK}/k.admin").read().strip()
-    t_start = time.time()
     while requests.get(ADM + "/readyz").status_code != 200:
         time.sleep(0.5)
+    return k, K, ADM
+
+def main():
+    global phase, stop
+    if not alive(f"{WORK}/apiserver2.pid"):
+        start_apiserver(); wait_ready()
+    t_start = time.time()
+    k, K, ADM = start_kache()
     print(f"kache ready after {time.time()-t_start:.1f}s", flush=True)
     pod = requests.get(K + "/api/v1/pods?resourceVersion=0&limit=1", headers=H).json()["items"][0]["metadata"]
     ns, name = pod["namespace"], pod["name"]

@@ -10,7 +10,8 @@ cluster's leases do) and the listed kind stays quiet.
 Each request is a consistent LIST (no resourceVersion); requests are 0.3 s apart, one at a
 time. Prints p50/p90/p99/max seconds for each target.
 """
-import argparse, json, os, ssl, threading, time, urllib.error, urllib.request
+import argparse, threading, time
+import realapi
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache", required=True)
@@ -20,41 +21,17 @@ p.add_argument("--path", default="/api/v1/nodes")
 p.add_argument("-n", type=int, default=100)
 p.add_argument("--namespace", default="default", help="where the writer's ConfigMap lives")
 a = p.parse_args()
-token = open(os.path.expanduser(a.token_file)).read().strip()
-ctx = ssl._create_unverified_context()
+token = realapi.token_file(a.token_file)
 
 
-def call(base, path, method="GET", body=None):
-    h = {"Authorization": "Bearer " + token, "Accept": "application/json"}
-    if body is not None:
-        h["Content-Type"] = "application/json"
-    r = urllib.request.Request(base + path, data=body, method=method, headers=h)
-    t = time.time()
-    urllib.request.urlopen(r, context=ctx).read()
-    return time.time() - t
+def call(base, path):
+    code, secs, _ = realapi.request(base, path, token)
+    assert code == 200, f"GET {base}{path}: {code}"
+    return secs
 
 
-stop = False
-
-
-def writer():
-    i = 0
-    cms = f"/api/v1/namespaces/{a.namespace}/configmaps"
-    while not stop:
-        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kache-rv-mover"}, "data": {"i": str(i)}}
-        body = json.dumps(cm).encode()
-        try:
-            call(a.apiserver, cms + "/kache-rv-mover", "PUT", body)
-        except urllib.error.HTTPError:
-            try:
-                call(a.apiserver, cms, "POST", body)
-            except urllib.error.HTTPError:
-                pass
-        i += 1
-        time.sleep(0.2)
-
-
-threading.Thread(target=writer, daemon=True).start()
+stop = threading.Event()
+realapi.move_rv(a.apiserver, token, a.namespace, stop=stop)
 for name, base in (("kache", a.kache), ("direct", a.apiserver)):
     ts = []
     for _ in range(a.n):
@@ -63,4 +40,4 @@ for name, base in (("kache", a.kache), ("direct", a.apiserver)):
     ts.sort()
     q = lambda f: ts[min(len(ts) - 1, int(len(ts) * f))]
     print(f"{name:6} {a.path} n={len(ts)} p50={q(0.5):.3f} p90={q(0.9):.3f} p99={q(0.99):.3f} max={ts[-1]:.3f}")
-stop = True
+stop.set()

@@ -5,9 +5,8 @@
 # Prints the medians of TLS handshake, first byte and total, in seconds, per side.
 set -euo pipefail
 KB=$(realpath "$1"); N=${2:-40}
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
-T=$(cat "$REAL/admin.token"); A=https://127.0.0.1:6443
 . "$(dirname "$0")/kache.sh"
+T=$(admin_token)
 start_kache "$KB"
 trap 'kill $KP 2>/dev/null; rm -rf "$D"' EXIT
 P=$(curl -sk -H "Authorization: Bearer $T" "$A/api/v1/namespaces/ns-001/pods?limit=1" |

@@ -78,6 +78,7 @@ import argparse, base64, functools, http.client, json, os, re, signal, socket, s
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kacheproc  # noqa: E402
 import rawwatch  # noqa: E402
+import realapi  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache-bin", default="target/release/kache")
@@ -100,20 +101,11 @@ p.add_argument("--keep", action="store_true", help="leave the namespaces and CRD
 p.add_argument("--worker", default="", help=argparse.SUPPRESS)
 a = p.parse_args()
 
-REAL = os.path.expanduser(a.real)
-CTX = ssl._create_unverified_context()
+REAL = realapi.home(a.real)
+CTX = realapi.tls()
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 GROUP = "hostile.kache.test"
 TENANT_NS, HONEST_NS = "kache-hostile", "kache-honest"
-
-
-def token_of(name):
-    return open(f"{REAL}/{name}.token").read().strip()
-
-
-def upstream():
-    cfg = open(f"{REAL}/kubeconfig").read()
-    return re.search(r"server:\s*(\S+)", cfg).group(1)
 
 
 def hostport(base):
@@ -835,12 +827,12 @@ def lag_of(got, writes):
 def main():
     if a.worker == "hostile":
         return hostile_worker()
-    direct = upstream()
-    admin_tok = token_of("admin")
+    direct = realapi.server(REAL)
+    admin_tok = realapi.token("admin", REAL)
     work = tempfile.mkdtemp(prefix="kache-hostile-")
     print(f"work dir {work}", flush=True)
     tokens = setup(direct, admin_tok)
-    tokens["reader"] = token_of("reader")
+    tokens["reader"] = realapi.token("reader", REAL)
     k = base = admin = None
     result = {"seconds": a.seconds, "kache_args": a.kache_arg}
     try:

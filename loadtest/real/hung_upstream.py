@@ -12,7 +12,8 @@ and after the stop.
 
 The apiserver is always continued, also on an error or Ctrl-C.
 """
-import argparse, json, os, signal, ssl, threading, time, urllib.error, urllib.request
+import argparse, json, os, signal, threading, time
+import realapi
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache", required=True)
@@ -23,28 +24,22 @@ p.add_argument("--before-seconds", type=float, default=10)
 p.add_argument("--after-seconds", type=float, default=10)
 p.add_argument("--interval-ms", type=float, default=50)
 a = p.parse_args()
-tokens = [open(os.path.expanduser(f)).read().strip() for f in a.token_file]
-ctx = ssl._create_unverified_context()
+tokens = [realapi.token_file(f) for f in a.token_file]
 
 
 def get(token, path, timeout=60):
-    r = urllib.request.Request(a.kache + path, headers={"Authorization": "Bearer " + token, "Accept": "application/json"})
     t = time.time()
     try:
-        with urllib.request.urlopen(r, context=ctx, timeout=timeout) as resp:
-            resp.read()
-            code = resp.status
-    except urllib.error.HTTPError as e:
-        e.read()
-        code = e.code
+        code, secs, _ = realapi.request(a.kache, path, token, timeout=timeout)
     except Exception as e:
-        code = type(e).__name__
-    return code, time.time() - t
+        code, secs = type(e).__name__, time.time() - t
+    return code, secs
 
 
 _, _ = get(tokens[0], "/api/v1/pods?limit=1")
-r = urllib.request.Request(a.kache + "/api/v1/pods?limit=1&resourceVersion=0", headers={"Authorization": "Bearer " + tokens[0]})
-md = json.loads(urllib.request.urlopen(r, context=ctx).read())["items"][0]["metadata"]
+code, _, body = realapi.request(a.kache, "/api/v1/pods?limit=1&resourceVersion=0", tokens[0], accept=None)
+assert code == 200, f"a pod through kache: {code}"
+md = json.loads(body)["items"][0]["metadata"]
 path = f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}?resourceVersion=0"
 
 phase = ["before"]

@@ -16,7 +16,6 @@
 # Prints one line per sync: "<default|protobuf> <mode> <build|direct> <seconds>".
 set -euo pipefail
 BINS=$1; ROUNDS=${2:-3}
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
 . "$(dirname "$0")/kache.sh"
 declare -A DIR
 PIDS=() DIRS=()

@@ -23,7 +23,8 @@ client-side rate limiter (5 requests a second after a burst of 10) bounds the pa
 10 s however fast the server is; the report gives that phase's medians and the time kubectl
 said it waited for its limiter.
 """
-import argparse, json, os, re, ssl, statistics, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
+import argparse, json, os, re, statistics, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
+import realapi
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache-kubeconfig", required=True)
@@ -51,7 +52,7 @@ def kubeconfig_target(path, context):
     return server, token
 
 
-ctx = ssl._create_unverified_context()
+ctx = realapi.tls()
 sides = {
     "kache": {"kubeconfig": os.path.expanduser(a.kache_kubeconfig), "context": None},
     "direct": {"kubeconfig": os.path.expanduser(a.direct_kubeconfig), "context": a.context},

@@ -7,15 +7,10 @@
 # ../shared/real-apiserver.
 set -euo pipefail
 KB=$(realpath "$1"); OUT=$(realpath -m "$2"); shift 2
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
 HERE=$(cd "$(dirname "$0")" && pwd)
-D=$(mktemp -d)
-"$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --upstream-context admin --listen 127.0.0.1:0 \
-  --addr-file "$D/addr" --admin-listen 127.0.0.1:0 --admin-addr-file "$D/admin" \
-  --client-kubeconfig-out "$D/kache.kubeconfig" "$@" >"$D/kache.log" 2>&1 &
-KP=$!
+. "$HERE/kache.sh"
+start_kache "$KB" "$@"
 trap 'kill $KP 2>/dev/null; rm -rf "$D"' EXIT
-until [ -s "$D/admin" ] && curl -sf "http://$(cat "$D/admin")/readyz" >/dev/null; do sleep 0.5; done
 python3 "$HERE/parity.py" --kache-kubeconfig "$D/kache.kubeconfig" --direct-kubeconfig "$REAL/kubeconfig" \
   --context admin ${PARITY_ARGS:--n 5} --json "$OUT.json" >"$OUT.txt" 2>&1
 curl -s "http://$(cat "$D/admin")/metrics" | grep -E '^kache_(consistent_checks|passthrough)_total' >>"$OUT.txt"

@@ -2,10 +2,10 @@
 from one below the current RV, started at random times; prints each one's start within its
 wall-clock second and how long its bookmark took. Run with a writer moving the RV
 (consistent_list.sh's).   python3 loadtest/real/probe_bookmark.py [count]"""
-import os
-import http.client, ssl, json, time, random, sys
-tok=open(os.path.join(os.path.expanduser(os.environ.get('REAL_APISERVER', '~/real-apiserver')), 'admin.token')).read().strip()
-ctx=ssl._create_unverified_context()
+import http.client, json, time, random, sys
+import realapi
+tok=realapi.token()
+ctx=realapi.tls()
 def rv_now():
     c=http.client.HTTPSConnection('127.0.0.1',6443,context=ctx)
     c.request('GET','/api/v1/pods?limit=1',headers={'Authorization':'Bearer '+tok})

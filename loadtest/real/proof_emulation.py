@@ -3,11 +3,11 @@ the last proven RV with timeoutSeconds=3) start every second; readers at random 
 upstream RV from a consistent `limit=1` LIST and wait for a probe's bookmark at least that new.
 Prints the proof wait's median and mean. Run with a writer moving the RV (consistent_list.sh's).
   python3 loadtest/real/proof_emulation.py"""
-import asyncio, aiohttp, os, ssl, json, time, random, statistics
-REAL=os.path.expanduser(os.environ.get('REAL_APISERVER', '~/real-apiserver'))
-TOK=open(os.path.join(REAL, 'admin.token')).read().strip()
-CTX=ssl._create_unverified_context()
-B='https://127.0.0.1:6443'
+import asyncio, aiohttp, json, time, random, statistics
+import realapi
+TOK=realapi.token()
+CTX=realapi.tls()
+B=realapi.MAIN
 H={'Authorization':'Bearer '+TOK}
 state={'rv':0}
 cond=asyncio.Condition()

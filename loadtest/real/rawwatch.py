@@ -2,7 +2,8 @@
 stops reading: the socket is returned once the response head is read, byte by byte, so
 nothing past it is taken off the socket. `rcvbuf` (set before connecting, so it sizes the
 TCP window) keeps what the kernel buffers small."""
-import socket, ssl
+import socket
+import realapi
 
 
 def send_get(base, token, path, accept="application/json", rcvbuf=None, timeout=30, headers=""):
@@ -14,7 +15,7 @@ def send_get(base, token, path, accept="application/json", rcvbuf=None, timeout=
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     raw.settimeout(timeout)
     raw.connect((host, int(port)))
-    ctx = ssl._create_unverified_context()
+    ctx = realapi.tls()
     ctx.set_alpn_protocols(["http/1.1"])
     s = ctx.wrap_socket(raw, server_hostname=host)
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\nAccept: {accept}\r\n{headers}\r\n".encode())

@@ -8,7 +8,8 @@ a /readyz every --every seconds meanwhile; prints the percentiles. kache's SUSPE
   python3 loadtest/real/readyz_under_load.py --apiserver https://127.0.0.1:6443 \
       --token-file ~/real-apiserver/admin.token --path /api/v1/pods --loads 2 --seconds 60
 """
-import argparse, os, ssl, threading, time, urllib.request
+import argparse, threading, time
+import realapi
 
 def main():
     ap = argparse.ArgumentParser()
@@ -19,14 +20,11 @@ def main():
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--every", type=float, default=0.1)
     a = ap.parse_args()
-    token = open(os.path.expanduser(a.token_file)).read().strip()
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    token = realapi.token_file(a.token_file)
     def get(path, timeout=60):
-        req = urllib.request.Request(a.apiserver + path, headers={"Authorization": "Bearer " + token})
-        with urllib.request.urlopen(req, context=ctx, timeout=timeout) as r:
-            return r.read()
+        code, _, body = realapi.request(a.apiserver, path, token, accept=None, timeout=timeout)
+        assert code == 200, f"GET {path}: {code}"
+        return body
     end = time.monotonic() + a.seconds
     lists = [0]
     def load():

@@ -24,7 +24,8 @@ import json, os, re, signal, subprocess, sys, threading, time
 import requests, urllib3
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fault_run as rf  # noqa: E402  (its apiserver command, start and readiness)
+import fault_run as rf  # noqa: E402  (its apiserver command, start and readiness, and its kache)
+import realapi  # noqa: E402
 
 urllib3.disable_warnings()
 PAUSE = int(os.environ.get("PAUSE", "30"))
@@ -33,7 +34,7 @@ RATE = float(os.environ.get("RATE", "10"))
 AFTER = int(os.environ.get("AFTER", "30"))
 A, WORK, H = rf.A, rf.WORK, rf.H
 SYNC = f"{A}/bin/informer-sync"
-MAIN = "https://127.0.0.1:6443"
+MAIN = realapi.MAIN
 STOPPED = f"{WORK}/writes-stopped"
 t0 = time.time()
 stop = threading.Event()
@@ -86,22 +87,7 @@ def main():
     if not rf.alive(f"{WORK}/apiserver2.pid"):
         rf.start_apiserver()
         rf.wait_ready()
-    kc = open(f"{A}/kubeconfig").read().replace("127.0.0.1:6443", f"127.0.0.1:{rf.PORT}")
-    open(f"{WORK}/kubeconfig", "w").write(kc)
-    os.chmod(f"{WORK}/kubeconfig", 0o600)
-    for f in [f"{WORK}/k.addr", f"{WORK}/k.admin"]:
-        if os.path.exists(f):
-            os.remove(f)
-    k = subprocess.Popen([rf.KACHE, "serve", "--upstream-kubeconfig", f"{WORK}/kubeconfig", "--insecure-http",
-                          "--listen", "127.0.0.1:0", "--addr-file", f"{WORK}/k.addr", "--admin-listen", "127.0.0.1:0",
-                          "--admin-addr-file", f"{WORK}/k.admin", "--preload", "pods,namespaces,configmaps"],
-                         stdout=open(f"{WORK}/kache.log", "w"), stderr=subprocess.STDOUT)
-    while not (os.path.exists(f"{WORK}/k.addr") and os.path.exists(f"{WORK}/k.admin")):
-        time.sleep(0.2)
-    K = "http://" + open(f"{WORK}/k.addr").read().strip()
-    ADM = "http://" + open(f"{WORK}/k.admin").read().strip()
-    while requests.get(ADM + "/readyz").status_code != 200:
-        time.sleep(0.5)
+    k, K, ADM = rf.start_kache()
     print(f"kache ready at {time.time()-t0:.1f}s", flush=True)
     pods = requests.get(f"{MAIN}/api/v1/namespaces/ns-001/pods?limit=50", headers=H, verify=False).json()["items"]
     targets = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]

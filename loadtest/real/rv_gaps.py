@@ -5,11 +5,12 @@ from one RV for 35 s, then print how many revisions in that span were seen as an
 and which were not (writes to keys no client can watch, such as the endpoint reconciler's lease).
     python3 loadtest/real/rv_gaps.py
 """
-import ssl, json, threading, time, urllib.request, os, sys
-T=open(os.path.expanduser('~/real-apiserver/admin.token')).read().strip()
-ctx=ssl._create_unverified_context()
+import json, threading, time, urllib.request, sys
+import realapi
+T=realapi.token()
+ctx=realapi.tls()
 def get(p):
-    return urllib.request.urlopen(urllib.request.Request('https://127.0.0.1:6443'+p, headers={'Authorization':'Bearer '+T}), context=ctx, timeout=60)
+    return urllib.request.urlopen(urllib.request.Request(realapi.MAIN+p, headers={'Authorization':'Bearer '+T}), context=ctx, timeout=60)
 start=int(json.load(get('/api/v1/namespaces?limit=1'))['metadata']['resourceVersion'])
 # every listable+watchable resource from discovery
 paths=[]

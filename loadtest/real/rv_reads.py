@@ -10,7 +10,8 @@ then the same three at an RV 100,000 ahead (the apiserver waits 3 s and answers 
 
 Rounds are 2 s apart. Prints, per read and target, the statuses and p50/p90/max seconds.
 """
-import argparse, json, os, ssl, time, urllib.error, urllib.request
+import argparse, json, time
+import realapi
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache", required=True)
@@ -19,19 +20,11 @@ p.add_argument("--token-file", required=True)
 p.add_argument("-n", type=int, default=20, help="rounds at the current RV")
 p.add_argument("--future-rounds", type=int, default=3)
 a = p.parse_args()
-token = open(os.path.expanduser(a.token_file)).read().strip()
-ctx = ssl._create_unverified_context()
+token = realapi.token_file(a.token_file)
 
 
 def get(base, path):
-    r = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token, "Accept": "application/json"})
-    t = time.time()
-    try:
-        with urllib.request.urlopen(r, context=ctx) as resp:
-            body, code = resp.read(), resp.status
-    except urllib.error.HTTPError as e:
-        body, code = e.read(), e.code
-    return code, time.time() - t, body
+    return realapi.request(base, path, token)
 
 
 _, _, body = get(a.apiserver, "/api/v1/pods?limit=1")

@@ -25,10 +25,11 @@ are counted by status in its `statuses`. Before each phase's settle the apiserve
 collect its garbage (`collect_garbage`; `--no-gc` not to), so that neither phase pays for a
 collection owed by what came before it.
 """
-import argparse, asyncio, json, os, re, ssl, subprocess, sys, tempfile, time, urllib.request
+import argparse, asyncio, json, os, re, subprocess, sys, tempfile, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kacheproc  # noqa: E402
+import realapi  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache-bin", default="target/release/kache")
@@ -49,11 +50,11 @@ p.add_argument("--no-gc", action="store_true",
                help="do not make the apiserver collect its garbage before each phase's settle (see collect_garbage)")
 p.add_argument("--phases", default="direct,through", help="which phases to run: direct, through or both (a component's cost alone)")
 a = p.parse_args()
-REAL = os.path.expanduser(a.real)
-TOKEN = open(f"{REAL}/admin.token").read().strip()
+REAL = realapi.home(a.real)
+TOKEN = realapi.token("admin", REAL)
 PB = "application/vnd.kubernetes.protobuf"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-CTX = ssl._create_unverified_context()
+CTX = realapi.tls()
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -66,11 +67,6 @@ def pid_of(name):
     out = subprocess.check_output(["pgrep", "-x", name]).split()
     assert len(out) == 1, f"{name}: {out}"
     return int(out[0])
-
-
-def server_of_kubeconfig():
-    cfg = open(f"{REAL}/kubeconfig").read()
-    return re.search(r"server:\s*(\S+)", cfg).group(1)
 
 
 class Counts:
@@ -231,7 +227,7 @@ def phase(name, base, direct, kache_pid=None, admin=None):
 
 
 def main():
-    direct = server_of_kubeconfig()
+    direct = realapi.server(REAL)
     work = tempfile.mkdtemp(prefix="kache-saving-")
     phases = a.phases.split(",")
     results = [phase("direct", direct, direct)] if "direct" in phases else []

@@ -7,7 +7,8 @@ default `--max-uri-bytes`). Prints each side's median of --rounds seconds.
     python3 loadtest/real/selector_terms.py --kache https://127.0.0.1:PORT \
         --apiserver https://127.0.0.1:6443 --token-file ~/real-apiserver/admin.token
 """
-import argparse, os, ssl, statistics, time, urllib.error, urllib.parse, urllib.request
+import argparse, statistics, urllib.parse
+import realapi
 
 p = argparse.ArgumentParser()
 p.add_argument("--kache", required=True)
@@ -16,21 +17,12 @@ p.add_argument("--token-file", required=True)
 p.add_argument("--namespace", default="ns-000")
 p.add_argument("--rounds", type=int, default=5)
 a = p.parse_args()
-token = open(os.path.expanduser(a.token_file)).read().strip()
-ctx = ssl._create_unverified_context()
+token = realapi.token_file(a.token_file)
 
 
 def get(base, path):
-    r = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token, "Accept": "application/json"})
-    t = time.time()
-    try:
-        with urllib.request.urlopen(r, context=ctx) as resp:
-            resp.read()
-            code = resp.status
-    except urllib.error.HTTPError as e:
-        e.read()
-        code = e.code
-    return code, time.time() - t
+    code, secs, _ = realapi.request(base, path, token)
+    return code, secs
 
 
 cases = {

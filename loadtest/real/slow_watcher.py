@@ -18,9 +18,9 @@ change, and RSS at the baseline, peak and end. --no-watcher runs the same writes
 is the cache window's (its last --cache-window-events changes, held by every cache) can be
 told from the watcher's. 127.0.0.1 only; nothing is deleted.
 """
-import argparse, json, os, random, socket, ssl, string, subprocess, tempfile, threading, time
+import argparse, json, random, socket, string, tempfile, threading, time
 import requests, urllib3
-import rawwatch
+import kacheproc, rawwatch, realapi
 
 urllib3.disable_warnings()
 p = argparse.ArgumentParser()
@@ -38,9 +38,9 @@ p.add_argument("--no-watcher", action="store_true", help="control run: the write
 p.add_argument("--warmup-seconds", type=int, default=15, help="writes before the baseline RSS and the stalled watcher")
 p.add_argument("--kache-arg", action="append", default=[])
 a = p.parse_args()
-REAL = os.path.expanduser(a.real)
+REAL = realapi.home(a.real)
 NS = a.namespace
-TOKEN = open(f"{REAL}/admin.token").read().strip()
+TOKEN = realapi.token("admin", REAL)
 H = {"Authorization": "Bearer " + TOKEN}
 
 
@@ -83,29 +83,18 @@ def main():
     for n in names:
         api("POST", f"/api/v1/namespaces/{NS}/configmaps", {"metadata": {"name": n}, "data": {"v": ""}})
     work = tempfile.mkdtemp(prefix="kache-slow-")
-    log = open(f"{work}/kache.log", "w")
-    cmd = [os.path.abspath(a.kache_bin), "serve", "--upstream-kubeconfig", f"{REAL}/kubeconfig", "--listen", "127.0.0.1:0",
-           "--addr-file", f"{work}/addr", "--admin-listen", "127.0.0.1:0", "--admin-addr-file", f"{work}/admin",
-           "--preload", a.preload, *a.kache_arg]
-    print("kache:", " ".join(cmd), flush=True)
-    k = subprocess.Popen(cmd, stdout=log, stderr=log)
+    t = time.time()
+    k, base, adm = kacheproc.start(a.kache_bin, REAL, work, ["--preload", a.preload, *a.kache_arg], context=None)
+    print("kache:", " ".join(k.args), flush=True)
+    print(f"kache ready after {time.time()-t:.1f}s", flush=True)
     try:
-        run(k, work, names)
+        run(k, base, adm, names)
     finally:
         k.terminate()
         k.wait()
 
 
-def run(k, work, names):
-    while not (os.path.exists(f"{work}/addr") and os.path.exists(f"{work}/admin")):
-        assert k.poll() is None, f"kache exited: {work}/kache.log"
-        time.sleep(0.2)
-    base = "https://" + open(f"{work}/addr").read().strip()
-    adm = "http://" + open(f"{work}/admin").read().strip()
-    t = time.time()
-    while requests.get(adm + "/readyz", timeout=10).status_code != 200:
-        time.sleep(0.5)
-    print(f"kache ready after {time.time()-t:.1f}s", flush=True)
+def run(k, base, adm, names):
     rv = requests.get(f"{base}/api/v1/namespaces/{NS}/configmaps?resourceVersion=0", headers=H, verify=False).json()["metadata"]["resourceVersion"]
     seen = {"events": 0, "bytes": 0, "ended": None}
     reader = open_watch(base, rv)

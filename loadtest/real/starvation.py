@@ -24,9 +24,9 @@ Setup (as admin, directly): the namespace, a Role and RoleBindings, --identities
 accounts and a TokenRequest for each. Nothing is deleted. 127.0.0.1 only; bounded by -n and
 --watches. Prints one line per (target, phase, probe) and kache's upstream connections.
 """
-import argparse, json, os, random, selectors, socket, ssl, string, subprocess, sys, tempfile, threading, time
+import argparse, json, random, selectors, socket, ssl, string, sys, tempfile, threading, time
 import requests, urllib3
-import rawwatch
+import kacheproc, rawwatch, realapi
 
 urllib3.disable_warnings()
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -43,10 +43,10 @@ p.add_argument("--targets", default="kache,direct")
 p.add_argument("--kache-arg", action="append", default=[], help="extra flag for kache (repeatable)")
 p.add_argument("--stall-payload-bytes", type=int, default=65536, help="0: no stalled-watch phase")
 a = p.parse_args()
-REAL = os.path.expanduser(a.real)
+REAL = realapi.home(a.real)
 NS = a.namespace
-ADMIN = open(f"{REAL}/admin.token").read().strip()
-READER = open(f"{REAL}/reader.token").read().strip()
+ADMIN = realapi.token("admin", REAL)
+READER = realapi.token("reader", REAL)
 
 
 def admin(method, path, body=None, ok=(200, 201, 409)):
@@ -81,23 +81,8 @@ def setup():
 
 
 def start_kache(work):
-    kc = f"{work}/client.kubeconfig"
-    log = open(f"{work}/kache.log", "w")
-    cmd = [os.path.abspath(a.kache_bin), "serve", "--upstream-kubeconfig", f"{REAL}/kubeconfig", "--listen", "127.0.0.1:0",
-           "--addr-file", f"{work}/addr", "--admin-listen", "127.0.0.1:0", "--admin-addr-file", f"{work}/admin",
-           "--client-kubeconfig-out", kc, "--preload", "pods,configmaps",
-           "--token-cache-ttl", "0", "--authz-cache-allow-ttl", "0", *a.kache_arg]
-    k = subprocess.Popen(cmd, stdout=log, stderr=log)
-    deadline = time.time() + 300
-    while not (os.path.exists(f"{work}/addr") and os.path.exists(f"{work}/admin")):
-        assert k.poll() is None and time.time() < deadline, "kache did not start: see " + f"{work}/kache.log"
-        time.sleep(0.2)
-    base = "https://" + open(f"{work}/addr").read().strip()
-    adm = "http://" + open(f"{work}/admin").read().strip()
-    while requests.get(adm + "/readyz", timeout=10).status_code != 200:
-        assert time.time() < deadline, "kache not ready"
-        time.sleep(0.5)
-    return k, base, adm, cmd
+    flags = ["--preload", "pods,configmaps", "--token-cache-ttl", "0", "--authz-cache-allow-ttl", "0", *a.kache_arg]
+    return kacheproc.start(a.kache_bin, REAL, work, flags, timeout=300, context=None)
 
 
 class Watches:
@@ -107,7 +92,7 @@ class Watches:
         host, port = base.split("//")[1].split(":")
         self.sel, self.open, self.closed, self.codes = selectors.DefaultSelector(), 0, 0, {}
         self.stop = False
-        ctx = ssl._create_unverified_context()
+        ctx = realapi.tls()
         ctx.set_alpn_protocols(["http/1.1"])
         self.socks = []
         for i in range(n):
@@ -268,8 +253,8 @@ def main():
     targets = a.targets.split(",")
     if "kache" in targets:
         with tempfile.TemporaryDirectory(prefix="kache-starve-") as work:
-            k, base, adm, cmd = start_kache(work)
-            print("kache:", " ".join(cmd[:1] + [x for x in cmd[1:]]), flush=True)
+            k, base, adm = start_kache(work)
+            print("kache:", " ".join(k.args), flush=True)
             try:
                 run("kache", base, pod, tokens, adm)
                 print(f"kache  upstream connections after the watches closed: {connections(adm)}", flush=True)

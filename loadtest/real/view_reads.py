@@ -10,7 +10,8 @@ between the two targets, one at a time, so both see the same cluster and machine
 Prints, for each target, p50/p90/max seconds and the body size. --accept picks the view
 (default: kubectl's Table Accept).
 """
-import argparse, json, os, ssl, threading, time, urllib.error, urllib.request
+import argparse
+import realapi
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 p = argparse.ArgumentParser()
@@ -22,34 +23,17 @@ p.add_argument("--accept", default=TABLE)
 p.add_argument("-n", type=int, default=20)
 p.add_argument("--writer", action="store_true", help="PUT a ConfigMap every 0.2 s (moves the global RV, as leases do)")
 a = p.parse_args()
-token = open(os.path.expanduser(a.token_file)).read().strip()
-ctx = ssl._create_unverified_context()
+token = realapi.token_file(a.token_file)
 
 
 def call(base):
-    r = urllib.request.Request(base + a.path, headers={"Authorization": "Bearer " + token, "Accept": a.accept})
-    t = time.time()
-    body = urllib.request.urlopen(r, context=ctx).read()
-    return time.time() - t, len(body)
-
-
-def writer():
-    cms, i = "/api/v1/namespaces/default/configmaps", 0
-    while True:
-        body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kache-rv-mover"}, "data": {"i": str(i)}}).encode()
-        for path, method in ((cms + "/kache-rv-mover", "PUT"), (cms, "POST")):
-            h = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
-            try:
-                urllib.request.urlopen(urllib.request.Request(a.apiserver + path, data=body, method=method, headers=h), context=ctx).read()
-                break
-            except urllib.error.HTTPError:
-                pass
-        i += 1
-        time.sleep(0.2)
+    code, secs, body = realapi.request(base, a.path, token, accept=a.accept)
+    assert code == 200, f"GET {base}{a.path}: {code}"
+    return secs, len(body)
 
 
 if a.writer:
-    threading.Thread(target=writer, daemon=True).start()
+    realapi.move_rv(a.apiserver, token)
 times = {"kache": [], "direct": []}
 size = {}
 for base in (a.kache, a.apiserver):

@@ -6,7 +6,7 @@
 #   bash loadtest/real/warmup.sh "BIN_A BIN_B" [pods] [protobuf|json] [rounds]
 set -euo pipefail
 BINS=$1; KIND=${2:-pods}; ENC=${3:-protobuf}; ROUNDS=${4:-3}
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
+. "$(dirname "$0")/kache.sh" # REAL (this script starts kache its own way, timed)
 cpu() { awk '{printf "%.2f", ($14+$15)/100}' "/proc/$1/stat"; }
 AP=$(pgrep -x kube-apiserver); ET=$(pgrep -x etcd)
 one() {

@@ -5,7 +5,6 @@
 # per round kache's CPU (from /proc) and each client's sync, then kache's run counters.
 #   bash loadtest/real/watchlist_burst.sh target/release/kache [N] [ROUNDS]
 set -euo pipefail
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
 N=${2:-4}; ROUNDS=${3:-3}
 . "$(dirname "$0")/kache.sh"
 start_kache "$(realpath "$1")"

@@ -5,12 +5,11 @@
 # after 8 s (timeoutSeconds), long after its initial events.
 #   bash loadtest/real/watchlist_bytes.sh target/release/kache
 set -euo pipefail
-REAL=${REAL_APISERVER:-$HOME/real-apiserver}
 . "$(dirname "$0")/kache.sh"
 start_kache "$(realpath "$1")"
 trap 'kill $KP 2>/dev/null; wait $KP 2>/dev/null; rm -rf "$D"' EXIT
 curl -sk -D "$D/headers" -o /dev/null -w '%{size_download} bytes in %{time_total} s\n' --http2 \
-  -H "Authorization: Bearer $(cat "$REAL/admin.token")" -H 'Accept: application/vnd.kubernetes.protobuf;stream=watch' \
+  -H "Authorization: Bearer $(admin_token)" -H 'Accept: application/vnd.kubernetes.protobuf;stream=watch' \
   -H 'Accept-Encoding: gzip' \
   "$K/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=8"
 grep -i '^content-encoding' "$D/headers" || echo "content-encoding: none"

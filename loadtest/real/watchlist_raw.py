@@ -9,6 +9,7 @@ import sys
 import time
 
 import rawwatch
+import realapi
 
 PATH = ("/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
         "&allowWatchBookmarks=true&timeoutSeconds=60")
@@ -38,7 +39,7 @@ def one(base, token):
 
 
 def main():
-    base, token = sys.argv[1], open(sys.argv[2]).read().strip()
+    base, token = sys.argv[1], realapi.token_file(sys.argv[2])
     for _ in range(int(sys.argv[3]) if len(sys.argv) > 3 else 3):
         adds, end, total = one(base, token)
         print(f"last ADDED after {adds:.3f} s, initial-events-end after {end:.3f} s, {total} bytes")

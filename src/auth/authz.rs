@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn cache_keys_differ_whenever_the_review_does() {
         let id = Identity { username: "u".into(), groups: vec!["g1".into(), "g2".into()], ..Identity::default() };
-        let a = Attributes::of(&Method::GET, "/api/v1/namespaces/ns/pods", Some("labelSelector=a%3Db"));
+        let a = Attributes::of_path(&Method::GET, "/api/v1/namespaces/ns/pods", Some("labelSelector=a%3Db"));
         let base = cache_key(&id, &a);
         assert_eq!(base, cache_key(&id.clone(), &a.clone()), "deterministic");
         let shifted = Identity { groups: vec!["g1g2".into()], ..id.clone() };
@@ -282,10 +282,10 @@ mod tests {
             ("/api/v1/namespaces/ns/pods/p", None),
             ("/apis/apps/v1/namespaces/ns/pods", None),
         ] {
-            assert_ne!(base, cache_key(&id, &Attributes::of(&Method::GET, path, query)), "{path}?{query:?}");
+            assert_ne!(base, cache_key(&id, &Attributes::of_path(&Method::GET, path, query)), "{path}?{query:?}");
         }
-        let non_resource = Attributes::of(&Method::GET, "/apis", None);
-        assert_ne!(cache_key(&id, &non_resource), cache_key(&id, &Attributes::of(&Method::GET, "/api", None)));
+        let non_resource = Attributes::of_path(&Method::GET, "/apis", None);
+        assert_ne!(cache_key(&id, &non_resource), cache_key(&id, &Attributes::of_path(&Method::GET, "/api", None)));
     }
 
     #[tokio::test]
@@ -310,7 +310,7 @@ mod tests {
                 tokio::spawn(async move {
                     let id = Identity { username: "agent".into(), ..Identity::default() };
                     let query = format!("fieldSelector=spec.nodeName%3Dnode-{i}");
-                    authz.decide(&id, &Attributes::of(&Method::GET, "/api/v1/pods", Some(&query))).await
+                    authz.decide(&id, &Attributes::of_path(&Method::GET, "/api/v1/pods", Some(&query))).await
                 })
             })
             .collect();
@@ -326,7 +326,7 @@ mod tests {
         let req = String::from_utf8(crate::testdata::golden("13b-subjectaccessreview-nobody-list-pods.json.req")).unwrap();
         let body: Value = serde_json::from_str(req.split("\n\n").nth(1).unwrap().trim()).unwrap();
         let id = Identity { username: "anchor-nobody".into(), ..Identity::default() };
-        let a = Attributes::of(&Method::GET, "/api/v1/namespaces/golden/pods", None);
+        let a = Attributes::of_path(&Method::GET, "/api/v1/namespaces/golden/pods", None);
         let mut want = body["spec"].clone();
         want["resourceAttributes"].as_object_mut().unwrap().remove("group");
         assert_eq!(review_spec(&id, &a), want);

@@ -20,7 +20,7 @@ pub const TOKEN_REVIEW_RATE: u32 = 20;
 pub use review::LANE as REVIEW_LANE;
 pub use security::{Caller, Passthrough, Security, SecuritySettings};
 
-use crate::api::route::{classify, ResourcePath, Target};
+use crate::api::route::{ResourcePath, Target};
 use crate::api::status::Status;
 use http::Method;
 use serde::{Deserialize, Serialize};
@@ -119,9 +119,11 @@ fn exact_name(selector: &str) -> Option<String> {
 }
 
 impl Attributes {
-    /// The attributes of a request, as the apiserver's RequestInfo computes them.
-    pub fn of(method: &Method, path: &str, query: Option<&str>) -> Attributes {
-        match classify(path) {
+    /// The attributes of a request, as the apiserver's RequestInfo computes them, from its
+    /// path as the caller classified it (`target`, `None` for a path that is not an API
+    /// path): a request's path is classified once, where it is read.
+    pub fn of(method: &Method, path: &str, target: Option<&Target>, query: Option<&str>) -> Attributes {
+        match target {
             Some(Target::Resource(p)) => Attributes::of_resource(method, path, p, query),
             _ => Attributes::non_resource(method, path),
         }
@@ -136,7 +138,7 @@ impl Attributes {
     }
 
     /// [`of`](Self::of) for a request whose path was classified as `p`.
-    pub fn of_resource(method: &Method, path: &str, p: ResourcePath, query: Option<&str>) -> Attributes {
+    pub fn of_resource(method: &Method, path: &str, p: &ResourcePath, query: Option<&str>) -> Attributes {
         let (mut watch, mut field_selector, mut label_selector) = (None, None, None);
         for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             let slot = match &*k {
@@ -174,11 +176,11 @@ impl Attributes {
             namespace,
             field_selector,
             label_selector,
-            group: p.group,
-            version: p.version,
-            resource: p.plural,
-            subresource: p.subresource.unwrap_or_default(),
-            name: p.name.or(by_name).unwrap_or_default(),
+            group: p.group.clone(),
+            version: p.version.clone(),
+            resource: p.plural.clone(),
+            subresource: p.subresource.clone().unwrap_or_default(),
+            name: p.name.clone().or(by_name).unwrap_or_default(),
         };
         Attributes { verb: verb.to_string(), resource: Some(r), path: path.to_string() }
     }
@@ -212,50 +214,58 @@ impl Attributes {
 }
 
 #[cfg(test)]
+impl Attributes {
+    /// [`Attributes::of`] for a path a test names, classified here.
+    pub(crate) fn of_path(method: &Method, path: &str, query: Option<&str>) -> Attributes {
+        Attributes::of(method, path, crate::api::route::classify(path).as_ref(), query)
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn attributes_follow_request_info() {
-        let a = Attributes::of(&Method::GET, "/api/v1/namespaces/golden/pods", Some("labelSelector=app%3Dweb"));
+        let a = Attributes::of_path(&Method::GET, "/api/v1/namespaces/golden/pods", Some("labelSelector=app%3Dweb"));
         let r = a.resource.clone().unwrap();
         assert_eq!(
             (a.verb.as_str(), r.namespace.as_str(), r.resource.as_str(), r.label_selector.as_str()),
             ("list", "golden", "pods", "app=web")
         );
-        let a = Attributes::of(&Method::GET, "/api/v1/pods", Some("watch=1&fieldSelector=spec.nodeName%3Dn1"));
+        let a = Attributes::of_path(&Method::GET, "/api/v1/pods", Some("watch=1&fieldSelector=spec.nodeName%3Dn1"));
         assert_eq!((a.verb.as_str(), a.resource.unwrap().field_selector.as_str()), ("watch", "spec.nodeName=n1"));
-        let a = Attributes::of(&Method::GET, "/api/v1/namespaces/kube-system", None);
+        let a = Attributes::of_path(&Method::GET, "/api/v1/namespaces/kube-system", None);
         let r = a.resource.unwrap();
         assert_eq!((a.verb.as_str(), r.namespace.as_str(), r.name.as_str()), ("get", "kube-system", "kube-system"));
-        let a = Attributes::of(&Method::DELETE, "/apis/apps/v1/namespaces/a/deployments", None);
+        let a = Attributes::of_path(&Method::DELETE, "/apis/apps/v1/namespaces/a/deployments", None);
         assert_eq!(a.verb, "deletecollection");
-        let a = Attributes::of(&Method::GET, "/apis", None);
+        let a = Attributes::of_path(&Method::GET, "/apis", None);
         assert!(a.resource.is_none());
-        let a = Attributes::of(&Method::GET, "/api/v1/namespaces/a/pods/p/log", Some("fieldSelector=x"));
+        let a = Attributes::of_path(&Method::GET, "/api/v1/namespaces/a/pods/p/log", Some("fieldSelector=x"));
         let r = a.resource.unwrap();
         assert_eq!((r.subresource.as_str(), r.field_selector.as_str()), ("log", ""));
     }
 
     #[test]
     fn forbidden_messages_are_the_apiservers() {
-        let a = Attributes::of(&Method::GET, "/api/v1/namespaces/golden/pods", None);
+        let a = Attributes::of_path(&Method::GET, "/api/v1/namespaces/golden/pods", None);
         assert_eq!(
             a.forbidden("anchor-nobody", "").message,
             "pods is forbidden: User \"anchor-nobody\" cannot list resource \"pods\" in API group \"\" in the namespace \"golden\""
         );
-        let a = Attributes::of(&Method::GET, "/apis/apps/v1/deployments", None);
+        let a = Attributes::of_path(&Method::GET, "/apis/apps/v1/deployments", None);
         let s = a.forbidden("u", "no");
         assert_eq!(
             s.message,
             "deployments.apps is forbidden: User \"u\" cannot list resource \"deployments\" in API group \"apps\" at the cluster scope: no"
         );
-        let a = Attributes::of(&Method::GET, "/api/v1/nodes/n1", None);
+        let a = Attributes::of_path(&Method::GET, "/api/v1/nodes/n1", None);
         assert_eq!(
             a.forbidden("u", "").message,
             "nodes \"n1\" is forbidden: User \"u\" cannot get resource \"nodes\" in API group \"\" at the cluster scope"
         );
-        let a = Attributes::of(&Method::GET, "/apis", None);
+        let a = Attributes::of_path(&Method::GET, "/apis", None);
         assert_eq!(a.forbidden("u", "").message, "forbidden: User \"u\" cannot get path \"/apis\"");
     }
 }

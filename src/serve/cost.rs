@@ -18,13 +18,12 @@
 //! ([`Costs::break_even`]), so the request path stops summing an answer's bytes as soon as it
 //! passes it.
 
-use crate::body::{BoxError, Chunk};
+use crate::body::{Body, BoxError, Chunk, Tap, Tapped};
 use dashmap::DashMap;
-use http_body::{Frame, SizeHint};
-use std::pin::Pin;
+use http_body::Frame;
+use http_body_util::BodyExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// Seconds of an upstream answer with no body to speak of, before any is measured: about
@@ -196,21 +195,20 @@ impl Costs {
     }
 }
 
-/// A passed-through answer's body that reports to [`Costs`] when its last byte has gone:
+/// What a passed-through answer's body reports to [`Costs`] when its last byte has gone:
 /// how long the upstream took for an answer of `bytes` index bytes. A body the client
 /// abandons reports nothing.
-pub(crate) struct Observed<B> {
-    inner: B,
+pub(crate) struct Observed {
     costs: Arc<Costs>,
     bytes: u64,
     started: Instant,
     reported: bool,
 }
 
-impl<B> Observed<B> {
+impl Observed {
     /// `inner`, reporting its time since `started` for `bytes` index bytes at its end.
-    pub(crate) fn new(inner: B, costs: Arc<Costs>, bytes: u64, started: Instant) -> Observed<B> {
-        Observed { inner, costs, bytes, started, reported: false }
+    pub(crate) fn wrap(inner: Body, costs: Arc<Costs>, bytes: u64, started: Instant) -> Body {
+        Tapped::new(inner, Observed { costs, bytes, started, reported: false }).boxed_unsync()
     }
 
     fn report(&mut self) {
@@ -221,29 +219,13 @@ impl<B> Observed<B> {
     }
 }
 
-impl<B> http_body::Body for Observed<B>
-where
-    B: http_body::Body<Data = Chunk, Error = BoxError> + Unpin,
-{
-    type Data = Chunk;
-    type Error = BoxError;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(None) => self.report(),
-            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.report(),
+impl Tap<Chunk, BoxError> for Observed {
+    fn polled(&mut self, frame: Option<&Result<Frame<Chunk>, BoxError>>, ended: bool) {
+        match frame {
+            None => self.report(),
+            Some(Ok(_)) if ended => self.report(),
             _ => {}
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 
@@ -342,11 +324,11 @@ mod tests {
         let costs = Arc::new(Costs::new(1.0));
         let body = crate::body::full(bytes::Bytes::from_static(b"{}"));
         let started = Instant::now() - Duration::from_millis(500);
-        let observed = Observed::new(body, costs.clone(), 100, started);
+        let observed = Observed::wrap(body, costs.clone(), 100, started);
         observed.collect().await.unwrap();
         assert!(costs.upstream().0 > SEED_ROUND_TRIP, "a 0.5 s answer moved the round trip up");
         let costs2 = Arc::new(Costs::new(1.0));
-        drop(Observed::new(crate::body::full(bytes::Bytes::from_static(b"{}")), costs2.clone(), 100, started));
+        drop(Observed::wrap(crate::body::full(bytes::Bytes::from_static(b"{}")), costs2.clone(), 100, started));
         assert_eq!(costs2.upstream().0, SEED_ROUND_TRIP);
     }
 }

@@ -378,7 +378,7 @@ impl Serve {
         let resp = match reason {
             PassThrough::CheaperUpstream { bytes } if resp.status().is_success() => {
                 let costs = self.costs.clone();
-                resp.map(|b| http_body_util::BodyExt::boxed_unsync(cost::Observed::new(b, costs, bytes, asked.started)))
+                resp.map(|b| cost::Observed::wrap(b, costs, bytes, asked.started))
             }
             PassThrough::NotSynced if resp.status().is_success() => resp.map(|b| feed::yielding::streaming(b, yields)),
             _ => resp,

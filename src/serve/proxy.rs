@@ -9,7 +9,7 @@ use crate::api::status::Status;
 use crate::body::BoxError;
 use crate::body::RequestBody;
 use crate::body::{self, Body};
-use crate::serve::admission::limit::{Guarded, Held};
+use crate::serve::admission::limit::Held;
 use crate::serve::respond::StatusResponse;
 use crate::upstream::{is_timeout, Class, Credentials, Upstream};
 use http::{header, HeaderMap, Request, Response};
@@ -138,7 +138,7 @@ pub async fn forward<B: RequestBody>(
     let mut held = Some(held);
     let resp = send(upstream, req, creds, upgrade.then_some(&mut held), ending).await;
     match held {
-        Some(held) => resp.map(|b| Guarded::holding(b, held)),
+        Some(held) => resp.map(|b| held.until_sent(b)),
         None => resp,
     }
 }

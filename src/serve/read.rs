@@ -17,12 +17,12 @@ use crate::body::Body;
 use crate::cache::feed::growing::Growing;
 use crate::cache::feed::{yielding, Feed, LedgerProof, SyncEstimate};
 use crate::cache::object::{self, Object};
-use crate::serve::admission::limit::{Guarded, Held, Permit};
+use crate::serve::admission::limit::{Held, Permit};
 use crate::serve::check::{self, Outcome};
 use crate::serve::cost::Decision;
 use crate::serve::handler;
 use crate::serve::handler::table::Include;
-use crate::serve::handler::{EndAfter, Verified, WatchSettings};
+use crate::serve::handler::{EndAfter, Verified, WatchRequest, WatchSettings};
 use crate::serve::respond::StatusResponse;
 use crate::serve::server::Peer;
 use crate::serve::Serve;
@@ -233,7 +233,7 @@ impl Serve {
             (None, None) => resp,
             (permit, large) => {
                 let held = Held::new([permit]).with_large(large);
-                resp.map(|b| Guarded::holding(b, held))
+                resp.map(|b| held.until_sent(b))
             }
         })
     }
@@ -312,8 +312,14 @@ impl Serve {
         arrived: Instant,
     ) -> Result<Result<Response<Body>, Status>, PassThrough> {
         let end_after = self.growing_end(feed, &growing, opts, arrived).await?;
-        let (ns, settings, shape) = (plan.path.namespace.clone(), plan.watch.clone(), (plan.format, plan.view));
-        let resp = handler::watch_growing(feed.cache.clone(), growing, ns, opts.clone(), shape, settings, end_after).await;
+        let req = WatchRequest {
+            namespace: plan.path.namespace.clone(),
+            opts: opts.clone(),
+            fmt: plan.format,
+            view: plan.view,
+            settings: plan.watch.clone(),
+        };
+        let resp = handler::watch_growing(feed.cache.clone(), growing, req, end_after).await;
         Ok(resp.map(|r| r.map(|b| yielding::streaming(b, self.warmup_yields(Some(feed))))))
     }
 
@@ -455,7 +461,7 @@ impl Serve {
     /// The client's SubjectAccessReview (cached), when security is on.
     async fn authorize<B>(&self, req: &Request<B>, p: &ResourcePath, caller: Option<&Caller>) -> Result<(), Status> {
         let (Some(security), Some(caller)) = (self.security(), caller) else { return Ok(()) };
-        let attributes = Attributes::of_resource(req.method(), req.uri().path(), p.clone(), req.uri().query());
+        let attributes = Attributes::of_resource(req.method(), req.uri().path(), p, req.uri().query());
         security.authorize(caller, &attributes).await
     }
 
@@ -485,8 +491,9 @@ impl Serve {
                 handler::get(cache, ns, name, format, view, Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata))
             }
             None if opts.watch => {
-                let settings = plan.watch.clone();
-                handler::watch_proving(cache.clone(), p.namespace.clone(), opts.clone(), format, view, settings, end_after).await
+                let req =
+                    WatchRequest { namespace: p.namespace.clone(), opts: opts.clone(), fmt: format, view, settings: plan.watch.clone() };
+                handler::watch(cache.clone(), req, end_after).await
             }
             None => handler::list_in(self.encodes.lane(), cache, ns, opts, format, view).await,
         }
@@ -572,7 +579,7 @@ impl Serve {
     }
 
     /// A consistent WatchList: the upstream's current RV, which its end bookmark waits for
-    /// while the state is already on its way (`handler::watch_proving`), with probes started
+    /// while the state is already on its way (`handler::watch`), with probes started
     /// to prove it; `None` when the cache has reached it already.
     async fn proving(&self, feed: &Arc<Feed>, wait: Duration) -> Result<Option<EndAfter>, PassThrough> {
         let rv = feed.upstream_rv().await.map_err(|e| {

@@ -200,7 +200,8 @@ impl Sim {
         cache.advance(*rv, true);
     }
 
-    async fn route<B: RequestBody>(self: Arc<Self>, req: Request<B>) -> Result<Response<Body>, Status> {
+    /// Answer `req`, whose path `answer` classified as `target`.
+    async fn route<B: RequestBody>(self: Arc<Self>, req: Request<B>, target: Option<Target>) -> Result<Response<Body>, Status> {
         let path = req.uri().path().to_string();
         if req.method() == Method::POST {
             match path.as_str() {
@@ -219,7 +220,7 @@ impl Sim {
         if let Some(gv) = path.strip_prefix("/openapi/v3/") {
             return openapi::group_version(&self.resources, gv).map(|v| discovery(v, false)).ok_or_else(Status::no_route);
         }
-        match classify(&path).ok_or_else(Status::no_route)? {
+        match target.ok_or_else(Status::no_route)? {
             Target::Version => Ok(discovery(catalog::version(), true)),
             Target::Api => Ok(discovery(catalog::api_versions(&self.advertise), false)),
             Target::Apis => Ok(discovery(catalog::group_list(&self.resources), false)),
@@ -297,7 +298,8 @@ impl Sim {
                     self.request_progress(cache, opts.rv);
                 }
                 if opts.watch {
-                    handler::watch(cache.clone(), p.namespace.clone(), opts, fmt, view, self.watch.clone()).await
+                    let req = handler::WatchRequest { namespace: p.namespace.clone(), opts, fmt, view, settings: self.watch.clone() };
+                    handler::watch(cache.clone(), req, None).await
                 } else {
                     handler::list(cache, ns, &opts, fmt, view).await
                 }
@@ -389,10 +391,11 @@ impl Sim {
             tokio::time::sleep(delay).await;
         }
         let protobuf = crate::api::media::wants_protobuf(req.headers());
+        let target = classify(req.uri().path());
         let Some(auth) = self.auth.clone() else {
-            return self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
+            return self.route(req, target).await.unwrap_or_else(|status| status.into_response(protobuf));
         };
-        let attributes = Attributes::of(req.method(), req.uri().path(), req.uri().query());
+        let attributes = Attributes::of(req.method(), req.uri().path(), target.as_ref(), req.uri().query());
         if let Err(refusal) = Self::admit(&auth, &mut req, &attributes) {
             let Refused { status, user, impersonator } = *refusal;
             auth.record(AuditRecord { user, impersonator, attributes, code: status.code });
@@ -400,7 +403,7 @@ impl Sim {
         }
         let user = req.extensions().get::<crate::auth::Identity>().cloned().unwrap_or_default();
         let impersonator = req.extensions().get::<Impersonator>().and_then(|i| i.0.clone());
-        let resp = self.route(req).await.unwrap_or_else(|status| status.into_response(protobuf));
+        let resp = self.route(req, target).await.unwrap_or_else(|status| status.into_response(protobuf));
         auth.record(AuditRecord { user, impersonator, attributes, code: resp.status().as_u16() });
         resp
     }

@@ -293,7 +293,7 @@ mod tests {
 
     fn attrs(method: Method, path_query: &str) -> Attributes {
         let (p, q) = path_query.split_once('?').map_or((path_query, None), |(p, q)| (p, Some(q)));
-        Attributes::of(&method, p, q)
+        Attributes::of_path(&method, p, q)
     }
 
     #[test]

@@ -147,8 +147,14 @@ pub(super) async fn respond<B: RequestBody>(
             table(json!({"resourceVersion": o.rv.to_string()}), &cols.definitions(), vec![row(&decode(o)?, &cols, &embed)])
         }
         None if opts.watch => {
-            let events =
-                handler::watch(cache.clone(), p.namespace.clone(), opts, Format::Json, crate::api::media::View::Object, settings).await?;
+            let req = handler::WatchRequest {
+                namespace: p.namespace.clone(),
+                opts,
+                fmt: Format::Json,
+                view: crate::api::media::View::Object,
+                settings,
+            };
+            let events = handler::watch(cache.clone(), req, None).await?;
             return Ok(watch_tables(events, cols, embed));
         }
         None => {

@@ -15,15 +15,13 @@
 
 use crate::api::media::accepts_gzip;
 use crate::api::route::{classify, Target};
-use crate::body::{Body, BoxError, Chunk};
+use crate::body::{Body, BoxError, Chunk, Tap, Tapped};
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, Method, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use lru::LruCache;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 /// Largest document kept (the aggregated `/apis` of a large cluster is a few hundred KB;
 /// OpenAPI v3 group documents up to a few MB).
@@ -212,8 +210,8 @@ impl LastDiscovery {
             _ => Seen::New(BytesMut::new()),
         };
         let (parts, body) = resp.into_parts();
-        let tee = Tee { inner: body, seen: Some(seen), done: Some((self.clone(), key, headers)) };
-        Response::from_parts(parts, tee.boxed_unsync())
+        let tee = Tee { seen: Some(seen), done: Some((self.clone(), key, headers)) };
+        Response::from_parts(parts, Tapped::new(body, tee).boxed_unsync())
     }
 }
 
@@ -256,10 +254,9 @@ impl Seen {
     }
 }
 
-/// A body passed on while it is copied (or compared with the document kept for its key);
-/// stored when it ends whole.
+/// A body's copy as it is passed on (or its comparison with the document kept for its key);
+/// stored when the body ends whole.
 struct Tee {
-    inner: Body,
     seen: Option<Seen>,
     done: Option<(Arc<LastDiscovery>, DocKey, HeaderMap)>,
 }
@@ -273,14 +270,10 @@ impl Tee {
     }
 }
 
-impl http_body::Body for Tee {
-    type Data = Chunk;
-    type Error = BoxError;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
+impl Tap<Chunk, BoxError> for Tee {
+    fn polled(&mut self, frame: Option<&Result<Frame<Chunk>, BoxError>>, ended: bool) {
+        match frame {
+            Some(Ok(frame)) => {
                 let piece = match frame.data_ref() {
                     Some(Chunk::One(b)) => Some(b.clone()),
                     Some(_) => None,
@@ -295,23 +288,13 @@ impl http_body::Body for Tee {
                     self.seen = None;
                 }
                 // A server that knows the length stops polling once it has it all.
-                if self.inner.is_end_stream() {
+                if ended {
                     self.store();
                 }
             }
-            Poll::Ready(Some(Err(_))) => self.seen = None,
-            Poll::Ready(None) => self.store(),
-            Poll::Pending => {}
+            Some(Err(_)) => self.seen = None,
+            None => self.store(),
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
 

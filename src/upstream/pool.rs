@@ -6,7 +6,7 @@
 
 use super::health::Heard;
 use super::{Class, ResponseFuture, Svc, TimedOut};
-use crate::body::{Body, BoxError};
+use crate::body::{Body, BoxError, Tap, Tapped};
 use crate::telemetry;
 use http::Request;
 use hyper::body::Incoming;
@@ -101,7 +101,7 @@ impl Pool {
                 if let Some(r) = &refusals {
                     r.answered(resp.status(), class);
                 }
-                resp.map(|b| Counted { inner: b, _active: guard })
+                resp.map(|b| Counted::new(b, guard))
             }),
             Err(_) => Err(Box::new(TimedOut(deadline)) as BoxError),
         }))
@@ -117,7 +117,7 @@ fn least_busy(slots: &[Pooled]) -> usize {
 }
 
 /// One stream in use on a connection, released when dropped.
-struct Active(Arc<AtomicUsize>);
+pub struct Active(Arc<AtomicUsize>);
 
 impl Drop for Active {
     fn drop(&mut self) {
@@ -125,28 +125,8 @@ impl Drop for Active {
     }
 }
 
+/// A stream in use hears nothing of its body's polls: it is released when the body is dropped.
+impl<D, E> Tap<D, E> for Active {}
+
 /// An upstream response body; its stream counts against its connection until dropped.
-pub struct Counted {
-    inner: Incoming,
-    _active: Active,
-}
-
-impl http_body::Body for Counted {
-    type Data = bytes::Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, hyper::Error>>> {
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
+pub type Counted = Tapped<Incoming, Active>;

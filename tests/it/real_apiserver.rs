@@ -18,6 +18,7 @@
 //! HTTP/2 connection carries at most 100 streams. The writer below moves the global RV
 //! through ConfigMaps in a namespace of the tier's own while the reads look at pods.
 
+pub(crate) use crate::support::real::{real_upstream, RealUpstream};
 use crate::support::{deadline, kache_over, list_rv, obj_rv, Next, TestKache};
 use kache::upstream::Upstream;
 use serde_json::{json, Value};
@@ -35,24 +36,17 @@ pub(crate) async fn real(test: &str, preload: &str) -> Option<TestKache> {
     real_with(test, &["--preload", preload]).await
 }
 
-/// The real apiserver as kache's upstream, or `None` (after saying why) when the tier is off.
-pub(crate) fn real_upstream(test: &str) -> Option<impl std::future::Future<Output = Upstream>> {
-    let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
-        eprintln!("{test}: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
-        return None;
-    };
-    let context = std::env::var("KACHE_REAL_CONTEXT").ok();
-    Some(async move {
-        Upstream::load(Some(std::path::Path::new(&path)), context.as_deref()).await.expect("the real apiserver's kubeconfig loads")
-    })
-}
-
 /// [`real`] with kache's flags given whole.
 pub(crate) async fn real_with(test: &str, flags: &[&str]) -> Option<TestKache> {
-    let up = real_upstream(test)?.await;
-    let k = kache_over(up, flags).await;
+    let up = real_upstream(test)?;
+    Some(over(&up, flags).await)
+}
+
+/// kache with `flags` over the real apiserver `up`, the tier's namespace made.
+pub(crate) async fn over(up: &RealUpstream, flags: &[&str]) -> TestKache {
+    let k = kache_over(up.upstream().await, flags).await;
     tier_namespace(&k).await;
-    Some(k)
+    k
 }
 
 /// The tier's own namespace, made through kache if it is not there.
@@ -207,7 +201,7 @@ async fn real_a_watch_list_while_kache_loads_is_sent_its_list_as_it_arrives() {
     // The apiserver's own list first (its RV a lower bound for the WatchList's, which comes
     // later; pods are quiet): read after kache started, it gave kache's list time to end.
     let (needed, want) = direct_pods().await;
-    let k = crate::support::kache_loading(up.await, &["--preload", "pods", "--preload-encodings", "json"]).await;
+    let k = crate::support::kache_loading(up.upstream().await, &["--preload", "pods", "--preload-encodings", "json"]).await;
     tier_namespace(&k).await;
     let _w = Writer::start(&k, "rv-mover-5");
     assert!(!k.serving.serve.wait_synced(std::time::Duration::ZERO).await, "the pods' list has not ended yet");
@@ -263,18 +257,9 @@ async fn initial_events(w: &mut crate::support::WatchStream) -> (Vec<(String, u6
     }
 }
 
-/// The real apiserver's client configuration: `KACHE_REAL_KUBECONFIG` at
-/// `KACHE_REAL_CONTEXT` (the tier is on).
-pub(crate) async fn real_config() -> kube::Config {
-    let path = std::env::var_os("KACHE_REAL_KUBECONFIG").expect("the tier is on");
-    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
-    let options = kube::config::KubeConfigOptions { context: std::env::var("KACHE_REAL_CONTEXT").ok(), ..Default::default() };
-    kube::Config::from_custom_kubeconfig(kc, &options).await.expect("config")
-}
-
-/// A kube-rs client of the real apiserver itself (not through kache).
+/// A kube-rs client of the real apiserver itself (not through kache; the tier is on).
 pub(crate) async fn direct_client() -> kube::Client {
-    kube::Client::try_from(real_config().await).expect("client")
+    RealUpstream::on().client().await
 }
 
 pub(crate) fn key(o: &Value) -> String {
@@ -328,12 +313,9 @@ pub(crate) async fn direct_get(client: &kube::Client, path: &str, accept: &str) 
 /// and restarting a real apiserver process is `loadtest/real/fault_run.py`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_black_holed_apiserver_is_found_and_cached_reads_keep_answering() {
-    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
-        eprintln!("real_a_black_holed_apiserver: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
-        return;
-    }
+    let Some(real) = real_upstream("real_a_black_holed_apiserver") else { return };
     kache::upstream::install_crypto_provider();
-    let mut config = real_config().await;
+    let mut config = real.config().await;
     let authority = config.cluster_url.authority().expect("server address").to_string();
     let target = tokio::net::lookup_host(&authority).await.unwrap().next().expect("server resolves");
     let relay = kache::sim::fault::FaultProxy::start("127.0.0.1:0", target).await.unwrap();

@@ -33,6 +33,7 @@
 
 use crate::real_differential::fields;
 use crate::support::auth::{serve_args, TlsClient, Who};
+use crate::support::real::real_upstream;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{Method, Request};
@@ -677,27 +678,21 @@ async fn differ(s: &Sides, c: &Case) -> (Option<String>, Seen) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_authz_kache_allows_and_shows_exactly_what_the_apiserver_does() {
-    let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
-        eprintln!("real_authz: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_authz.rs)");
-        return;
-    };
-    let path = std::path::PathBuf::from(path);
+    let Some(real) = real_upstream("real_authz") else { return };
     kache::upstream::install_crypto_provider();
-    let context = std::env::var("KACHE_REAL_CONTEXT").ok();
-    let load = || Upstream::load(Some(&path), context.as_deref());
-    let up = load().await.expect("the real apiserver's kubeconfig loads");
+    let up = real.upstream().await;
     objects(&up).await;
     let seed = std::env::var("KACHE_AUTHZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23u64);
 
     let flags = ["--listen", "127.0.0.1:0", "--preload", "pods,configmaps,nodes,namespaces", "--allow-anonymous", "--shutdown-grace", "1"];
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = kache::app::start_serve_args(load().await.expect("upstream"), &serve_args(&flags), async move {
+    let serving = kache::app::start_serve_args(real.upstream().await, &serve_args(&flags), async move {
         let _ = stopped.await;
     })
     .await
     .expect("kache starts");
     assert!(serving.serve.wait_synced(Duration::from_secs(600)).await, "the preloaded caches sync");
-    let tokens_ = context_tokens(&path);
+    let tokens_ = context_tokens(&real.kubeconfig);
     let ca = serving.ca_pem.clone().expect("kache's CA");
     let kache = tokens_
         .iter()

@@ -23,6 +23,7 @@
 //! continue token sent to the other), watches, pretty output and bad parameters.
 
 use crate::support::kache_over;
+use crate::support::real::real_upstream;
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
@@ -686,12 +687,8 @@ async fn live_watches(up: &Upstream, api: &crate::support::Api) -> Vec<(Case, An
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_differential_kache_answers_as_the_apiserver() {
-    let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
-        eprintln!("real_differential: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_differential.rs)");
-        return;
-    };
-    let context = std::env::var("KACHE_REAL_CONTEXT").ok();
-    let up = Upstream::load(Some(std::path::Path::new(&path)), context.as_deref()).await.expect("the real apiserver's kubeconfig loads");
+    let Some(real) = real_upstream("real_differential") else { return };
+    let up = real.upstream().await;
     objects(&up).await;
     let k = kache_over(up.clone(), &["--preload", "nodes,configmaps,widgets.fid.example.com,gadgets.fid.k8s.io"]).await;
     // Pods (30,000 in the populated apiserver) load on first use, in both encodings; wait

@@ -32,11 +32,12 @@ async fn real_a_client_go_watch_list_informer_syncs_through_kache_and_gets_a_cha
     let binary = std::env::var_os("KACHE_REAL_INFORMER")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join("real-apiserver/bin/informer-sync"));
-    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_some() && !binary.exists() {
+    let Some(up) = real_upstream("real_informer") else { return };
+    if !binary.exists() {
         eprintln!("real_informer: skipped, no informer-sync at {} (loadtest/clientgo/build.sh)", binary.display());
         return;
     }
-    let Some(k) = real("real_informer", "pods").await else { return };
+    let k = over(&up, &["--preload", "pods"]).await;
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
     k.api.post(&format!("/api/v1/namespaces/{NS}/serviceaccounts"), &sa).await;
     let name = format!("informed-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis());

@@ -14,8 +14,8 @@
 //!   cargo test --test it real_kcm -- --nocapture
 //! ```
 
+use crate::support::real::real_upstream_named;
 use crate::support::{kache_over, Api};
-use kache::upstream::Upstream;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -78,10 +78,7 @@ fn items(v: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_kcm_garbage_collector_and_namespace_controller_work_through_kache_from_cache() {
-    let Some(path) = std::env::var_os("KACHE_REAL_KCM_KUBECONFIG") else {
-        eprintln!("real_kcm: skipped, KACHE_REAL_KCM_KUBECONFIG is not set (see tests/it/real_kcm.rs)");
-        return;
-    };
+    let Some(real) = real_upstream_named("real_kcm", "KACHE_REAL_KCM_KUBECONFIG") else { return };
     let binary = std::env::var_os("KACHE_REAL_KCM")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join("real-apiserver/bin/kube-controller-manager"));
@@ -89,9 +86,7 @@ async fn real_kcm_garbage_collector_and_namespace_controller_work_through_kache_
         eprintln!("real_kcm: skipped, no kube-controller-manager at {} (KACHE_REAL_KCM)", binary.display());
         return;
     }
-    let context = std::env::var("KACHE_REAL_CONTEXT").ok();
-    let up = Upstream::load(Some(std::path::Path::new(&path)), context.as_deref()).await.expect("the cluster's kubeconfig loads");
-    let k = kache_over(up, &[]).await;
+    let k = kache_over(real.upstream().await, &[]).await;
     let dangling = dangling_owners(&k.api).await;
     if !dangling.is_empty() {
         eprintln!(

@@ -406,13 +406,10 @@ async fn crds(direct: &kube::Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_kubectl_get_of_custom_resources_prints_their_printer_columns_and_metadata_from_cache() {
-    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
-        eprintln!("real_kubectl_get_crd: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
-        return;
-    }
-    let direct = direct_client().await;
+    let Some(up) = real_upstream("real_kubectl_get_crd") else { return };
+    let direct = up.client().await;
     crds(&direct).await;
-    let Some(k) = real("real_kubectl_get_crd", "widgets.crd.example.com,plains.crd.example.com").await else { return };
+    let k = over(&up, &["--preload", "widgets.crd.example.com,plains.crd.example.com"]).await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CRD_NS}});
     let r = k.api.post("/api/v1/namespaces", &ns).await;
     assert!(r.status == 201 || r.status == 409, "namespace {CRD_NS}: {}", r.text());
@@ -574,13 +571,10 @@ async fn gizmos_crd(direct: &kube::Client, columns: Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_a_crds_changed_printer_columns_are_printed_from_cache_once_its_watch_ends() {
-    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
-        eprintln!("real_crd_columns_change: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
-        return;
-    }
-    let direct = direct_client().await;
+    let Some(up) = real_upstream("real_crd_columns_change") else { return };
+    let direct = up.client().await;
     gizmos_crd(&direct, json!([])).await;
-    let Some(k) = real("real_crd_columns_change", "gizmos.crd.example.com").await else { return };
+    let k = over(&up, &["--preload", "gizmos.crd.example.com"]).await;
     let suffix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let name = format!("kache-crd-gizmo-{suffix}");
     let g = json!({"apiVersion": "crd.example.com/v1", "kind": "Gizmo", "metadata": {"name": name}, "spec": {"size": 7, "color": "red"}});

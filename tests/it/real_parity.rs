@@ -15,12 +15,7 @@ fn ageless_tables(out: &[u8]) -> Vec<Vec<Vec<String>>> {
 
 /// `kubectl ARGS` run directly against the real apiserver (its kubeconfig and context).
 pub(crate) fn direct_kubectl(cache: &std::path::Path, args: &[&str]) -> std::process::Command {
-    let config = std::env::var("KACHE_REAL_KUBECONFIG").expect("the real tier is on");
-    let mut c = crate::support::kubectl_command(std::path::Path::new(&config), cache, args);
-    if let Some(context) = std::env::var("KACHE_REAL_CONTEXT").ok().filter(|c| !c.is_empty()) {
-        c.arg("--context").arg(context);
-    }
-    c
+    RealUpstream::on().kubectl(cache, args)
 }
 
 /// `kubectl ARGS` through kache and directly; both succeed. Returns what each printed and

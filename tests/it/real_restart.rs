@@ -13,6 +13,7 @@
 //!   cargo test --test it real_restart -- --nocapture
 //! ```
 
+use crate::support::real::real_upstream;
 use crate::support::{deadline, eventually, kache_over, list_rv, obj_rv, Next};
 use kache::upstream::Upstream;
 use serde_json::{json, Value};
@@ -126,10 +127,7 @@ fn name(o: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_restart_an_apiserver_killed_and_started_again_costs_open_watches_only_the_changes() {
-    if std::env::var_os("KACHE_REAL_KUBECONFIG").is_none() {
-        eprintln!("real_restart: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_restart.rs)");
-        return;
-    }
+    let Some(real) = real_upstream("real_restart") else { return };
     let home = std::env::var_os("KACHE_REAL_APISERVER_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join("real-apiserver"));
@@ -138,7 +136,7 @@ async fn real_restart_an_apiserver_killed_and_started_again_costs_open_watches_o
         return;
     }
     kache::upstream::install_crypto_provider();
-    let main_config = crate::real_apiserver::real_config().await;
+    let main_config = real.config().await;
     let main = kube::Client::try_from(main_config.clone()).expect("client");
 
     // The namespace's ConfigMaps from scratch, written at the populated apiserver.

@@ -2,7 +2,7 @@
 //! beside an honest watcher, and its reads held by ten accounts, beside an honest reader,
 //! against kache in front of the real apiserver.
 
-use crate::real_apiserver::{real_with, NS};
+use crate::real_apiserver::{real_upstream, real_with, NS};
 use crate::real_authz::{context_tokens, send, Token};
 use crate::support::auth::{serve_args, tls_config, TlsClient, Who};
 use crate::support::{deadline, list_rv, Next};
@@ -139,15 +139,9 @@ async fn tenant_tokens(up: &Upstream, ns: &str, n: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_held_reads_of_ten_accounts_leave_an_honest_read_answered_and_are_reset() {
-    let Some(path) = std::env::var_os("KACHE_REAL_KUBECONFIG") else {
-        eprintln!("real_held_reads: skipped, KACHE_REAL_KUBECONFIG is not set (see tests/it/real_apiserver.rs)");
-        return;
-    };
-    let path = std::path::PathBuf::from(path);
+    let Some(real) = real_upstream("real_held_reads") else { return };
     kache::upstream::install_crypto_provider();
-    let context = std::env::var("KACHE_REAL_CONTEXT").ok();
-    let load = || Upstream::load(Some(&path), context.as_deref());
-    let up = load().await.expect("the real apiserver's kubeconfig loads");
+    let up = real.upstream().await;
     let tokens = tenant_tokens(&up, "kache-held-reads", 10).await;
     let pods = send(&up, Method::GET, "/api/v1/pods?limit=1", None).await.1;
     let md = &pods["items"][0]["metadata"];
@@ -155,7 +149,7 @@ async fn real_held_reads_of_ten_accounts_leave_an_honest_read_answered_and_are_r
 
     let flags = ["--listen", "127.0.0.1:0", "--preload", "pods", "--shutdown-grace-seconds", "1"];
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = kache::app::start_serve_args(load().await.expect("upstream"), &serve_args(&flags), async move {
+    let serving = kache::app::start_serve_args(real.upstream().await, &serve_args(&flags), async move {
         let _ = stopped.await;
     })
     .await
@@ -168,7 +162,8 @@ async fn real_held_reads_of_ten_accounts_leave_an_honest_read_answered_and_are_r
         held.extend(held_reads(serving.addr, &ca, t, &pod, 4, 100).await);
     }
     // Meanwhile another user's cached reads are answered.
-    let admin = context_tokens(&path).into_iter().find_map(|(t, v)| (t == Token::Admin).then_some(v)).flatten().expect("admin's token");
+    let admin =
+        context_tokens(&real.kubeconfig).into_iter().find_map(|(t, v)| (t == Token::Admin).then_some(v)).flatten().expect("admin's token");
     let honest = TlsClient::new(&serving.url, &ca, Who::Token(&admin));
     for _ in 0..20 {
         let r = honest.get(&pod).await;

@@ -25,14 +25,11 @@
 //! Places are held only while an answer moves: one whose client takes nothing for the stall
 //! timeout is ended and its place freed (`server::stall`).
 use crate::api::status::Status;
-use crate::body::{Body, BoxError, Chunk};
+use crate::body::{Body, Tap, Tapped};
 use dashmap::DashMap;
-use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// The caps (0 = no cap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,48 +179,21 @@ impl Held {
     pub fn with_large(self, large: Option<crate::serve::admission::fair::Place>) -> Held {
         Held { _large: large, ..self }
     }
+
+    /// `body`, holding these places until it has been sent or dropped.
+    pub fn until_sent(self, body: Body) -> Body {
+        Tapped::new(body, self).boxed_unsync()
+    }
 }
+
+/// Held places hear nothing of their body's polls: they are given back when it is dropped.
+impl<D, E> Tap<D, E> for Held {}
 
 /// `resp`, holding `place` (if any) until its body has been sent or dropped.
 pub fn hold(resp: http::Response<Body>, place: Option<Permit>) -> http::Response<Body> {
     match place {
-        Some(p) => resp.map(|b| Guarded::wrap(b, p)),
+        Some(p) => resp.map(|b| Held::new([Some(p)]).until_sent(b)),
         None => resp,
-    }
-}
-
-/// A body that holds places until it has been sent or dropped.
-pub struct Guarded {
-    inner: Body,
-    _held: Held,
-}
-
-impl Guarded {
-    /// `inner`, holding `permit` until it ends.
-    pub fn wrap(inner: Body, permit: Permit) -> Body {
-        Self::holding(inner, Held::new([Some(permit)]))
-    }
-
-    /// `inner`, holding `held` until it ends.
-    pub fn holding(inner: Body, held: Held) -> Body {
-        Guarded { inner, _held: held }.boxed_unsync()
-    }
-}
-
-impl http_body::Body for Guarded {
-    type Data = Chunk;
-    type Error = BoxError;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

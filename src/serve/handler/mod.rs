@@ -11,7 +11,7 @@ mod watch;
 pub use get::get;
 pub use list::{list, list_in, list_verified, page, page_items, Page, Verified};
 pub use watch::{
-    watch, watch_growing, watch_proving, EndAfter, WatchBuffers, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFERS_PER_USER,
+    watch, watch_growing, EndAfter, WatchBuffers, WatchRequest, WatchSettings, WATCH_BUFFERS_BYTES, WATCH_BUFFERS_PER_USER,
     WATCH_BUFFER_BYTES,
 };
 

@@ -12,7 +12,7 @@
 //! A body waiting for something to say (an idle watch) is not stalled.
 
 use futures_util::task::AtomicWaker;
-use http_body::{Frame, SizeHint};
+use http_body::Frame;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
-use crate::body::{Body, BoxError, Chunk};
+use crate::body::{Body, BoxError, Chunk, Tap, Tapped};
 
 /// Default of the stall timeout: the watch's own (a watcher that cannot queue for this long
 /// is ended too).
@@ -157,45 +157,32 @@ where
     }
 }
 
-/// An answer's body that tells its stream when it handed out a chunk and when it was asked
+/// What an answer's body tells its stream: when it handed out a chunk, and when it was asked
 /// for the next (or dropped: the answer is over).
-pub struct Progress {
-    inner: Body,
-    stream: Arc<Stream>,
-}
+pub struct Progress(Arc<Stream>);
 
 impl Progress {
     /// `inner`, reporting to `stream`.
     pub fn wrap(inner: Body, stream: Arc<Stream>) -> Body {
-        http_body_util::BodyExt::boxed_unsync(Progress { inner, stream })
+        http_body_util::BodyExt::boxed_unsync(Tapped::new(inner, Progress(stream)))
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.stream.set_handed(None);
+        self.0.set_handed(None);
     }
 }
 
-impl http_body::Body for Progress {
-    type Data = Chunk;
-    type Error = BoxError;
+impl Tap<Chunk, BoxError> for Progress {
+    fn polling(&mut self) {
+        self.0.set_handed(None);
+    }
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Chunk>, BoxError>>> {
-        self.stream.set_handed(None);
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(_))) = &polled {
-            self.stream.set_handed(Some(Instant::now()));
+    fn polled(&mut self, frame: Option<&Result<Frame<Chunk>, BoxError>>, _: bool) {
+        if let Some(Ok(_)) = frame {
+            self.0.set_handed(Some(Instant::now()));
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

@@ -3,11 +3,12 @@
 //! events or protobuf frames against a deadline, a kubectl runner, and protobuf envelope
 //! decoding with `k8s-pb`. `gzip` inflates a compressed stream a frame at a time; `auth` adds
 //! TLS material, users and a secured simulator and kache; `ops` the `kache` binary, a metrics
-//! scraper and a recording proxy.
+//! scraper and a recording proxy; `real` the opt-in real tier's switch (`KACHE_REAL_KUBECONFIG`).
 
 pub mod auth;
 pub mod gzip;
 pub mod ops;
+pub mod real;
 /// The repository's one fixture loader (`testdata/`), shared with the unit tests.
 #[path = "../../../src/testdata.rs"]
 pub mod testdata;

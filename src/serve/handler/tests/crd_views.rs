@@ -2,6 +2,7 @@
 //! against what a real kube-apiserver v1.36.2 answered for the same objects
 //! (`testdata/crd`, captured by `tools/capture_crd_fixtures.sh`).
 
+use super::watching;
 use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::resource::Resource;
@@ -10,7 +11,7 @@ use crate::cache::object::{item_json, Object};
 use crate::cache::window::EventType;
 use crate::cache::{KindCache, Limits};
 use crate::serve::handler::table::Include;
-use crate::serve::handler::{get, list, watch, WatchSettings};
+use crate::serve::handler::{get, list, watch};
 use crate::testdata::{crd_golden as golden, timeless};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -145,10 +146,7 @@ async fn watches_of_tables_and_metadata_equal_the_apiservers() {
             cache.apply(kind, Object::printed(&res, v, Some(&item_json(v)), None, Some(&custom)).unwrap());
         }
         let q = format!("watch=true&resourceVersion={from}&timeoutSeconds=6{query}");
-        let resp =
-            watch(cache, Some("kache-crd-1".into()), Options::parse(Some(&q)).unwrap(), Format::Json, view, WatchSettings::default())
-                .await
-                .unwrap();
+        let resp = watch(cache, watching(Some("kache-crd-1"), Options::parse(Some(&q)).unwrap(), Format::Json, view), None).await.unwrap();
         let got = body(resp).await;
         assert_eq!(timeless(&got), timeless(&String::from_utf8(golden(file)).unwrap()), "{file}");
     }
@@ -168,8 +166,7 @@ async fn a_table_watchlist_ends_with_the_apiservers_bookmark_row() {
     cache.replace_printed(Vec::new(), rv, Some(columns("plains")));
     let q =
         "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2&labelSelector=nope%3D1";
-    let got =
-        body(watch(cache, None, Options::parse(Some(q)).unwrap(), Format::Json, TABLE, WatchSettings::default()).await.unwrap()).await;
+    let got = body(watch(cache, watching(None, Options::parse(Some(q)).unwrap(), Format::Json, TABLE), None).await.unwrap()).await;
     assert_eq!(got, want);
 }
 
@@ -221,7 +218,7 @@ async fn cells_over_the_bound_are_withheld_and_the_kinds_tables_are_the_upstream
     cache.replace_printed(vec![printed(&big("small", 5, 10))], 5, Some(custom.clone()));
     assert!(cache.snapshot().prints(&res.group, &res.plural));
     let q = Options::parse(Some("watch=1&resourceVersion=5&timeoutSeconds=30")).unwrap();
-    let resp = watch(cache.clone(), None, q, Format::Json, TABLE, WatchSettings::default()).await.unwrap();
+    let resp = watch(cache.clone(), watching(None, q, Format::Json, TABLE), None).await.unwrap();
 
     cache.apply(EventType::Added, printed(&big("huge", 6, 4_000)));
     let snap = cache.snapshot();

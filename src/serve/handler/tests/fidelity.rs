@@ -5,13 +5,14 @@
 //! `fid.example.com`, and a cluster-scoped one in `fid.k8s.io`) keep `apiVersion`/`kind` on
 //! their items and write their lists with keys in byte order.
 
+use super::watching;
 use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::resource::Resource;
 use crate::cache::object::Object;
 use crate::cache::{KindCache, Limits};
 use crate::serve::handler::table::Include;
-use crate::serve::handler::{get, list, watch, WatchSettings};
+use crate::serve::handler::{get, list, watch};
 use crate::testdata::{capture, Capture};
 use http_body_util::BodyExt;
 use serde_json::value::RawValue;
@@ -114,7 +115,7 @@ async fn a_custom_resource_watch_sends_its_stored_object() {
     let c = capture("cr-watch-widget-rv0");
     let cache = cache_of(widgets(), "cr-list-widgets-all", 1);
     let opts = Options::parse(c.query()).unwrap();
-    let resp = watch(cache, Some("kache-fid-a".into()), opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+    let resp = watch(cache, watching(Some("kache-fid-a"), opts, Format::Json, View::Object), None).await.unwrap();
     assert_eq!(text(resp).await, c.text());
 }
 

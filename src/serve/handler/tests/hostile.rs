@@ -3,13 +3,14 @@
 //! view. Each request gets a response or a Status; nothing panics, on the request's task or
 //! on a watch's own.
 
+use super::watching;
 use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::cache::object::Object;
 use crate::cache::window::EventType;
 use crate::cache::KindCache;
 use crate::serve::handler::table::Include;
-use crate::serve::handler::{get, list, watch, WatchSettings};
+use crate::serve::handler::{get, list, watch};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use bytes::Bytes;
@@ -162,7 +163,7 @@ async fn answer(cache: &Arc<KindCache>, query: &str) -> Vec<u16> {
         for fmt in [Format::Json, Format::Protobuf] {
             for ns in [None, Some("ns")] {
                 let resp = if opts.watch {
-                    watch(cache.clone(), ns.map(str::to_string), opts.clone(), fmt, view, WatchSettings::default()).await
+                    watch(cache.clone(), watching(ns, opts.clone(), fmt, view), None).await
                 } else {
                     let _ = get(cache, Some("ns"), "cm-0001", fmt, view, include);
                     list(cache, ns, &opts, fmt, view).await

@@ -6,3 +6,13 @@ mod crd_views;
 mod fidelity;
 mod hostile;
 mod views;
+
+use crate::api::media::{Format, View};
+use crate::api::query::Options;
+use crate::serve::handler::{WatchRequest, WatchSettings};
+
+/// A WATCH of `opts` in `namespace` (`None`: every namespace), sent as `fmt` and `view`,
+/// with the default timing and buffers.
+fn watching(namespace: Option<&str>, opts: Options, fmt: Format, view: View) -> WatchRequest {
+    WatchRequest { namespace: namespace.map(str::to_string), opts, fmt, view, settings: WatchSettings::default() }
+}

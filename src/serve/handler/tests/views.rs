@@ -2,13 +2,14 @@
 //! kube-apiserver (`testdata/golden`): a pod cache built from the golden namespace's LIST
 //! answers as the apiserver answered for the same objects at the same versions.
 
+use super::watching;
 use crate::api::media::{Format, View};
 use crate::api::query::Options;
 use crate::api::wire;
 use crate::cache::object::{item_json, Object};
 use crate::cache::{KindCache, Limits};
 use crate::serve::handler::table::Include;
-use crate::serve::handler::{get, list, watch, WatchSettings};
+use crate::serve::handler::{get, list, watch};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use std::sync::Arc;
@@ -119,7 +120,7 @@ async fn metadata_gets_equal_the_apiservers() {
 async fn metadata_watches_equal_the_apiservers() {
     let c = cache();
     let opts = Options::parse(Some("watch=1&resourceVersion=0&timeoutSeconds=1")).unwrap();
-    let resp = watch(c.clone(), Some("golden".into()), opts, Format::Json, METADATA, WatchSettings::default()).await.unwrap();
+    let resp = watch(c.clone(), watching(Some("golden"), opts, Format::Json, METADATA), None).await.unwrap();
     let got = body(resp).await;
     assert_eq!(
         String::from_utf8(got).unwrap(),
@@ -142,10 +143,7 @@ async fn a_metadata_watchlist_ends_with_the_apiservers_bookmark() {
     let q = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&labelSelector=app%3Dnope&timeoutSeconds=1";
     let run = |fmt| {
         let c = c.clone();
-        async move {
-            body(watch(c, Some("ns-001".into()), Options::parse(Some(q)).unwrap(), fmt, METADATA, WatchSettings::default()).await.unwrap())
-                .await
-        }
+        async move { body(watch(c, watching(Some("ns-001"), Options::parse(Some(q)).unwrap(), fmt, METADATA), None).await.unwrap()).await }
     };
     assert_eq!(String::from_utf8(run(Format::Json).await).unwrap(), WATCHLIST_END_JSON);
     let mut want =
@@ -259,9 +257,8 @@ async fn table_watches_equal_the_apiservers() {
             }
             let ns = objects[0]["object"]["metadata"]["namespace"].as_str().unwrap().to_string();
             let q = format!("watch=true&resourceVersion={from}&timeoutSeconds=8{query}");
-            let resp = watch(cache.clone(), Some(ns), Options::parse(Some(&q)).unwrap(), Format::Json, TABLE, WatchSettings::default())
-                .await
-                .unwrap();
+            let resp =
+                watch(cache.clone(), watching(Some(&ns), Options::parse(Some(&q)).unwrap(), Format::Json, TABLE), None).await.unwrap();
             let got: Vec<Value> =
                 body(resp).await.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
             assert_eq!(timeless(&got), timeless(&want), "{plural} {file}");

@@ -149,16 +149,19 @@ const CLIENT_BUFFER: usize = 128;
 /// ([`WatchSettings::buffer_bytes`]) holds 16.
 const CHUNK: usize = 256 * 1024;
 
-/// Answer a WATCH. Returns at once with a streaming body.
-pub async fn watch(
-    cache: Arc<KindCache>,
-    namespace: Option<String>,
-    opts: Options,
-    fmt: Format,
-    view: View,
-    settings: WatchSettings,
-) -> Result<Response<Body>, Status> {
-    watch_proving(cache, namespace, opts, fmt, view, settings, None).await
+/// What one WATCH asks for, and the timing and buffers it is streamed within.
+#[derive(Debug, Clone)]
+pub struct WatchRequest {
+    /// The namespace watched; `None` for every namespace.
+    pub namespace: Option<String>,
+    /// Its query: resourceVersion, selectors, initial events, bookmarks, timeout.
+    pub opts: Options,
+    /// The encoding its events are sent in.
+    pub fmt: Format,
+    /// The view of the objects it asks for (object, metadata, Table).
+    pub view: View,
+    /// Timing and buffers.
+    pub settings: WatchSettings,
 }
 
 /// A consistent WatchList's end bookmark that waits for a freshness proof: the RV the
@@ -172,7 +175,9 @@ pub struct EndAfter {
     pub wait: Duration,
 }
 
-/// [`watch`] for a consistent WatchList (no resourceVersion, `sendInitialEvents=true`,
+/// Answer a WATCH. Returns at once with a streaming body.
+///
+/// `end_after` is for a consistent WatchList (no resourceVersion, `sendInitialEvents=true`,
 /// bookmarks allowed) whose cache has not yet been proven at the upstream's current RV:
 /// the state is sent at once, then whatever changed after it, and the initial-events-end
 /// bookmark once the watcher has delivered everything up to `end_after.rv` (the
@@ -180,15 +185,8 @@ pub struct EndAfter {
 /// bookmark, which waits for its bookmark timer). The client thus takes in the state while
 /// the proof is on its way instead of after it. Not proven in `end_after.wait`: the stream
 /// ends, with no end bookmark, and the client starts its WatchList again.
-pub async fn watch_proving(
-    cache: Arc<KindCache>,
-    namespace: Option<String>,
-    opts: Options,
-    fmt: Format,
-    view: View,
-    settings: WatchSettings,
-    end_after: Option<EndAfter>,
-) -> Result<Response<Body>, Status> {
+pub async fn watch(cache: Arc<KindCache>, req: WatchRequest, end_after: Option<EndAfter>) -> Result<Response<Body>, Status> {
+    let WatchRequest { namespace, opts, fmt, view, settings } = req;
     opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
     if let Some(n) = opts.rv.filter(|n| *n > 0) {
         reach(&cache, n).await?;
@@ -228,7 +226,7 @@ pub async fn watch_proving(
     Ok(resp)
 }
 
-/// [`watch_proving`] for a WatchList that comes while the cache is still loading its initial
+/// [`watch`] for a WatchList that comes while the cache is still loading its initial
 /// list (`cache::feed::growing`): the list's objects the watch selects are sent as ADDED
 /// events as its pages arrive; once the cache holds the list, the changes after the list's
 /// RV; and the initial-events-end bookmark once the watcher has delivered everything up to
@@ -238,12 +236,10 @@ pub async fn watch_proving(
 pub async fn watch_growing(
     cache: Arc<KindCache>,
     growing: Arc<Growing>,
-    namespace: Option<String>,
-    opts: Options,
-    (fmt, view): (Format, View),
-    settings: WatchSettings,
+    req: WatchRequest,
     end_after: Option<EndAfter>,
 ) -> Result<Response<Body>, Status> {
+    let WatchRequest { namespace, opts, fmt, view, settings } = req;
     opts.fields.validate(&cache.resource.selectable_fields()).map_err(|e| Status::bad_request(e.to_string()))?;
     let include = Include::parse(opts.include_object.as_deref()).unwrap_or(Include::Metadata);
     // Not a Table: its columns come with the cache's state, which is not there yet.
@@ -344,7 +340,7 @@ struct Watcher {
     last_rv: u64,
     /// A consistent WatchList's initial-events-end bookmark still to send: once `last_rv`
     /// reaches this RV, or the stream ends when this long has passed after the state was
-    /// sent ([`watch_proving`]).
+    /// sent ([`watch`]).
     pending_end: Option<(u64, Duration)>,
     /// Marked as the backlog's (a WatchList's initial state's) last chunk is queued.
     state: InitialState,

@@ -22,6 +22,11 @@ fn cm(i: usize, size: usize) -> Object {
     o
 }
 
+/// A JSON watch of every namespace's configmaps with `opts`, within `settings`.
+fn json(opts: Options, settings: WatchSettings) -> WatchRequest {
+    WatchRequest { namespace: None, opts, fmt: Format::Json, view: View::Object, settings }
+}
+
 fn watcher(tx: mpsc::Sender<Queued>) -> Watcher {
     Watcher {
         own: Arc::new(Semaphore::new(WATCH_BUFFER_BYTES)),
@@ -248,7 +253,7 @@ async fn a_resume_from_a_trimmed_window_is_one_410_error_event() {
 async fn timed(cache: &Arc<KindCache>, query: &str, settings: WatchSettings) -> (Vec<(String, String, u64)>, u64) {
     use http_body_util::BodyExt as _;
     let opts = Options::parse(Some(query)).expect("valid query");
-    let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, settings).await.expect("watch opens");
+    let resp = watch(cache.clone(), json(opts, settings), None).await.expect("watch opens");
     let start = Instant::now();
     let mut body = resp.into_body();
     let mut out = Vec::new();
@@ -309,7 +314,7 @@ async fn timeouts_are_the_apiservers_wrapped_go_durations_and_never_panic() {
     ] {
         let opts = Options::parse(Some(q)).unwrap();
         let started = Instant::now();
-        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.expect("a watch");
+        let resp = watch(cache.clone(), json(opts, WatchSettings::default()), None).await.expect("a watch");
         assert_eq!(resp.status(), StatusCode::OK, "{q}");
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         // The paused clock's timers fire on whole milliseconds.
@@ -323,13 +328,13 @@ async fn timeouts_are_the_apiservers_wrapped_go_durations_and_never_panic() {
     let opts = Options::parse(Some("watch=1&timeoutSeconds=-9223372036854775808")).unwrap();
     assert_eq!(opts.watch_timeout(), None);
     let started = Instant::now();
-    let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+    let resp = watch(cache.clone(), json(opts, WatchSettings::default()), None).await.unwrap();
     resp.into_body().collect().await.unwrap();
     assert!((1800..3600).contains(&started.elapsed().as_secs()), "{:?}", started.elapsed());
     // A timeout of 292 years is kept as given (the apiserver's watch lasts that long).
     let opts = Options::parse(Some("watch=1&timeoutSeconds=9223372036")).unwrap();
     assert_eq!(opts.watch_timeout(), Some(Duration::from_secs(9_223_372_036)));
-    let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+    let resp = watch(cache.clone(), json(opts, WatchSettings::default()), None).await.unwrap();
     let mut body = resp.into_body();
     assert!(body.frame().await.is_some(), "the initial ADDED event");
     let open = tokio::time::timeout(Duration::from_secs(86_400), body.frame()).await;
@@ -349,7 +354,7 @@ async fn stalled_watches_hold_at_most_their_buffer_and_all_of_them_the_total() {
     let mut open = Vec::new();
     for _ in 0..3 {
         let opts = Options::parse(Some("watch=1&timeoutSeconds=600")).unwrap();
-        open.push(watch(cache.clone(), None, opts, Format::Json, View::Object, settings.clone()).await.unwrap());
+        open.push(watch(cache.clone(), json(opts, settings.clone()), None).await.unwrap());
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(budget.queued() <= 6 << 20, "{} bytes queued in all", budget.queued());
     }
@@ -370,7 +375,7 @@ async fn a_watch_whose_client_reads_gets_everything_through_a_small_buffer() {
     }
     let settings = WatchSettings { buffer_bytes: 64 * 1024, buffers: WatchBuffers::new(128 * 1024), ..WatchSettings::default() };
     let opts = Options::parse(Some("watch=1&timeoutSeconds=5")).unwrap();
-    let body = watch(cache, None, opts, Format::Json, View::Object, settings).await.unwrap().into_body();
+    let body = watch(cache, json(opts, settings), None).await.unwrap().into_body();
     let bytes = body.collect().await.unwrap().to_bytes();
     let added = bytes.split(|b| *b == b'\n').filter(|l| l.starts_with(b"{\"type\":\"ADDED\"")).count();
     assert_eq!(added, 50, "every object, frames larger than the buffer included");
@@ -417,7 +422,7 @@ async fn a_watch_from_no_rv_or_rv_0_ends_its_initial_events_with_the_initial_eve
         ("watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3", None),
     ] {
         let opts = Options::parse(Some(query)).unwrap();
-        let resp = watch(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default()).await.unwrap();
+        let resp = watch(cache.clone(), json(opts, WatchSettings::default()), None).await.unwrap();
         let bytes = resp.into_body().collect().await.unwrap().to_bytes();
         let events: Vec<serde_json::Value> =
             bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
@@ -458,7 +463,7 @@ async fn proving(cache: &Arc<KindCache>, rv: u64, wait: u64) -> Vec<(String, Str
     let q = "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=60";
     let opts = Options::parse(Some(q)).unwrap();
     let end_after = Some(EndAfter { rv, wait: Duration::from_secs(wait) });
-    let resp = watch_proving(cache.clone(), None, opts, Format::Json, View::Object, WatchSettings::default(), end_after).await.unwrap();
+    let resp = watch(cache.clone(), json(opts, WatchSettings::default()), end_after).await.unwrap();
     let start = Instant::now();
     let mut body = resp.into_body();
     let mut out = Vec::new();
