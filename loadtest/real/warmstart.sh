@@ -20,10 +20,13 @@ K=(kubectl --kubeconfig "$REAL/kubeconfig" --context admin)
 AP=$(pgrep -x kube-apiserver)
 KINDS='pods|nodes|namespaces|services|configmaps'
 cpu() { awk '{print ($14+$15)*10}' "/proc/$1/stat"; }
-lists() {
-  "${K[@]}" get --raw /metrics | grep '^apiserver_request_total{' | grep 'verb="LIST"' |
-    grep -E "resource=\"($KINDS)\"" | awk '{s+=$2} END {print s+0}'
+metric() { # $1: a pattern of the metric's line
+  "${K[@]}" get --raw /metrics | awk -v m="$1" -v k="resource=\"($KINDS)\"" '$0 ~ m && $0 ~ k {s+=$2} END {printf "%d\n", s}'
 }
+# LIST requests (one-key reads of the current resourceVersion included), and the objects the
+# apiserver's LISTs returned (from its watch cache or etcd).
+lists() { metric '^apiserver_request_total\{.*verb="LIST"'; }
+listed() { metric '^apiserver_(cache|storage)_list_returned_objects_total'; }
 now() { date +%s.%N; }
 NODE=$("${K[@]}" get pods -A -o jsonpath='{.items[0].spec.nodeName}')
 
@@ -33,8 +36,8 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -su
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 start() { # $1: cold|warm
-  local t0 a0 l0 t1
-  t0=$(now); a0=$(cpu "$AP"); l0=$(lists)
+  local t0 a0 l0 o0 t1
+  t0=$(now); a0=$(cpu "$AP"); l0=$(lists); o0=$(listed)
   "$KB" serve --upstream-kubeconfig "$REAL/kubeconfig" --upstream-context admin --listen "127.0.0.1:$PORT" \
     --tls-cert-file "$OUT/tls.crt" --tls-private-key-file "$OUT/tls.key" \
     --admin-listen 127.0.0.1:0 --admin-addr-file "$OUT/admin.$1" --client-kubeconfig-out "$OUT/kache.kubeconfig" \
@@ -43,8 +46,8 @@ start() { # $1: cold|warm
   while [ ! -s "$OUT/admin.$1" ]; do sleep 0.02; done
   until curl -sf "http://$(cat "$OUT/admin.$1")/readyz" >/dev/null; do sleep 0.05; done
   t1=$(now)
-  printf '%s start: ready in %.2f s; apiserver CPU %d ms, LISTs of the cached kinds %d\n' "$1" \
-    "$(echo "$t1 - $t0" | bc)" $(( $(cpu "$AP") - a0 )) $(( $(lists) - l0 )) | tee -a "$OUT/summary"
+  printf '%s start: ready in %.2f s; apiserver CPU %d ms; LIST requests of the cached kinds %d, objects they returned %d\n' "$1" \
+    "$(echo "$t1 - $t0" | bc)" $(( $(cpu "$AP") - a0 )) $(( $(lists) - l0 )) $(( $(listed) - o0 )) | tee -a "$OUT/summary"
 }
 stop() {
   local t0 pid; t0=$(now); pid=$(cat "$OUT/kache.pid")
@@ -80,7 +83,7 @@ sleep 3
 touch "$OUT/digest-now"
 wait_done() { until grep -q 'digest=' "$OUT/informer.$1"; do sleep 0.2; done; }
 for i in "${informers[@]}"; do wait_done "${i%%:*}"; done
-served=$(curl -s "http://$(cat "$OUT/admin.warm")/metrics" | grep -E '^kache_requests_total\{' | grep 'verb="list"' | awk '{s+=$2} END {print s+0}')
+served=$(curl -s "http://$(cat "$OUT/admin.warm")/metrics" | awk '/^kache_requests_total\{/ && /verb="list"/ {s+=$2} END {printf "%d\n", s}')
 echo "LISTs the restarted kache answered (the informers are its only clients): $served" | tee -a "$OUT/summary"
 direct_list=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false 2>&1 | grep -o 'digest=[0-9a-f]*')
 direct_node=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false -field-selector "spec.nodeName=$NODE" 2>&1 | grep -o 'digest=[0-9a-f]*')

@@ -72,30 +72,36 @@ impl Persist {
         }
     }
 
-    /// Fill `feeds` (held, not yet running) from their saved states, each refused one
-    /// reported; the others list as usual.
+    /// Fill `feeds` (held, not yet running) from their saved states, all at once, each
+    /// refused one reported; the others list as usual.
     pub(super) async fn restore(&self, feeds: &[Arc<Feed>], cluster: &Cluster) {
-        for feed in feeds.iter().filter(|f| self.keeps(f)) {
+        let restoring = feeds.iter().filter(|f| self.keeps(f)).map(|feed| {
             let (key, name) = self.key(&cluster.uid, feed);
-            let (dir, feed2, current) = (self.settings.dir.clone(), feed.clone(), cluster.rv);
-            let restored = tokio::task::spawn_blocking(move || {
-                let saved = state::read(&dir, &name, &key)?;
-                if saved.rv > current {
-                    return Err(StateRefused::Ahead { rv: saved.rv, current });
-                }
-                feed2.restore(&saved)
-            })
-            .await
-            .unwrap_or_else(|e| Err(StateRefused::Inconsistent(format!("restoring panicked: {e}"))));
-            match restored {
-                Ok(()) | Err(StateRefused::Missing) => {}
-                Err(e) => {
-                    let r = &feed.cache.resource.plural;
-                    tracing::warn!(resource = %r, fmt = ?feed.fmt, reason = e.reason(), "saved state not used, listing instead: {e}");
-                    metrics::counter!(telemetry::STATE_REFUSED, "reason" => e.reason()).increment(1);
+            let (dir, feed, current) = (self.settings.dir.clone(), feed.clone(), cluster.rv);
+            async move {
+                let restored = tokio::task::spawn_blocking({
+                    let feed = feed.clone();
+                    move || {
+                        let saved = state::read(&dir, &name, &key)?;
+                        if saved.rv > current {
+                            return Err(StateRefused::Ahead { rv: saved.rv, current });
+                        }
+                        feed.restore(&saved)
+                    }
+                })
+                .await
+                .unwrap_or_else(|e| Err(StateRefused::Inconsistent(format!("restoring panicked: {e}"))));
+                match restored {
+                    Ok(()) | Err(StateRefused::Missing) => {}
+                    Err(e) => {
+                        let r = &feed.cache.resource.plural;
+                        tracing::warn!(resource = %r, fmt = ?feed.fmt, reason = e.reason(), "saved state not used, listing instead: {e}");
+                        metrics::counter!(telemetry::STATE_REFUSED, "reason" => e.reason()).increment(1);
+                    }
                 }
             }
-        }
+        });
+        futures_util::future::join_all(restoring).await;
     }
 
     /// Write the state of every synced feed of `feeds` it keeps. The cluster's identity is
