@@ -200,7 +200,27 @@ pub fn register_limits() {
     for limit in LIMITS {
         metrics::counter!(LIMIT_HITS, "limit" => *limit).increment(0);
     }
+    for reason in STATE_REFUSALS {
+        metrics::counter!(STATE_REFUSED, "reason" => *reason).increment(0);
+    }
+    for outcome in ["written", "failed"] {
+        metrics::counter!(STATE_WRITES, "outcome" => outcome).increment(0);
+    }
 }
+
+/// The reasons of `kache_state_refused_total` (`cache::state::StateRefused::reason`, but a
+/// missing file).
+pub const STATE_REFUSALS: &[&str] = &[
+    "unreadable",
+    "truncated",
+    "corrupt",
+    "foreign_version",
+    "other_cluster",
+    "other_resource",
+    "other_encoding",
+    "ahead",
+    "inconsistent",
+];
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -271,7 +291,7 @@ pub fn resource_labels(r: &crate::api::resource::Resource) -> [(&'static str, St
 /// watches, or on slow watchers, would otherwise miss the first one).
 pub fn register_cache(r: &crate::api::resource::Resource, fmt: crate::api::media::Format) {
     let labels = cache_labels(r, fmt);
-    for name in [EVENTS_INGESTED, WATCH_RESTARTS, FRESHNESS_PROBES] {
+    for name in [EVENTS_INGESTED, WATCH_RESTARTS, FRESHNESS_PROBES, STATE_RESTORED] {
         metrics::counter!(name, &labels).increment(0);
     }
     for outcome in ["initial", "diffed", "replaced", "failed"] {

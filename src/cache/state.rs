@@ -415,7 +415,8 @@ where
         return items.iter().map(build).collect();
     }
     std::thread::scope(|s| {
-        let parts: Vec<_> = items.chunks(chunk).map(|part| s.spawn(move || part.iter().map(build).collect::<Result<Vec<T>, E>>())).collect();
+        let parts: Vec<_> =
+            items.chunks(chunk).map(|part| s.spawn(move || part.iter().map(build).collect::<Result<Vec<T>, E>>())).collect();
         let mut out = Vec::with_capacity(items.len());
         for p in parts {
             out.extend(p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?);
@@ -743,6 +744,24 @@ mod tests {
         // A filtered watch tells a pod leaving its selector by the state before: kept.
         let relabelled = b.window.since(61509).unwrap().next().unwrap();
         assert!(relabelled.prev_at_rv.is_some(), "web-1's labels changed: the prior state at the change's RV is kept");
+    }
+
+    #[test]
+    fn every_refusal_but_a_missing_file_has_its_series_from_the_start() {
+        let io = || std::io::Error::other("x");
+        let all = [
+            StateRefused::Unreadable(io()),
+            StateRefused::Truncated { len: 0, want: 1 },
+            StateRefused::Corrupt("x"),
+            StateRefused::ForeignVersion(0),
+            StateRefused::OtherCluster(String::new()),
+            StateRefused::OtherResource(String::new()),
+            StateRefused::OtherEncoding(Format::Json),
+            StateRefused::Ahead { rv: 2, current: 1 },
+            StateRefused::Inconsistent(String::new()),
+        ];
+        let reasons: Vec<&str> = all.iter().map(StateRefused::reason).collect();
+        assert_eq!(reasons, crate::telemetry::STATE_REFUSALS);
     }
 
     #[test]

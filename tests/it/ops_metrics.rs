@@ -201,6 +201,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                     let known: &[&str] = match s.name.as_str() {
                         "kache_passthrough_total" => &kache::serve::PassThrough::LABELS,
                         "kache_objects_skipped_total" => &["json", "too_deep", "protobuf", "metadata"],
+                        "kache_state_refused_total" => kache::telemetry::STATE_REFUSALS,
                         _ => &["hung", "unreachable", "unready"],
                     };
                     assert!(known.contains(&value.as_str()), "{}: reason {value}", s.name)
@@ -209,6 +210,7 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
                     let known: &[&str] = match s.name.as_str() {
                         "kache_consistent_checks_total" => &["same", "proven", "differed", "failed", "accounted"],
                         "kache_watch_list_runs_total" => &["kept", "deflated"],
+                        "kache_state_writes_total" => &["written", "failed"],
                         _ => &["initial", "diffed", "replaced", "failed"],
                     };
                     assert!(known.contains(&value.as_str()), "{}: outcome {value}", s.name)
