@@ -57,6 +57,7 @@ mod real_kcm;
 mod real_kubectl;
 mod real_parity;
 mod real_restart;
+mod real_state;
 mod real_tenant;
 mod real_views;
 
