@@ -246,8 +246,11 @@ pub struct CacheArgs {
     /// A client as for --max-passthrough-per-client; watches answered from the cache and
     /// passed through alike. Beyond it 429 with Retry-After
     /// (`kache_limit_hits_total{limit="max-watches-per-client"}`). A kube-controller-manager
-    /// opens about 100.
-    #[arg(long, env = "KACHE_MAX_WATCHES_PER_CLIENT", default_value_t = 1000, value_name = "N", help_heading = heading::LIMITS)]
+    /// opens about 100; a load generator or a node-agent fleet under one identity may open
+    /// thousands, which the apiserver takes: the default holds 5,000 node agents' watches
+    /// and 100 cluster-wide watchers twice over. What watches may buffer is bounded apart
+    /// (--max-watch-buffers-size-per-user).
+    #[arg(long, env = "KACHE_MAX_WATCHES_PER_CLIENT", default_value_t = 10_000, value_name = "N", help_heading = heading::LIMITS)]
     pub max_watches_per_client: usize,
     /// Answers over 1 MiB one client may have being sent from memory at once (0: no bound).
     ///
