@@ -289,10 +289,12 @@ impl SavedState {
     /// changes do not lead to the saved objects.
     pub fn restore(&self, cache: &KindCache) -> Result<(), StateRefused> {
         let r = &cache.resource;
+        // What a protobuf object's transcoding reads: the same for every object of the kind.
+        let reads = crate::cache::object::read_projection(r);
         let build = |b: &Bytes| -> Result<Object, StateRefused> {
             let built = match self.key.format {
                 Format::Json => crate::cache::feed::decode::json_object(r, b, None),
-                Format::Protobuf => crate::cache::feed::decode::pb_object(r, b),
+                Format::Protobuf => crate::cache::feed::decode::pb_object_reading(r, b, &reads),
             };
             built.map_err(|e| StateRefused::Inconsistent(format!("an object cannot be built: {e}")))
         };

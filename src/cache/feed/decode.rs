@@ -232,7 +232,7 @@ pub(crate) fn pb_object(r: &Resource, bare: &[u8]) -> Result<Object, DecodeError
 }
 
 /// [`pb_object`], decoding only what `proj` names (`read_projection`: one per page, not per object).
-pub(super) fn pb_object_reading(r: &Resource, bare: &[u8], proj: &Projection) -> Result<Object, DecodeError> {
+pub(crate) fn pb_object_reading(r: &Resource, bare: &[u8], proj: &Projection) -> Result<Object, DecodeError> {
     let v = match MessageType::for_kind(&r.group, &r.version, &r.kind) {
         Some(ty) => pb_to_json_only(ty, bare, proj)?,
         None => wire::object_meta_json(bare).ok_or(DecodeError::Protobuf("object metadata"))?,
