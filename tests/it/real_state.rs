@@ -5,29 +5,11 @@
 //! apiserver does.
 
 use crate::real_apiserver::*;
-use crate::support::{cache_args, keys_rvs};
-use kache::app::{start_serve, Serving};
+use crate::support::{kache_over, keys_rvs, TestKache};
 use std::collections::BTreeMap;
-use std::time::Duration;
-use tokio::sync::oneshot;
 
-async fn kache(up: &kache::upstream::Upstream, dir: &std::path::Path) -> (Serving, oneshot::Sender<()>) {
-    let args = cache_args(&["--preload", "pods,nodes", "--state-dir", dir.to_str().unwrap(), "--state-interval", "0"]);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let serving = start_serve(
-        up.clone(),
-        "127.0.0.1:0",
-        None,
-        &args,
-        async move {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(1),
-    )
-    .await
-    .expect("kache starts");
-    assert!(serving.serve.wait_synced(Duration::from_secs(300)).await, "pods and nodes synced");
-    (serving, stop)
+async fn kache(up: &kache::upstream::Upstream, dir: &std::path::Path) -> TestKache {
+    kache_over(up.clone(), &["--preload", "pods,nodes", "--state-dir", dir.to_str().unwrap(), "--state-interval", "0"]).await
 }
 
 /// Objects the apiserver's LISTs of pods and nodes have returned (from its watch cache or
@@ -51,19 +33,18 @@ async fn real_a_restarted_kache_resumes_from_its_saved_state_without_listing() {
     let (up, client) = (real.upstream().await, real.client().await);
     let dir = tempfile::tempdir().unwrap();
     let cold = objects_listed(&client).await;
-    let (k1, stop1) = kache(&up, dir.path()).await;
+    let k1 = kache(&up, dir.path()).await;
     let listed = objects_listed(&client).await - cold;
     assert!(listed > 0, "the first kache lists the pods and nodes");
-    drop(stop1);
-    k1.done.await.unwrap();
+    k1.stop().await;
 
     let warm = objects_listed(&client).await;
-    let (k2, _stop2) = kache(&up, dir.path()).await;
+    let k2 = kache(&up, dir.path()).await;
     assert_eq!(objects_listed(&client).await - warm, 0, "the restarted kache listed nothing (the first listed {listed} objects)");
 
     // It answers a consistent LIST as the apiserver does (proven current first).
-    let api = crate::support::Api::in_process(k2.serve.clone(), "kache");
-    let through: BTreeMap<String, String> = keys_rvs(api.get_ok("/api/v1/nodes").await["items"].as_array().unwrap()).into_iter().collect();
+    let through: BTreeMap<String, String> =
+        keys_rvs(k2.api.get_ok("/api/v1/nodes").await["items"].as_array().unwrap()).into_iter().collect();
     let (code, body) = direct_get(&client, "/api/v1/nodes", "application/json").await;
     assert_eq!(code, 200);
     let direct: serde_json::Value = serde_json::from_slice(&body).unwrap();

@@ -5,37 +5,17 @@
 //! the simulator with RBAC and an audit log, which counts kache's LISTs.
 
 use crate::support::auth::{SecureSim, Who, KACHE_SA};
-use crate::support::{cache_args, deadline, keys_rvs, obj_rv};
+use crate::support::{deadline, kache_over_at, keys_rvs, obj_rv, TestKache};
 use http::Method;
 use k8s_openapi::api::core::v1::Pod;
-use kache::app::{start_serve, Serving};
 use kache::upstream::Upstream;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
-use tokio::sync::oneshot;
 
-/// A kache in front of `up` on `listen`, keeping its caches in `dir`, its pods preloaded;
-/// stopped by the sender.
-async fn kache(up: &Upstream, listen: &str, dir: &Path) -> (Serving, oneshot::Sender<()>) {
-    let dir = dir.to_str().unwrap();
-    let args = cache_args(&["--preload", "pods", "--state-dir", dir, "--state-interval", "0"]);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let serving = start_serve(
-        up.clone(),
-        listen,
-        None,
-        &args,
-        async move {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(1),
-    )
-    .await
-    .expect("kache starts");
-    assert!(serving.serve.wait_synced(Duration::from_secs(60)).await, "pods synced");
-    (serving, stop)
+/// A kache in front of `up` on `listen`, keeping its caches in `dir`, its pods preloaded.
+async fn kache(up: &Upstream, listen: &str, dir: &Path) -> TestKache {
+    kache_over_at(up.clone(), listen, &["--preload", "pods", "--state-dir", dir.to_str().unwrap(), "--state-interval", "0"]).await
 }
 
 /// LISTs of the pods collection kache sent the simulator so far (its one-name probes of the
@@ -126,8 +106,8 @@ async fn a_restarted_kache_resumes_from_its_saved_state_and_so_do_its_informers_
     let sim = SecureSim::start().await;
     let up = Upstream::load(Some(&sim.upstream_kubeconfig()), None).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (k1, stop1) = kache(&up, "127.0.0.1:0", dir.path()).await;
-    let addr = k1.addr;
+    let k1 = kache(&up, "127.0.0.1:0", dir.path()).await;
+    let addr = k1.serving.addr;
     let listed = pod_lists(&sim);
     assert!(listed > 0, "the first kache lists the pods");
 
@@ -140,8 +120,7 @@ async fn a_restarted_kache_resumes_from_its_saved_state_and_so_do_its_informers_
 
     // Kache stops (its caches are written once it has), the cluster changes meanwhile, and a
     // new kache starts on the same address from the saved state.
-    drop(stop1);
-    k1.done.await.unwrap();
+    k1.stop().await;
     let files: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert!(files.contains(&"core.v1.pods.json".to_string()) && files.contains(&"core.v1.pods.pb".to_string()), "{files:?}");
     patch(&sim, "a", "a-pod-1", "while-down").await;
@@ -150,7 +129,7 @@ async fn a_restarted_kache_resumes_from_its_saved_state_and_so_do_its_informers_
     let born = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "born-while-down", "namespace": "b"},
         "spec": {"nodeName": "node-0001", "containers": [{"name": "c", "image": "busybox"}]}});
     admin.must(admin.post("/api/v1/namespaces/b/pods", &born).await);
-    let (k2, _stop2) = kache(&up, &addr.to_string(), dir.path()).await;
+    let k2 = kache(&up, &addr.to_string(), dir.path()).await;
     assert_eq!(pod_lists(&sim), listed, "the restarted kache resumed its watches: no LIST of the pods");
 
     // The informer resumes from its resourceVersion: the changes missed arrive as events, and
@@ -160,9 +139,7 @@ async fn a_restarted_kache_resumes_from_its_saved_state_and_so_do_its_informers_
     assert_eq!(informer.inits, 1, "one LIST of the informer's in all");
     assert!(informer.store.contains_key("b/born-while-down") && !informer.store.contains_key("b/b-pod-2"));
     // Kache's cache answers as the simulator does.
-    let cached = k2.serve.call_json("/api/v1/pods?resourceVersion=0").await;
-    let cached: BTreeMap<String, String> = keys_rvs(cached["items"].as_array().unwrap()).into_iter().collect();
-    assert_eq!(cached, want);
+    assert_eq!(cached_pods(&k2).await, want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,9 +147,7 @@ async fn a_state_saved_for_another_cluster_is_refused_and_the_kind_listed() {
     let first = SecureSim::start().await;
     let up = Upstream::load(Some(&first.upstream_kubeconfig()), None).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (k1, stop1) = kache(&up, "127.0.0.1:0", dir.path()).await;
-    drop(stop1);
-    k1.done.await.unwrap();
+    kache(&up, "127.0.0.1:0", dir.path()).await.stop().await;
     assert!(dir.path().join("core.v1.pods.json").is_file());
 
     // Another cluster: its pods differ from the first's, and its kube-system is another.
@@ -180,21 +155,13 @@ async fn a_state_saved_for_another_cluster_is_refused_and_the_kind_listed() {
     let admin = other.client(Who::Token("admin-token"));
     admin.must(admin.request(Method::DELETE, "/api/v1/namespaces/a/pods/a-pod-0", &[], vec![]).await);
     let up = Upstream::load(Some(&other.upstream_kubeconfig()), None).await.unwrap();
-    let (k2, _stop2) = kache(&up, "127.0.0.1:0", dir.path()).await;
+    let k2 = kache(&up, "127.0.0.1:0", dir.path()).await;
     assert!(pod_lists(&other) > 0, "the state was refused and the pods listed");
-    let cached = k2.serve.call_json("/api/v1/pods?resourceVersion=0").await;
-    let cached: BTreeMap<String, String> = keys_rvs(cached["items"].as_array().unwrap()).into_iter().collect();
-    assert_eq!(cached, sim_pods(&other).await, "kache serves the cluster it is in front of");
+    assert_eq!(cached_pods(&k2).await, sim_pods(&other).await, "kache serves the cluster it is in front of");
 }
 
-/// A kache's answer to `path`, in-process, as JSON.
-trait CallJson {
-    async fn call_json(&self, path: &str) -> Value;
-}
-
-impl CallJson for std::sync::Arc<kache::serve::Serve> {
-    async fn call_json(&self, path: &str) -> Value {
-        let api = crate::support::Api::in_process(self.clone(), "kache");
-        api.get_ok(path).await
-    }
+/// kache's pods at resourceVersion 0: (namespace/name, RV).
+async fn cached_pods(k: &TestKache) -> BTreeMap<String, String> {
+    let list = k.api.get_ok("/api/v1/pods?resourceVersion=0").await;
+    keys_rvs(list["items"].as_array().unwrap()).into_iter().collect()
 }

@@ -149,6 +149,13 @@ impl TestKache {
     pub fn client(&self) -> Api {
         Api::new(&self.serving.addr.to_string())
     }
+
+    /// Shut it down and wait until it has (its caches' states written, with `--state-dir`).
+    pub async fn stop(self) {
+        let TestKache { serving, _stop, .. } = self;
+        drop(_stop);
+        serving.done.await.expect("kache shuts down");
+    }
 }
 
 pub async fn kache_in_front(upstream_addr: &str, flags: &[&str]) -> TestKache {
@@ -164,12 +171,23 @@ pub async fn kache_over(up: kache::upstream::Upstream, flags: &[&str]) -> TestKa
     k
 }
 
+/// [`kache_over`] listening on `listen` (the address of a kache stopped before it, say).
+pub async fn kache_over_at(up: kache::upstream::Upstream, listen: &str, flags: &[&str]) -> TestKache {
+    let k = kache_loading_at(up, listen, flags).await;
+    assert!(k.serving.serve.wait_synced(Duration::from_secs(300)).await, "preloaded caches sync");
+    k
+}
+
 /// [`kache_over`] without waiting for its preloaded caches to sync.
 pub async fn kache_loading(up: kache::upstream::Upstream, flags: &[&str]) -> TestKache {
+    kache_loading_at(up, "127.0.0.1:0", flags).await
+}
+
+async fn kache_loading_at(up: kache::upstream::Upstream, listen: &str, flags: &[&str]) -> TestKache {
     let (stop, stopped) = oneshot::channel::<()>();
     let serving = start_serve(
         up,
-        "127.0.0.1:0",
+        listen,
         None,
         &cache_args(flags),
         async move {
