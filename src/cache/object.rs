@@ -213,6 +213,125 @@ impl Object {
         })
     }
 
+    /// What ingest derived from the object's bytes (its key, resourceVersion, selectable
+    /// values and labels, metadata span, re-encoded metadata, Table cells), encoded for a saved
+    /// state: [`Object::from_derived`] rebuilds the object from it and the bytes without
+    /// decoding them again. Varints as protobuf writes them, `bytes` a varint length first.
+    pub fn derived(&self) -> Vec<u8> {
+        use prost::encoding::encode_varint;
+        fn bytes(out: &mut Vec<u8>, b: &[u8]) {
+            encode_varint(b.len() as u64, out);
+            out.extend_from_slice(b);
+        }
+        let mut out = Vec::with_capacity(32 + self.key.len() + self.selectables.0.len() + self.cells.as_ref().map_or(0, |c| c.len()));
+        bytes(&mut out, self.key.as_bytes());
+        encode_varint(self.rv, &mut out);
+        bytes(&mut out, self.selectables.0.as_bytes());
+        encode_varint(self.json_meta.0.into(), &mut out);
+        encode_varint(self.json_meta.1.into(), &mut out);
+        match &self.struct_meta {
+            None => out.push(0),
+            Some(m) => {
+                out.push(1);
+                bytes(&mut out, m);
+            }
+        }
+        match &self.cells {
+            None => out.push(0),
+            Some(c) => {
+                out.push(1);
+                let (json, times) = c.parts();
+                bytes(&mut out, json);
+                encode_varint(times.len() as u64, &mut out);
+                for (at, t) in times {
+                    encode_varint((*at).into(), &mut out);
+                    match t {
+                        None => out.push(0),
+                        Some(t) => {
+                            out.push(1);
+                            // Zigzag, as protobuf's sint64.
+                            encode_varint(((t << 1) ^ (t >> 63)) as u64, &mut out);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The object of `res` [`Object::derived`] wrote `derived` for, with its bytes: `json` a
+    /// LIST item, `pb` a bare message. `None` when `derived` is not such an encoding or does
+    /// not fit the bytes (a place beyond them, selectables that are not the kind's).
+    pub fn from_derived(res: &Resource, derived: &[u8], json: Option<&[u8]>, pb: Option<&[u8]>) -> Option<Object> {
+        let mut d = derived;
+        let varint = |d: &mut &[u8]| prost::encoding::decode_varint(d).ok();
+        let bytes = |d: &mut &[u8]| -> Option<Vec<u8>> {
+            let n = usize::try_from(varint(d)?).ok()?;
+            let (b, rest) = (d.get(..n)?, d.get(n..)?);
+            *d = rest;
+            Some(b.to_vec())
+        };
+        let byte = |d: &mut &[u8]| -> Option<u8> {
+            let (b, rest) = d.split_first()?;
+            *d = rest;
+            Some(*b)
+        };
+        let key: Key = Arc::from(String::from_utf8(bytes(&mut d)?).ok()?);
+        let rv = varint(&mut d)?;
+        let selectables = Packed(String::from_utf8(bytes(&mut d)?).ok()?.into_boxed_str());
+        let count = selectables.iter().count();
+        // Whole items to the end: packed again, the same string.
+        if Packed::new(selectables.iter()) != selectables || count < res.fields.len() || (count - res.fields.len()) % 2 != 0 {
+            return None;
+        }
+        let json_meta = (u32::try_from(varint(&mut d)?).ok()?, u32::try_from(varint(&mut d)?).ok()?);
+        let meta_end = json_meta.0 as usize + json_meta.1 as usize;
+        if json_meta != (0, 0) && json.is_none_or(|j| meta_end > j.len() + 1) {
+            return None;
+        }
+        let struct_meta = match byte(&mut d)? {
+            0 => None,
+            1 => Some(Bytes::from(bytes(&mut d)?)),
+            _ => return None,
+        };
+        let cells = match byte(&mut d)? {
+            0 => None,
+            1 => {
+                let template = bytes(&mut d)?;
+                let n = usize::try_from(varint(&mut d)?).ok().filter(|n| *n <= d.len())?;
+                let mut times = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let at = u32::try_from(varint(&mut d)?).ok()?;
+                    let t = match byte(&mut d)? {
+                        0 => None,
+                        1 => {
+                            let z = varint(&mut d)?;
+                            Some((z >> 1) as i64 ^ -((z & 1) as i64))
+                        }
+                        _ => return None,
+                    };
+                    times.push((at, t));
+                }
+                Some(Box::new(Cells::from_parts(&template, times)?))
+            }
+            _ => return None,
+        };
+        if !d.is_empty() || key.is_empty() || (cells.is_some() && json.is_none()) {
+            return None;
+        }
+        Some(Object {
+            key,
+            rv,
+            field_names: res.fields.clone(),
+            selectables,
+            json_meta,
+            struct_meta,
+            cells,
+            json: json.map(json_piece),
+            pb: pb.map(pb_piece),
+        })
+    }
+
     /// An object with only a key and resourceVersion (no labels, fields or encodings).
     #[cfg(test)]
     pub(crate) fn bare(key: Key, rv: u64) -> Object {

@@ -2,7 +2,9 @@
 //! saved resourceVersion instead of relisting: the objects' bytes as the upstream sent them
 //! (a JSON LIST item, or a bare protobuf message: what the feed builds an [`Object`] from),
 //! the window's events, and the cache's resourceVersion, under a header that says whose
-//! state it is.
+//! state it is. Beside each object's bytes, what ingest derived from them
+//! ([`Object::derived`]): the same build of kache restores an object from that without
+//! decoding its bytes again (most of a large kind's restart); another build decodes them.
 //!
 //! A file is written whole or not at all (a temporary file, synced, renamed over the old
 //! one, the directory synced), readable by kache's user only. Reading refuses, with the
@@ -13,8 +15,10 @@
 //! `bytes` a varint length then the bytes:
 //! - [`MAGIC`] (8 bytes), the format [`VERSION`] (u32), the whole file's length (u64);
 //! - the cluster, group, version and plural (`bytes` each), the encoding (one byte: 0 JSON,
-//!   1 protobuf), the cache's resourceVersion and the window's floor (varints);
-//! - the object count (varint), each object's `bytes`;
+//!   1 protobuf), the build of kache that wrote the derived parts (`bytes`, [`crate::VERSION`]),
+//!   the cache's resourceVersion and the window's floor (varints);
+//! - the object count (varint), each object's `bytes` then its derived parts' `bytes` (empty
+//!   when not written);
 //! - the event count (varint), each event: its type (one byte, as [`EventType`]), its
 //!   resourceVersion (varint), its object's `bytes`, then the object before the change: 0
 //!   (none), 1 and the index of the earlier event whose object it is (varint), or 2 and its
@@ -36,7 +40,7 @@ use std::sync::Arc;
 pub const MAGIC: &[u8; 8] = b"kachest\n";
 
 /// The format written; a file of any other is refused.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Magic, version and file length.
 const PREAMBLE: usize = MAGIC.len() + 4 + 8;
@@ -98,6 +102,12 @@ pub struct SavedState {
     /// Every object, in key order, as received: a JSON LIST item (a built-in kind's without
     /// `kind` and `apiVersion`) or a bare protobuf message.
     pub objects: Vec<Bytes>,
+    /// What ingest derived from each of `objects`, at the same index ([`Object::derived`];
+    /// empty: not saved, the object is decoded from its bytes).
+    pub derived: Vec<Bytes>,
+    /// The build of kache that wrote `derived` ([`crate::VERSION`]): another build decodes the
+    /// objects instead, as its ingest may derive otherwise.
+    pub build: String,
     /// The window's events, oldest first, resourceVersions increasing above `floor`.
     pub events: Vec<SavedEvent>,
 }
@@ -248,6 +258,7 @@ impl SavedState {
             .values()
             .map(|o| received(o, format).ok_or_else(|| StateWriteError::Unencoded(o.key.to_string())))
             .collect::<Result<Vec<Bytes>, _>>()?;
+        let derived = snap.objects.values().map(|o| Bytes::from(o.derived())).collect();
         // A watch may not resume below a relist told as differences (its deletions may lie
         // under it): the saved window starts above the last.
         let mut floor = snap.window.floor().max(cache.resumable_above());
@@ -278,7 +289,7 @@ impl SavedState {
                 }
             }
         }
-        Ok(SavedState { key, rv, floor, objects, events })
+        Ok(SavedState { key, rv, floor, objects, derived, build: crate::VERSION.to_string(), events })
     }
 
     /// Fill `cache` (new, empty) with this state: the objects as they were at the window's
@@ -298,8 +309,24 @@ impl SavedState {
             };
             built.map_err(|e| StateRefused::Inconsistent(format!("an object cannot be built: {e}")))
         };
+        // Written by this build: each object from its derived parts, the bytes not decoded.
+        let ours = self.build == crate::VERSION && self.derived.len() == self.objects.len();
+        let rebuild = |&i: &usize| -> Result<Object, StateRefused> {
+            let b = &self.objects[i];
+            let derived = self.derived[i].as_ref();
+            let from_parts = match self.key.format {
+                Format::Json => Object::from_derived(r, derived, Some(b), None),
+                Format::Protobuf => Object::from_derived(r, derived, None, Some(b)),
+            };
+            from_parts.ok_or_else(|| StateRefused::Inconsistent(format!("object {i}'s derived parts do not fit its bytes")))
+        };
+        let indexes: Vec<usize> = (0..self.objects.len()).collect();
+        let objects = match ours {
+            true => build_all(&indexes, &rebuild)?,
+            false => build_all(&self.objects, &build)?,
+        };
         let mut state: HashMap<crate::cache::object::Key, Object> = HashMap::with_capacity(self.objects.len());
-        for o in build_all(&self.objects, &build)? {
+        for o in objects {
             if o.rv > self.rv {
                 return Err(StateRefused::Inconsistent(format!("object {} above the state's resourceVersion", o.key)));
             }
@@ -350,11 +377,13 @@ impl SavedState {
             put_bytes(out, s.as_bytes());
         }
         out.put(&[format_byte(self.key.format)]);
+        put_bytes(out, self.build.as_bytes());
         put_varint(out, self.rv);
         put_varint(out, self.floor);
         put_varint(out, self.objects.len() as u64);
-        for o in &self.objects {
+        for (i, o) in self.objects.iter().enumerate() {
             put_bytes(out, o);
+            put_bytes(out, self.derived.get(i).map_or(&[][..], |d| d));
         }
         put_varint(out, self.events.len() as u64);
         for e in &self.events {
@@ -382,9 +411,12 @@ impl SavedState {
         let key = &self.key;
         let header = [&key.cluster, &key.group, &key.version, &key.plural].iter().map(|s| bytes(s.as_bytes())).sum::<usize>()
             + 1
+            + bytes(self.build.as_bytes())
             + varint(self.rv)
             + varint(self.floor);
-        let objects = varint(self.objects.len() as u64) + self.objects.iter().map(|o| bytes(o)).sum::<usize>();
+        let derived = |i: usize| self.derived.get(i).map_or(&[][..], |d| d);
+        let objects =
+            varint(self.objects.len() as u64) + self.objects.iter().enumerate().map(|(i, o)| bytes(o) + bytes(derived(i))).sum::<usize>();
         let events = varint(self.events.len() as u64)
             + self
                 .events
@@ -406,8 +438,9 @@ impl SavedState {
 
 /// `build` of each of `items`, in order, on every core: a large kind's objects are most of
 /// a restart's time.
-fn build_all<T, E>(items: &[Bytes], build: &(impl Fn(&Bytes) -> Result<T, E> + Sync)) -> Result<Vec<T>, E>
+fn build_all<I, T, E>(items: &[I], build: &(impl Fn(&I) -> Result<T, E> + Sync)) -> Result<Vec<T>, E>
 where
+    I: Sync,
     T: Send,
     E: Send,
 {
@@ -457,7 +490,7 @@ struct Summed<W> {
     err: Option<std::io::Error>,
 }
 
-impl<W: Write> Sink for Summed<W> {
+impl<W: Write> Sink for Summed<&mut W> {
     fn put(&mut self, b: &[u8]) {
         if self.err.is_none() {
             self.crc = zlib_rs::crc32::crc32(self.crc, b);
@@ -473,10 +506,26 @@ fn plain(name: &str) -> bool {
     !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\0'])
 }
 
-/// Write `state` to `dir/name` atomically: to `dir/.name.tmp` (created 0600), synced, renamed
-/// over `dir/name`, the directory synced. The directory is created 0700 if missing. Returns
-/// the bytes written.
+/// Write `state` to `dir/name` atomically ([`write_file`]), under its checksum. Returns the
+/// bytes written.
 pub fn write(dir: &Path, name: &str, state: &SavedState) -> Result<u64, StateWriteError> {
+    write_file(dir, name, |file| {
+        let mut out = Summed { inner: file, crc: 0, err: None };
+        state.encode(&mut out);
+        let crc = out.crc;
+        out.put(&crc.to_le_bytes());
+        out.err.map_or(Ok(()), Err)
+    })
+}
+
+/// Write `dir/name` atomically with what `fill` writes: to `dir/.name.tmp` (created 0600),
+/// synced, renamed over `dir/name`, the directory synced. The directory is created 0700 if
+/// missing. Returns the bytes written.
+pub fn write_file(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<u64, StateWriteError> {
     if !plain(name) {
         return Err(StateWriteError::Name(name.to_string()));
     }
@@ -489,14 +538,9 @@ pub fn write(dir: &Path, name: &str, state: &SavedState) -> Result<u64, StateWri
     }
     let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
     let written = (|| {
-        let mut out = Summed { inner: std::io::BufWriter::new(file), crc: 0, err: None };
-        state.encode(&mut out);
-        let crc = out.crc;
-        out.put(&crc.to_le_bytes());
-        if let Some(e) = out.err {
-            return Err(e);
-        }
-        let file = out.inner.into_inner().map_err(|e| e.into_error())?;
+        let mut out = std::io::BufWriter::new(file);
+        fill(&mut out)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         file.metadata().map(|m| m.len())
     })();
@@ -571,15 +615,17 @@ fn decode(data: Bytes, want: &StateKey) -> Result<SavedState, StateRefused> {
         return Err(StateRefused::OtherEncoding(format));
     }
     let key = StateKey { cluster, group, version, plural, format };
+    let build = r.string()?;
     let rv = r.varint()?;
     let floor = r.varint()?;
     if floor > rv {
         return Err(StateRefused::Corrupt("a window floor above the state's resourceVersion"));
     }
     let n = r.count()?;
-    let mut objects = Vec::with_capacity(n);
+    let (mut objects, mut derived) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
         objects.push(r.bytes()?);
+        derived.push(r.bytes()?);
     }
     let n = r.count()?;
     let mut events: Vec<SavedEvent> = Vec::with_capacity(n);
@@ -609,7 +655,7 @@ fn decode(data: Bytes, want: &StateKey) -> Result<SavedState, StateRefused> {
     if r.data.has_remaining() {
         return Err(StateRefused::Corrupt("bytes after the last event"));
     }
-    Ok(SavedState { key, rv, floor, objects, events })
+    Ok(SavedState { key, rv, floor, objects, derived, build, events })
 }
 
 /// The checked body, read front to back; running out is corruption (the length and
@@ -776,8 +822,9 @@ mod tests {
         let back = KindCache::new(pods(), 0, Limits::default());
         assert!(matches!(state.restore(&back), Err(StateRefused::Inconsistent(_))));
         assert_eq!((back.snapshot().objects.len(), back.progress()), (0, 0), "the cache is untouched");
-        // An object the encoding cannot build.
+        // An object the encoding cannot build (decoded: the state of another build).
         let mut state = SavedState::of("cluster-a", &c, Format::Json).unwrap();
+        state.build = "0.0.0 (commit other)".into();
         state.objects[0] = Bytes::from_static(b"{not json");
         assert!(matches!(state.restore(&back), Err(StateRefused::Inconsistent(_))));
         assert_eq!(back.snapshot().objects.len(), 0);
@@ -827,6 +874,59 @@ mod tests {
         write(&dir, "pods", &state).unwrap();
         assert_eq!(mode(&dir.join("pods")), 0o600);
         assert_eq!(read(&dir, "pods", &want(Format::Json)).unwrap(), state);
+    }
+
+    /// The objects and window of a cache, by key: (key, object) and (type, object, before).
+    fn contents(c: &KindCache) -> (Vec<Object>, Vec<(EventType, Object, Option<Object>)>) {
+        let snap = c.snapshot();
+        let objects = snap.objects.values().map(|o| (**o).clone()).collect();
+        let window =
+            snap.window.since(snap.window.floor()).unwrap().map(|e| (e.kind, (*e.object).clone(), e.prev.as_deref().cloned())).collect();
+        (objects, window)
+    }
+
+    #[test]
+    fn objects_restored_from_their_derived_parts_equal_those_decoded_from_their_bytes() {
+        for format in [Format::Json, Format::Protobuf] {
+            let c = match format {
+                Format::Json => cache(),
+                Format::Protobuf => {
+                    let body = crate::testdata::golden("02a-list-pods.pb.body");
+                    let (_, _, raw) = crate::api::wire::open_envelope(&body).unwrap();
+                    let mut listed = Vec::new();
+                    let mut pos = 0;
+                    while pos < raw.len() {
+                        let (field, _, range) = crate::api::wire::next_field(raw, &mut pos).unwrap();
+                        if field == 2 {
+                            listed.push(decode::pb_object(&pods(), &raw[range]).unwrap());
+                        }
+                    }
+                    assert!(listed.len() > 1);
+                    let c = KindCache::new(pods(), 1, Limits::default());
+                    let top = listed.iter().map(|o| o.rv).max().unwrap();
+                    c.replace(listed.iter().cloned(), top);
+                    c.apply(EventType::Modified, listed[0].at_rv(top + 1));
+                    c
+                }
+            };
+            let ours = SavedState::of("cluster-a", &c, format).unwrap();
+            assert!(ours.derived.iter().all(|d| !d.is_empty()), "{format:?}");
+            let by_parts = KindCache::new(pods(), 0, Limits::default());
+            ours.restore(&by_parts).unwrap();
+            // Another build's state: the same bytes decoded.
+            let theirs = SavedState { build: "0.0.0 (commit other)".into(), ..ours.clone() };
+            let decoded = KindCache::new(pods(), 0, Limits::default());
+            theirs.restore(&decoded).unwrap();
+            assert_eq!(contents(&by_parts), contents(&decoded), "{format:?}");
+            assert_eq!(contents(&by_parts), contents(&c), "{format:?}");
+            // Derived parts that do not fit their bytes are refused, nothing restored.
+            let mut bad = ours.clone();
+            let d = &bad.derived[0];
+            bad.derived[0] = d.slice(..d.len() - 1);
+            let back = KindCache::new(pods(), 0, Limits::default());
+            assert!(matches!(bad.restore(&back), Err(StateRefused::Inconsistent(_))), "{format:?}");
+            assert_eq!(back.snapshot().objects.len(), 0);
+        }
     }
 
     #[test]
@@ -891,9 +991,10 @@ mod tests {
     #[test]
     fn another_format_version_is_refused_as_foreign() {
         let (_tmp, dir, _, mut bytes) = saved();
-        bytes[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&2u32.to_le_bytes());
+        // The format before derived parts were saved.
+        bytes[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&1u32.to_le_bytes());
         let r = reread(&dir, &bytes, &want(Format::Json));
-        assert!(matches!(r, Err(StateRefused::ForeignVersion(2))), "{r:?}");
+        assert!(matches!(r, Err(StateRefused::ForeignVersion(1))), "{r:?}");
     }
 
     #[test]
@@ -940,6 +1041,16 @@ mod tests {
             let at = at % bytes.len();
             bytes[at] ^= flip;
             proptest::prop_assert!(decode(Bytes::from(bytes), &want(Format::Json)).is_err());
+        }
+
+        /// Derived parts not written by `Object::derived` are refused or fit, never panic.
+        #[test]
+        fn any_derived_parts_are_read_or_refused_without_panicking(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+        ) {
+            let item = br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#;
+            let _ = Object::from_derived(&pods(), &data, Some(item), None);
+            let _ = Object::from_derived(&pods(), &data, None, Some(b"\x0a\x00"));
         }
 
         /// Bodies that pass the checksum but were not written by `encode` never panic the

@@ -6,14 +6,30 @@
 //! A state is used only if it is the upstream cluster's (its `kube-system` UID) and not newer
 //! than the cluster (a storage restored from a backup); anything else is refused with one
 //! log line and `kache_state_refused_total`, and the kind lists as without a state.
+//!
+//! Beside the kinds' states, the revision ledger's trust ([`LEDGER_FILE`]): which resources
+//! share the upstream's storage is the cluster's layout, not the caches', so a restarted kache
+//! takes it back for the same cluster instead of comparing resourceVersions again (a few
+//! one-key LISTs per kind).
 
 use crate::cache::feed::Feed;
 use crate::cache::state::{self, Cluster, SavedState, StateKey, StateRefused, StateWriteError};
 use crate::telemetry;
+use crate::upstream::ledger::TrustBook;
 use crate::upstream::Upstream;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The file of the revision ledger's trust: JSON, the cluster's UID and its [`TrustBook`].
+pub const LEDGER_FILE: &str = "ledger.json";
+
+/// The ledger's trust as saved.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedTrust {
+    cluster: String,
+    book: TrustBook,
+}
 
 /// What `--state-dir` and its flags set.
 #[derive(Debug, Clone)]
@@ -73,8 +89,13 @@ impl Persist {
     }
 
     /// Fill `feeds` (held, not yet running) from their saved states, all at once, each
-    /// refused one reported; the others list as usual.
-    pub(super) async fn restore(&self, feeds: &[Arc<Feed>], cluster: &Cluster) {
+    /// refused one reported; the others list as usual. The ledger's trust first, if saved for
+    /// this cluster.
+    pub(super) async fn restore(&self, feeds: &[Arc<Feed>], cluster: &Cluster, upstream: &Upstream) {
+        let trust = std::fs::read(self.settings.dir.join(LEDGER_FILE)).ok().and_then(|b| serde_json::from_slice::<SavedTrust>(&b).ok());
+        if let Some(t) = trust.filter(|t| t.cluster == cluster.uid) {
+            upstream.ledger().restore_trust(&t.book);
+        }
         let restoring = feeds.iter().filter(|f| self.keeps(f)).map(|feed| {
             let (key, name) = self.key(&cluster.uid, feed);
             let (dir, feed, current) = (self.settings.dir.clone(), feed.clone(), cluster.rv);
@@ -136,6 +157,15 @@ impl Persist {
                 }
                 Err(e) => tracing::warn!(error = %e, "state not written"),
             }
+        }
+        let trust = SavedTrust { cluster, book: upstream.ledger().trust_book() };
+        let dir = self.settings.dir.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            state::write_file(&dir, LEDGER_FILE, |out| serde_json::to_writer(out, &trust).map_err(std::io::Error::other))
+        })
+        .await;
+        if let Ok(Err(e)) = written {
+            tracing::warn!(error = %e, "the revision ledger's trust not written");
         }
     }
 

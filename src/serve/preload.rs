@@ -24,7 +24,7 @@ pub(super) async fn preload(serve: &Serve) {
     }
     if let Some(p) = &serve.persist {
         if let Some(cluster) = p.cluster(&serve.upstream).await {
-            p.restore(&order, &cluster).await;
+            p.restore(&order, &cluster, &serve.upstream).await;
         }
     }
     tokio::spawn(turns::in_turn(order));

@@ -33,6 +33,16 @@ use tokio::sync::watch;
 /// How many recent revisions the ledger remembers: a gap wider than this is never accounted.
 pub const SPAN: usize = 1 << 16;
 
+/// The ledger's trust by name: the reference resource (group, plural) with the path of its
+/// probe, and every trusted resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TrustBook {
+    /// The resource the others were compared with, and its probe's path.
+    pub reference: Option<((String, String), String)>,
+    /// The resources trusted to share the reference's storage (the reference among them).
+    pub trusted: Vec<(String, String)>,
+}
+
 /// A resource as the ledger knows it: a small number per group and resource.
 pub type WriterId = u16;
 
@@ -137,6 +147,33 @@ impl Ledger {
         self.trusts.send_modify(|n| *n += 1);
     }
 
+    /// Which resources are trusted and which is the reference, by name: what a restarted
+    /// kache takes back ([`Ledger::restore_trust`]) instead of comparing them again.
+    pub fn trust_book(&self) -> TrustBook {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let name = |w: &WriterId| inner.writers.iter().find(|(_, id)| *id == w).map(|(k, _)| k.clone());
+        let reference = inner.reference.as_ref().and_then(|(w, probe)| Some((name(w)?, probe.clone())));
+        let mut trusted: Vec<(String, String)> = inner.trusted.iter().filter_map(name).collect();
+        trusted.sort();
+        TrustBook { reference, trusted }
+    }
+
+    /// Take back a [`TrustBook`] of the same cluster: its reference claimed (unless another
+    /// already is) and its resources trusted, without the comparisons that earned it. The
+    /// trust is the cluster's storage layout, which outlives kache's restarts.
+    pub fn restore_trust(&self, book: &TrustBook) {
+        if let Some(((group, plural), probe)) = &book.reference {
+            if let Some(w) = self.writer(group, plural) {
+                let _ = self.claim_reference(w, probe);
+            }
+        }
+        for (group, plural) in &book.trusted {
+            if let Some(w) = self.writer(group, plural) {
+                self.trust(w);
+            }
+        }
+    }
+
     /// Wait at most `timeout` for `writer` to be trusted.
     pub async fn wait_trusted(&self, writer: WriterId, timeout: Duration) -> bool {
         let mut trusts = self.trusts.subscribe();
@@ -188,6 +225,25 @@ pub fn interleaved(a: u64, b: u64, c: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trust_book_taken_back_trusts_the_same_resources_under_the_same_reference() {
+        let l = Ledger::default();
+        let (pods, nodes, cms) = (l.writer("", "pods").unwrap(), l.writer("", "nodes").unwrap(), l.writer("", "configmaps").unwrap());
+        l.claim_reference(nodes, "/api/v1/nodes?probe").unwrap();
+        l.trust(pods);
+        let book = l.trust_book();
+        assert_eq!(book.reference, Some((("".into(), "nodes".into()), "/api/v1/nodes?probe".into())));
+        // Another kache, whose writers are numbered in another order.
+        let back = Ledger::default();
+        let cms2 = back.writer("", "configmaps").unwrap();
+        back.restore_trust(&book);
+        let (pods2, nodes2) = (back.writer("", "pods").unwrap(), back.writer("", "nodes").unwrap());
+        assert!(back.trusted(pods2) && back.trusted(nodes2) && !back.trusted(cms2));
+        assert_eq!(back.claim_reference(pods2, "x"), Err("/api/v1/nodes?probe".to_string()));
+        assert_eq!(back.trust_book(), book);
+        assert!(!l.trusted(cms));
+    }
 
     fn ledger() -> (Ledger, WriterId, WriterId, WriterId) {
         let l = Ledger::default();

@@ -258,6 +258,20 @@ impl Cells {
         })
     }
 
+    /// The template's bytes and its relative times (where each goes in them, and its
+    /// instant), as [`Cells::from_parts`] takes them back.
+    pub fn parts(&self) -> (&[u8], &[(u32, Option<i64>)]) {
+        (&self.json, &self.times)
+    }
+
+    /// Cells from [`Cells::parts`], or `None` when a time's place lies outside the template
+    /// or before the one ahead of it.
+    pub fn from_parts(json: &[u8], times: Vec<(u32, Option<i64>)>) -> Option<Cells> {
+        let in_order = times.windows(2).all(|w| w[0].0 <= w[1].0);
+        let inside = times.last().is_none_or(|t| t.0 as usize <= json.len());
+        (in_order && inside).then(|| Cells { json: json.into(), times: times.into() })
+    }
+
     /// The template filled in at `now` (unix seconds, fractional): the row's JSON from
     /// `"cells":`'s value on.
     pub fn render(&self, now: f64) -> Vec<u8> {
