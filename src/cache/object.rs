@@ -281,7 +281,7 @@ impl Object {
         let selectables = Packed(String::from_utf8(bytes(&mut d)?).ok()?.into_boxed_str());
         let count = selectables.iter().count();
         // Whole items to the end: packed again, the same string.
-        if Packed::new(selectables.iter()) != selectables || count < res.fields.len() || (count - res.fields.len()) % 2 != 0 {
+        if Packed::new(selectables.iter()) != selectables || count < res.fields.len() || !(count - res.fields.len()).is_multiple_of(2) {
             return None;
         }
         let json_meta = (u32::try_from(varint(&mut d)?).ok()?, u32::try_from(varint(&mut d)?).ok()?);

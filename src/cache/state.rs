@@ -876,8 +876,11 @@ mod tests {
         assert_eq!(read(&dir, "pods", &want(Format::Json)).unwrap(), state);
     }
 
-    /// The objects and window of a cache, by key: (key, object) and (type, object, before).
-    fn contents(c: &KindCache) -> (Vec<Object>, Vec<(EventType, Object, Option<Object>)>) {
+    /// A window's event: type, object, object before.
+    type Change = (EventType, Object, Option<Object>);
+
+    /// The objects (in key order) and window of a cache.
+    fn contents(c: &KindCache) -> (Vec<Object>, Vec<Change>) {
         let snap = c.snapshot();
         let objects = snap.objects.values().map(|o| (**o).clone()).collect();
         let window =
