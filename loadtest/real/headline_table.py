@@ -15,10 +15,21 @@ d = json.load(open(a.json))
 rows = d["results"]
 print(f"Medians of {d['n']}, kache and direct alternating, commit {a.commit}; the pod read is "
       f"`{d.get('namespace')}/{d.get('pod')}`, on node `{d.get('node')}`, label `{d.get('selector')}`.\n")
-print("| command | through kache | direct | kache / direct |")
-print("|---|---|---|---|")
+static = any("static_median" in r for r in rows)
+if static:
+    print("| command | through kache | direct | kache / direct | static TLS, same bytes | kache / static |")
+    print("|---|---|---|---|---|---|")
+else:
+    print("| command | through kache | direct | kache / direct |")
+    print("|---|---|---|---|")
 for r in rows:
-    print(f"| {r['command']} | {r['kache_median']:.3f} s | {r['direct_median']:.3f} s | {r['ratio']:.2f}x |")
+    line = f"| {r['command']} | {r['kache_median']:.3f} s | {r['direct_median']:.3f} s | {r['ratio']:.2f}x |"
+    if static:
+        line += (f" {r['static_median']:.3f} s ({r['bytes'] / 1e6:.0f} MB) | {r['static_ratio']:.2f}x |" if "static_median" in r else " | |")
+    print(line)
+if static:
+    print("\nStatic TLS: nginx serving, over TLS from memory-cached files, the bytes kache answered, read by the same client: "
+          "what sending them costs at all.")
 if a.svg:
     w, bar, left, top = 760, 18, 330, 30
     h = top + len(rows) * (bar + 6) + 40

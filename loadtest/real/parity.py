@@ -14,7 +14,9 @@ first, as an everyday user's is. The pod read, its namespace, node and a label o
 from the cluster (the first pod a LIST returns), so any cluster will do.
 
 The raw reads (curl-like, via urllib) of every pod are included: consistent and RV=0, JSON,
-protobuf and Table.
+protobuf and Table. With --static-url and --static-dir each is also timed from a static TLS
+server (headline.sh starts nginx) serving the bytes kache answered: the physical limit of
+sending those bytes over TLS to this client, so kache's own overhead shows as kache / static.
 
 `kubectl get pods -A` (60 pages of 500 at 30,000 pods) also runs with -v=6, and its time is split in two: paging
 (its first page's response to its last page's, the 60 requests after the first) and the rest
@@ -35,6 +37,8 @@ p.add_argument("--only", default="", help="comma-separated command ids")
 p.add_argument("--json", default="", help="write the results here")
 p.add_argument("--no-writer", action="store_true")
 p.add_argument("--writer-interval", type=float, default=0.2)
+p.add_argument("--static-url", default="", help="a static TLS server serving --static-dir")
+p.add_argument("--static-dir", default="", help="where the bytes kache answered are put for it")
 a = p.parse_args()
 
 
@@ -96,6 +100,25 @@ def split(log, took):
     return {"paging": responses[-1] - responses[0], "rest": took - (responses[-1] - first), "throttled": waited, "requests": len(responses)}
 
 
+def fetch_raw(side, path, accept):
+    """The body of a raw read."""
+    s = sides[side]
+    h = {"Accept": accept}
+    if s["token"]:
+        h["Authorization"] = "Bearer " + s["token"]
+    with urllib.request.urlopen(urllib.request.Request(s["server"] + path, headers=h), context=ctx) as r:
+        return r.read()
+
+
+def raw_static(name):
+    """A read of the static server's copy `name`, timed as raw() is."""
+    t = time.perf_counter()
+    with urllib.request.urlopen(urllib.request.Request(a.static_url + "/" + name), context=ctx) as r:
+        while r.read(1 << 20):
+            pass
+    return time.perf_counter() - t
+
+
 def raw(side, path, accept):
     s = sides[side]
     h = {"Accept": accept}
@@ -141,13 +164,17 @@ COMMANDS = [
     ("get-cm-ns", "kubectl get cm -n NS", lambda s: kubectl(s, ["-n", ns, "get", "cm"])),
     ("get-all-ns", "kubectl get all -n NS", lambda s: kubectl(s, ["-n", ns, "get", "all"])),
     ("get-pods-A", "kubectl get pods -A", lambda s: kubectl(s, ["get", "pods", "-A"], phases)),
-    ("raw-pods-pb", "consistent LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods", PB)),
-    ("raw-pods-pb-rv0", "RV=0 LIST of all pods, protobuf", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", PB)),
-    ("raw-pods-json", "consistent LIST of all pods, JSON", lambda s: raw(s, "/api/v1/pods", "application/json")),
-    ("raw-pods-json-rv0", "RV=0 LIST of all pods, JSON", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", "application/json")),
-    ("raw-pods-table", "consistent Table of all pods", lambda s: raw(s, "/api/v1/pods", TABLE)),
-    ("raw-pods-table-rv0", "RV=0 Table of all pods", lambda s: raw(s, "/api/v1/pods?resourceVersion=0", TABLE)),
 ]
+RAW = [
+    ("raw-pods-pb", "consistent LIST of all pods, protobuf", "/api/v1/pods", PB),
+    ("raw-pods-pb-rv0", "RV=0 LIST of all pods, protobuf", "/api/v1/pods?resourceVersion=0", PB),
+    ("raw-pods-json", "consistent LIST of all pods, JSON", "/api/v1/pods", "application/json"),
+    ("raw-pods-json-rv0", "RV=0 LIST of all pods, JSON", "/api/v1/pods?resourceVersion=0", "application/json"),
+    ("raw-pods-table", "consistent Table of all pods", "/api/v1/pods", TABLE),
+    ("raw-pods-table-rv0", "RV=0 Table of all pods", "/api/v1/pods?resourceVersion=0", TABLE),
+]
+COMMANDS += [(cid, label, (lambda path, accept: lambda s: raw(s, path, accept))(path, accept)) for cid, label, path, accept in RAW]
+RAW_BY_ID = {cid: (path, accept) for cid, _, path, accept in RAW}
 if a.only:
     keep = set(a.only.split(","))
     COMMANDS = [c for c in COMMANDS if c[0] in keep]
@@ -182,16 +209,28 @@ for s in sides:
     kubectl(s, ["api-resources"])
 
 results = []
-print(f"{'command':58} {'kache s':>9} {'direct s':>9} {'ratio':>7}  <=1.1x+10ms")
+print(f"{'command':58} {'kache s':>9} {'direct s':>9} {'ratio':>7}  <=1.1x+10ms  {'static s':>9} {'kache/static':>12}")
 for cid, label, run in COMMANDS:
-    times = {"kache": [], "direct": []}
+    times = {"kache": [], "direct": [], "static": []}
+    static = bool(a.static_url and a.static_dir and cid in RAW_BY_ID)
+    if static:
+        with open(os.path.join(a.static_dir, cid), "wb") as f:
+            f.write(fetch_raw("kache", *RAW_BY_ID[cid]))
     for _ in range(a.n):
         for side in ("kache", "direct"):
             times[side].append(run(side))
+        if static:
+            times["static"].append(raw_static(cid))
     k, d = statistics.median(times["kache"]), statistics.median(times["direct"])
     ok = k <= 1.1 * d + 0.010
     results.append({"id": cid, "command": label, "kache": times["kache"], "direct": times["direct"], "kache_median": k, "direct_median": d, "ratio": k / d, "parity": ok})
-    print(f"{label:58} {k:9.3f} {d:9.3f} {k / d:7.2f}  {'yes' if ok else 'NO'}", flush=True)
+    extra = ""
+    if static:
+        st = statistics.median(times["static"])
+        results[-1].update({"static": times["static"], "static_median": st, "static_ratio": k / st,
+                            "bytes": os.path.getsize(os.path.join(a.static_dir, cid))})
+        extra = f"  {st:9.3f} {k / st:12.2f}"
+    print(f"{label:58} {k:9.3f} {d:9.3f} {k / d:7.2f}  {'yes' if ok else 'NO ':11}{extra}", flush=True)
     if phases["kache"]:
         results[-1]["phases"] = dict(phases)
         for part in ("paging", "rest", "throttled"):
