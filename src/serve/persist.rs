@@ -62,16 +62,22 @@ impl Persist {
         self.settings.secrets || !(r.group.is_empty() && r.plural == "secrets")
     }
 
-    fn key(&self, cluster: &str, feed: &Feed) -> (StateKey, String) {
+    /// Whose state `feed`'s is, for `cluster`.
+    fn key(cluster: &str, feed: &Feed) -> StateKey {
         let r = &feed.cache.resource;
-        let key = StateKey {
+        StateKey {
             cluster: cluster.to_string(),
             group: r.group.clone(),
             version: r.version.clone(),
             plural: r.plural.clone(),
             format: feed.fmt,
-        };
-        (key, state::file_name(&r.group, &r.version, &r.plural, feed.fmt))
+        }
+    }
+
+    /// The file `feed`'s state is kept in.
+    fn file(feed: &Feed) -> String {
+        let r = &feed.cache.resource;
+        state::file_name(&r.group, &r.version, &r.plural, feed.fmt)
     }
 
     /// Read the upstream's identity (once it answers) and where it stands now.
@@ -97,7 +103,7 @@ impl Persist {
             upstream.ledger().restore_trust(&t.book);
         }
         let restoring = feeds.iter().filter(|f| self.keeps(f)).map(|feed| {
-            let (key, name) = self.key(&cluster.uid, feed);
+            let (key, name) = (Self::key(&cluster.uid, feed), Self::file(feed));
             let (dir, feed, current) = (self.settings.dir.clone(), feed.clone(), cluster.rv);
             async move {
                 let restored = tokio::task::spawn_blocking({
@@ -137,7 +143,7 @@ impl Persist {
             },
         };
         for feed in feeds.into_iter().filter(|f| f.synced() && f.refused().is_none() && self.keeps(f)) {
-            let (_, name) = self.key(&cluster, &feed);
+            let name = Self::file(&feed);
             let (dir, cluster) = (self.settings.dir.clone(), cluster.clone());
             let written = tokio::task::spawn_blocking(move || -> Result<(u64, SavedState), StateWriteError> {
                 let saved = SavedState::of(&cluster, &feed.cache, feed.fmt)?;

@@ -170,6 +170,26 @@ async fn a_state_saved_for_another_cluster_is_refused_and_the_kind_listed() {
     assert_eq!(cached_pods(&k2).await, sim_pods(&other).await, "kache serves the cluster it is in front of");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_written_only_with_state_secrets() {
+    let sim = SecureSim::start().await;
+    let up = Upstream::load(Some(&sim.upstream_kubeconfig()), None).await.unwrap();
+    let files = |dir: &Path| -> Vec<String> {
+        let mut f: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        f.sort();
+        f
+    };
+    for (extra, secrets) in [(None, false), (Some("--state-secrets"), true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut flags = vec!["--preload", "pods,secrets", "--state-dir", dir.path().to_str().unwrap(), "--state-interval", "0"];
+        flags.extend(extra);
+        kache_over_at(up.clone(), "127.0.0.1:0", &flags).await.stop().await;
+        let written = files(dir.path());
+        assert!(written.contains(&"core.v1.pods.json".to_string()), "{written:?}");
+        assert_eq!(written.iter().any(|f| f.starts_with("core.v1.secrets.")), secrets, "{extra:?}: {written:?}");
+    }
+}
+
 /// kache's pods at resourceVersion 0: (namespace/name, RV).
 async fn cached_pods(k: &TestKache) -> BTreeMap<String, String> {
     let list = k.api.get_ok("/api/v1/pods?resourceVersion=0").await;
