@@ -19,6 +19,8 @@ mod serve_clients;
 mod serve_cost;
 // Consistent reads proven by the revision ledger.
 mod serve_ledger;
+// Restarts: one kache from its saved state, and a rolling update of two replicas.
+mod serve_replicas;
 mod serve_restart;
 
 // kache through upstream faults (the simulator's fault switches).

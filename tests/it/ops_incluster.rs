@@ -5,7 +5,7 @@
 //! `--dry-run=client -o yaml`. Those that need running pods (`rollout status`,
 //! `port-forward`, `curl` of the metrics) are not run here; deploy/README.md has a transcript
 //! of all of them against a real apiserver without nodes. Checked: the Secret has the keys
-//! the Deployment mounts, the Service is the address the kubeconfigs name, `kache
+//! the StatefulSet mounts, the Service is the address the kubeconfigs name, `kache
 //! kubeconfig` copies the user's token, and the `sed`-edited controller kubeconfig points at
 //! kache with the CA where the ConfigMap mounts it.
 
@@ -87,13 +87,16 @@ fn readme_in_cluster_commands_render_and_write_kubeconfigs_that_point_at_kache()
         assert!(secret.contains(key), "the Secret lacks {key}:\n{secret}");
     }
     // The rendered replicas: the Service the kubeconfigs name (kache.kache.svc, 443) and a
-    // Deployment mounting that Secret.
+    // StatefulSet mounting that Secret, its state on a volume of each replica's own.
     let rendered = output("kubectl apply -k deploy/replicas");
     let docs: Vec<&str> = rendered.split("\n---\n").collect();
     let service = docs.iter().find(|d| d.contains("kind: Service\n") && d.contains("\n  name: kache\n")).expect("a Service kache");
     assert!(service.contains("namespace: kache") && service.contains("port: 443"), "{service}");
-    let deployment = docs.iter().find(|d| d.contains("kind: Deployment\n")).expect("a Deployment");
-    assert!(deployment.contains("secretName: kache-serving-cert"), "{deployment}");
+    let replicas = docs.iter().find(|d| d.contains("kind: StatefulSet\n")).expect("a StatefulSet");
+    assert!(replicas.contains("secretName: kache-serving-cert"), "{replicas}");
+    assert!(replicas.contains("volumeClaimTemplates:") && replicas.contains("mountPath: /var/lib/kache\n"), "{replicas}");
+    let env = docs.iter().find(|d| d.contains("kind: ConfigMap\n") && d.contains("name: kache-env-")).expect("kache's environment");
+    assert!(env.contains("KACHE_STATE_DIR: /var/lib/kache/state"), "{env}");
 
     // `kache kubeconfig`: kache's address and CA, the user's own token.
     let kache = work.path().join("kache.kubeconfig");

@@ -15,13 +15,13 @@ use std::path::Path;
 
 /// A kache in front of `up` on `listen`, keeping its caches in `dir`, its pods and nodes
 /// preloaded.
-async fn kache(up: &Upstream, listen: &str, dir: &Path) -> TestKache {
+pub(crate) async fn kache(up: &Upstream, listen: &str, dir: &Path) -> TestKache {
     kache_over_at(up.clone(), listen, &["--preload", "pods,nodes", "--state-dir", dir.to_str().unwrap(), "--state-interval", "0"]).await
 }
 
 /// LISTs of the pods collection kache sent the simulator so far (its one-name probes of the
 /// upstream's resourceVersion are not lists of the collection).
-fn pod_lists(sim: &SecureSim) -> usize {
+pub(crate) fn pod_lists(sim: &SecureSim) -> usize {
     sim.audit(|r| {
         r.user.username == KACHE_SA
             && r.attributes.verb == "list"
@@ -31,35 +31,41 @@ fn pod_lists(sim: &SecureSim) -> usize {
 }
 
 /// The simulator's pods: (namespace/name, RV).
-async fn sim_pods(sim: &SecureSim) -> BTreeMap<String, String> {
+pub(crate) async fn sim_pods(sim: &SecureSim) -> BTreeMap<String, String> {
+    sim_pods_where(sim, "").await
+}
+
+/// The simulator's pods a list's `query` (`?fieldSelector=...`) picks: (namespace/name, RV).
+pub(crate) async fn sim_pods_where(sim: &SecureSim, query: &str) -> BTreeMap<String, String> {
     let admin = sim.client(Who::Token("admin-token"));
-    let list = admin.must(admin.get("/api/v1/pods").await);
+    let list = admin.must(admin.get(&format!("/api/v1/pods{query}")).await);
     keys_rvs(list["items"].as_array().unwrap()).into_iter().collect()
 }
 
-async fn patch(sim: &SecureSim, ns: &str, name: &str, label: &str) -> u64 {
+pub(crate) async fn patch(sim: &SecureSim, ns: &str, name: &str, label: &str) -> u64 {
     let admin = sim.client(Who::Token("admin-token"));
     let body = serde_json::to_vec(&json!({"metadata": {"labels": {"restart": label}}})).unwrap();
     let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
     obj_rv(&admin.must(admin.request(Method::PATCH, &path, &[("content-type", "application/merge-patch+json")], body).await))
 }
 
-/// A kube-rs watcher of every pod, its store kept from its events.
-struct Informer {
+/// A kube-rs watcher of pods, its store kept from its events.
+pub(crate) struct Informer {
     events: tokio::sync::mpsc::UnboundedReceiver<Result<kube::runtime::watcher::Event<Pod>, kube::runtime::watcher::Error>>,
     /// (namespace/name, RV) of every pod.
-    store: BTreeMap<String, String>,
+    pub(crate) store: BTreeMap<String, String>,
     listing: BTreeMap<String, String>,
     /// Its (re)lists begun.
-    inits: usize,
+    pub(crate) inits: usize,
 }
 
 impl Informer {
-    fn start(client: kube::Client) -> Informer {
+    /// Watch the pods `config` picks (every pod with the default config).
+    pub(crate) fn start(client: kube::Client, config: kube::runtime::watcher::Config) -> Informer {
         use futures_util::StreamExt;
         let (tx, events) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let stream = kube::runtime::watcher(kube::Api::<Pod>::all(client), kube::runtime::watcher::Config::default());
+            let stream = kube::runtime::watcher(kube::Api::<Pod>::all(client), config);
             tokio::pin!(stream);
             while let Some(ev) = stream.next().await {
                 if tx.send(ev).is_err() {
@@ -71,7 +77,7 @@ impl Informer {
     }
 
     /// Apply its events until its store equals `want`.
-    async fn follow(&mut self, want: &BTreeMap<String, String>) {
+    pub(crate) async fn follow(&mut self, want: &BTreeMap<String, String>) {
         use kube::runtime::watcher::Event;
         let key = |p: &Pod| format!("{}/{}", p.metadata.namespace.as_deref().unwrap(), p.metadata.name.as_deref().unwrap());
         let rv = |p: &Pod| p.metadata.resource_version.clone().unwrap();
@@ -114,7 +120,7 @@ async fn a_restarted_kache_resumes_from_its_saved_state_and_so_do_its_informers_
 
     // A kube-rs informer (LIST, then WATCH) through kache.
     let client = kube::Client::try_from(kube::Config::new(format!("http://{addr}").parse().unwrap())).unwrap();
-    let mut informer = Informer::start(client);
+    let mut informer = Informer::start(client, kube::runtime::watcher::Config::default());
     informer.follow(&sim_pods(&sim).await).await;
     patch(&sim, "a", "a-pod-0", "before").await;
     informer.follow(&sim_pods(&sim).await).await;
@@ -191,7 +197,7 @@ async fn secrets_are_written_only_with_state_secrets() {
 }
 
 /// kache's pods at resourceVersion 0: (namespace/name, RV).
-async fn cached_pods(k: &TestKache) -> BTreeMap<String, String> {
+pub(crate) async fn cached_pods(k: &TestKache) -> BTreeMap<String, String> {
     let list = k.api.get_ok("/api/v1/pods?resourceVersion=0").await;
     keys_rvs(list["items"].as_array().unwrap()).into_iter().collect()
 }

@@ -2,10 +2,12 @@
 //! requests returning (status, headers, body), a streaming watch reader that yields JSON
 //! events or protobuf frames against a deadline, a kubectl runner, and protobuf envelope
 //! decoding with `k8s-pb`. `gzip` inflates a compressed stream a frame at a time; `auth` adds
-//! TLS material, users and a secured simulator and kache; `ops` the `kache` binary, a metrics
-//! scraper and a recording proxy; `real` the opt-in real tier's switch (`KACHE_REAL_KUBECONFIG`).
+//! TLS material, users and a secured simulator and kache; `balancer` several servers behind
+//! one address; `ops` the `kache` binary, a metrics scraper and a recording proxy; `real`
+//! the opt-in real tier's switch (`KACHE_REAL_KUBECONFIG`).
 
 pub mod auth;
+pub mod balancer;
 pub mod gzip;
 pub mod ops;
 pub mod real;
