@@ -443,10 +443,20 @@ async fn run_phases(
 fn print_result(r: &stats::PhaseResult) {
     let lat =
         r.latency.as_ref().map(|p| format!("p50 {:.2} ms p99 {:.2} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
-    let lag =
-        r.lag.as_ref().map(|p| format!(" lag p50 {:.1} ms p99 {:.1} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3)).unwrap_or_default();
+    let lag = r
+        .lag
+        .as_ref()
+        .map(|p| {
+            format!(" lag p50 {:.1} ms p99 {:.1} ms max {:.1} ms", p.p50_us as f64 / 1e3, p.p99_us as f64 / 1e3, p.max_us as f64 / 1e3)
+        })
+        .unwrap_or_default();
+    // What a watch phase counted: watches refused, events of its PATCHes missed of those expected.
+    let counted: String = [("refused", "watches_refused"), ("missed", "patch_events_missed"), ("of", "patch_events_expected")]
+        .iter()
+        .filter_map(|(name, key)| r.extra.get(*key).map(|v| format!(" {name} {v:.0}")))
+        .collect();
     eprintln!(
-        "  {} c={} [{}]: {:.1} req/s {:.1} MB/s err {} {lat}{lag}",
+        "  {} c={} [{}]: {:.1} req/s {:.1} MB/s err {} {lat}{lag}{counted}",
         r.workload,
         r.concurrency,
         r.target,

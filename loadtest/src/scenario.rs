@@ -195,6 +195,11 @@ pub enum Phase {
         /// the simulator's churn still applies).
         #[serde(default)]
         patch_rate: f64,
+        /// Further clients that each WATCH every pod from the current resourceVersion (read
+        /// by a `limit=1` LIST), one connection each, started once the kubelets watch and
+        /// before the PATCHes begin; measured apart from the kubelets.
+        #[serde(default)]
+        cluster_watchers: usize,
     },
     /// `clients` informers on all pods: LIST + WATCH or WatchList.
     Informers {

@@ -25,6 +25,9 @@ pub struct Names {
     pub apps: Vec<String>,
     /// (namespace, name) of pods to PATCH.
     pub pods: Vec<(String, String)>,
+    /// The node of each pod of `pods` (empty where it has none), so a PATCH's event can be
+    /// expected at that node's kubelets.
+    pub pod_nodes: Vec<String>,
 }
 
 /// What every phase may use.
@@ -73,6 +76,13 @@ struct List<T> {
 #[derive(Deserialize)]
 struct Item {
     metadata: Meta,
+    #[serde(default)]
+    spec: Spec,
+}
+#[derive(Deserialize, Default)]
+struct Spec {
+    #[serde(default, rename = "nodeName")]
+    node_name: String,
 }
 #[derive(Deserialize)]
 struct Meta {
@@ -97,9 +107,9 @@ pub async fn names(t: &Target) -> anyhow::Result<Names> {
     apps.dedup();
     let mut nodes: Vec<String> = nodes.items.into_iter().map(|n| n.metadata.name).collect();
     nodes.sort();
-    let pods = pods.items.into_iter().map(|p| (p.metadata.namespace, p.metadata.name)).collect();
+    let (pods, pod_nodes) = pods.items.into_iter().map(|p| ((p.metadata.namespace, p.metadata.name), p.spec.node_name)).unzip();
     anyhow::ensure!(!nodes.is_empty(), "the cluster has no nodes");
-    Ok(Names { nodes, apps, pods })
+    Ok(Names { nodes, apps, pods, pod_nodes })
 }
 
 /// Run one phase against `target` (reference phases ignore it).
@@ -130,7 +140,7 @@ async fn dispatch(ctx: &Ctx, phase: &Phase, target: &Target) -> anyhow::Result<V
             }
             out
         }
-        Phase::Kubelets { .. } | Phase::Informers { .. } => vec![watches::run(ctx, target, phase).await?],
+        Phase::Kubelets { .. } | Phase::Informers { .. } => watches::run(ctx, target, phase).await?,
         Phase::Writes { rate, concurrency, seconds, max_requests } => {
             vec![writes::run(ctx, target, *rate, *concurrency, *seconds, *max_requests).await?]
         }

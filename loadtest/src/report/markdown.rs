@@ -2,7 +2,7 @@
 //! watches (direct and kache side by side), reference limits and memory, processes, error
 //! samples.
 
-use super::{num, pcts, ratio, RunReport, TargetCheck};
+use super::{ms, num, pcts, ratio, RunReport, TargetCheck};
 use crate::stats::PhaseResult;
 use crate::thresholds::{Check, EXIT_FAILED};
 use std::fmt::Write;
@@ -104,6 +104,13 @@ impl Row<'_> {
     fn extra(&self, key: &str) -> (f64, f64) {
         self.both(|r| r.extra.get(key).copied().unwrap_or(0.0))
     }
+
+    /// A count kept in `extra`, direct / kache, `-` for a result without it (a report from
+    /// before it was counted, or a phase that did not count it).
+    fn counted(&self, key: &str) -> String {
+        let one = |r: Option<&PhaseResult>| r.and_then(|r| r.extra.get(key)).map_or("-".into(), |v| format!("{v:.0}"));
+        format!("{} / {}", one(self.direct), one(self.kache))
+    }
 }
 
 /// Direct and kache results paired by workload and concurrency, in the order first run
@@ -153,24 +160,30 @@ fn watches(md: &mut String, rows: &[Row<'_>]) {
     if watched.is_empty() {
         return;
     }
-    let _ = writeln!(md, "\n## Watches\n\nLatency above is the time to the initial state (LIST, or WatchList's initial-events-end bookmark). Lag = receive time minus the pod's `kache.dev/changed-at`, over the steady phase.\n\n| workload | clients | lag direct | lag kache | events/s d / k | opened d / k | ended early d / k | setup s d / k |\n|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "\n## Watches\n\nLatency above is the time to the initial state (LIST, or WatchList's initial-events-end bookmark). Lag, over the steady phase: in a phase that PATCHes pods (`patch_rate`), each event of its PATCHes from that PATCH's answer to the event's first arrival (0 when it came first); otherwise receive time minus the pod's `kache.dev/changed-at` (the simulator's churn). Refused: watches answered other than 200 at their start. Missed: events of the phase's PATCHes a watcher should have received (a watcher of every pod: all of them; a kubelet: its node's pods') and did not; duplicated: received again.\n\n| workload | clients | lag direct | lag kache | lag max d / k | events/s d / k | opened d / k | refused d / k | ended early d / k | missed d / k | duplicated d / k | setup s d / k |\n|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in watched {
         let (events_d, events_k) = row.extra("steady_events_per_sec");
         let (setup_d, setup_k) = row.extra("setup_seconds");
         let count = |r: Option<&PhaseResult>, f: fn(&PhaseResult) -> u64| r.map(f).unwrap_or(0);
+        let max = |r: Option<&PhaseResult>| r.and_then(|r| r.lag.as_ref()).map_or("-".into(), |p| ms(p.max_us));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} / {} | {} / {} | {} / {} | {} / {} |",
+            "| {} | {} | {} | {} | {} / {} | {} / {} | {} / {} | {} | {} / {} | {} | {} | {} / {} |",
             row.workload,
             row.concurrency,
             row.direct.map(|r| pcts(&r.lag)).unwrap_or("-".into()),
             row.kache.map(|r| pcts(&r.lag)).unwrap_or("-".into()),
+            max(row.direct),
+            max(row.kache),
             num(events_d),
             num(events_k),
             count(row.direct, |r| r.watches_opened),
             count(row.kache, |r| r.watches_opened),
+            row.counted("watches_refused"),
             count(row.direct, |r| r.watches_ended_early),
             count(row.kache, |r| r.watches_ended_early),
+            row.counted("patch_events_missed"),
+            row.counted("patch_events_duplicated"),
             num(setup_d),
             num(setup_k),
         );

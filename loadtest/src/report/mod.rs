@@ -126,7 +126,7 @@ fn find(results: &[PhaseResult], f: impl Fn(&PhaseResult) -> bool) -> Option<&Ph
 
 /// Check kache's performance targets against what this run measured.
 pub fn targets(results: &[PhaseResult]) -> Vec<TargetCheck> {
-    [full_list_vs_loopback, node_list_vs_trivial_server, kubelet_watches, memory_per_pod, write_pass_through]
+    [full_list_vs_loopback, node_list_vs_trivial_server, kubelet_watches, seed_watches, memory_per_pod, write_pass_through]
         .iter()
         .filter_map(|target| target(results))
         .collect()
@@ -187,6 +187,55 @@ fn kubelet_watches(results: &[PhaseResult]) -> Option<TargetCheck> {
             k.extra.get("steady_events_per_sec").copied().unwrap_or(0.0),
             if at_scale { "" } else { " (below the target's scale)" }
         ),
+    })
+}
+
+/// A phase's kubelets and its cluster watchers against `target` (a cluster watchers result
+/// follows its phase's kubelets result).
+fn watcher_classes<'a>(results: &'a [PhaseResult], target: &str) -> Option<[&'a PhaseResult; 2]> {
+    let i = results.iter().position(|r| r.target == target && r.workload.starts_with("cluster watchers"))?;
+    let kubelets = results[..i].iter().rev().find(|r| r.target == target)?;
+    kubelets.workload.starts_with("kubelets").then_some([kubelets, &results[i]])
+}
+
+/// The seed's scale: kubelet watches and cluster watchers under PATCHes, each class through
+/// kache against the same class on the apiserver directly in the same run (judged at 5,000
+/// kubelets and 100 cluster watchers only).
+fn seed_watches(results: &[PhaseResult]) -> Option<TargetCheck> {
+    let (direct, through) = (watcher_classes(results, "direct")?, watcher_classes(results, "kache")?);
+    let mut met = true;
+    let mut figures = Vec::new();
+    for (d, k) in direct.iter().zip(&through) {
+        let p99 = |r: &PhaseResult| r.lag.as_ref().map(|p| p.p99_us);
+        let count = |key: &str| k.extra.get(key).copied();
+        let (missed, duplicated) = (count("patch_events_missed"), count("patch_events_duplicated"));
+        met &= matches!((p99(d), p99(k)), (Some(d), Some(k)) if k <= d + 5000)
+            && count("patch_events_expected").is_some_and(|n| n > 0.0)
+            && missed == Some(0.0)
+            && duplicated == Some(0.0)
+            && k.watches_ended_early == 0
+            && k.watches_opened >= d.watches_opened;
+        let shown = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+        let lag = |r: &PhaseResult| p99(r).map_or("-".into(), ms);
+        figures.push(format!(
+            "{}: lag p99 direct {} ms, kache {} ms; missed {}, duplicated {}; opened {} (direct {}) of {}, ended early {}",
+            k.workload,
+            lag(d),
+            lag(k),
+            shown(missed),
+            shown(duplicated),
+            k.watches_opened,
+            d.watches_opened,
+            k.concurrency,
+            k.watches_ended_early
+        ));
+    }
+    let at_scale = through[0].concurrency >= 5_000 && through[1].concurrency >= 100;
+    let rate = through[0].extra.get("patches_per_sec").copied().unwrap_or(0.0);
+    Some(TargetCheck {
+        target: "5,000 kubelet watches + 100 cluster watchers, 100 PATCHes/s: per class, lag p99 through kache <= direct p99 + 5 ms, no event missed, no watch refused that direct opened".into(),
+        met: at_scale.then_some(met),
+        figure: format!("{}; {rate:.0} PATCHes/s{}", figures.join("; "), if at_scale { "" } else { " (below the target's scale)" }),
     })
 }
 

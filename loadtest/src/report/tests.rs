@@ -1,6 +1,7 @@
 //! The reports pinned byte for byte: a fixed run (`testdata/run.json`, assembled from the
-//! runs in `loadtest/results` so that every section and branch is reached) rendered and
-//! compared with the files next to it. `KACHE_LOADTEST_BLESS=1` writes them again.
+//! runs in `loadtest/results` and a small `seed`-shaped run on the simulator, so that every
+//! section and branch is reached) rendered and compared with the files next to it.
+//! `KACHE_LOADTEST_BLESS=1` writes them again.
 
 use super::*;
 use std::path::PathBuf;
@@ -74,6 +75,27 @@ fn the_targets_checked_are_unchanged() {
             }
         }
     }
-    let all = [("run", targets(&full)), ("below scale", targets(&small)), ("nothing measured", targets(&[]))];
+    // The seed's two classes of watchers at its scale (judged), then one event missed
+    // through kache.
+    let mut seed = full.clone();
+    for r in &mut seed {
+        if r.workload == "kubelets pb x200" {
+            r.concurrency = 5000;
+        }
+        if r.workload.starts_with("cluster watchers") {
+            r.concurrency = 100;
+        }
+    }
+    let mut missed = seed.clone();
+    for r in missed.iter_mut().filter(|r| r.target == "kache" && r.workload.starts_with("cluster watchers")) {
+        r.extra.insert("patch_events_missed".into(), 1.0);
+    }
+    let all = [
+        ("run", targets(&full)),
+        ("below scale", targets(&small)),
+        ("seed at scale", targets(&seed)),
+        ("seed, an event missed", targets(&missed)),
+        ("nothing measured", targets(&[])),
+    ];
     pinned("targets.json", &(serde_json::to_string_pretty(&all).unwrap() + "\n"));
 }
