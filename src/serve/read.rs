@@ -454,7 +454,7 @@ impl Serve {
         if !served {
             return Err(PassThrough::View);
         }
-        let watch = self.settings.watch.clone();
+        let watch = WatchSettings { ending: Some(self.ending.subscribe()), ..self.settings.watch.clone() };
         Ok(Plan { path: p, query: req.uri().query(), resource, format, view, options, watch })
     }
 

@@ -43,6 +43,9 @@ pub struct WatchSettings {
     /// `serve::admission::limit::flow`), may have queued together: no connection and no client fills
     /// `buffers` for the others.
     pub shared: [Option<WatchBuffers>; 2],
+    /// Holds true once kache shuts down: the watch ends then, whenever it started (a watch
+    /// that arrives on an open connection after the others were ended, too).
+    pub ending: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// Default of [`WatchSettings::buffer_bytes`]: a few chunks of events (a pod is a few KB);
@@ -62,7 +65,18 @@ impl Default for WatchSettings {
             buffer_bytes: WATCH_BUFFER_BYTES,
             buffers: WatchBuffers::new(WATCH_BUFFERS_BYTES),
             shared: [None, None],
+            ending: None,
         }
+    }
+}
+
+/// Returns once `ending` holds true (or its sender is gone); never without one.
+async fn shut_down(ending: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    match ending {
+        Some(e) => {
+            let _ = e.wait_for(|ending| *ending).await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -534,6 +548,7 @@ impl Watcher {
         let bookmarks = self.opts.bookmarks && early > Instant::now();
         let unproven = self.pending_end.map_or(end, |(_, wait)| Instant::now() + wait);
         let mut out = Chunks::exact();
+        let mut ending = self.settings.ending.clone();
         loop {
             // The select below takes the cache's messages first: a busy kind must not keep
             // a watch past its deadline.
@@ -559,6 +574,7 @@ impl Watcher {
                 _ = sleep_until(end) => return,
                 _ = sleep_until(unproven), if self.pending_end.is_some() => return,
                 _ = self.tx.closed() => return,
+                _ = shut_down(&mut ending) => return,
             };
             if !self.deliver(&mut out, msg, snap_rv, bookmarks, &sent).await {
                 return;
@@ -584,11 +600,13 @@ impl Watcher {
         let ns = self.namespace.as_deref();
         let mut out = Chunks::growing();
         let mut read = 0;
+        let mut ending = self.settings.ending.clone();
         loop {
             let next = tokio::select! {
                 next = growing.next(read) => next,
                 _ = sleep_until(end) => return None,
                 _ = self.tx.closed() => return None,
+                _ = shut_down(&mut ending) => return None,
             };
             let objects = match next {
                 Next::Objects(objects) => objects,

@@ -523,3 +523,22 @@ async fn a_consistent_watch_list_not_proven_in_time_ends_without_its_end_bookmar
     // Already proven when the watch starts: the end bookmark follows the state at once.
     assert_eq!(proving(&cache, 15, 3).await, vec![ev("ADDED", "cm-0001", false, 0), ev("BOOKMARK", "15", true, 0)]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_ends_when_kache_shuts_down_even_one_that_starts_after() {
+    let cache = Arc::new(KindCache::new(configmaps(), 10, crate::cache::Limits::default()));
+    let (ending, rx) = tokio::sync::watch::channel(false);
+    let settings = WatchSettings { ending: Some(rx), ..WatchSettings::default() };
+    let q = "watch=1&resourceVersion=10&timeoutSeconds=100";
+    let stop = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        ending.send_replace(true);
+        ending
+    });
+    let (events, ended) = timed(&cache, q, settings.clone()).await;
+    assert_eq!((events.len(), ended), (0, 3), "the open watch ends at shutdown, not at its timeout");
+    let _ending = stop.await.unwrap();
+    // One that starts once kache is shutting down ends at once.
+    let (_, ended) = timed(&cache, q, settings).await;
+    assert_eq!(ended, 0);
+}
