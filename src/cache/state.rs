@@ -311,8 +311,11 @@ impl SavedState {
         };
         // Written by this build: each object from its derived parts, the bytes not decoded.
         let ours = self.build == crate::VERSION && self.derived.len() == self.objects.len();
-        let rebuild = |&i: &usize| -> Result<Object, StateRefused> {
+        let object = |i: usize| -> Result<Object, StateRefused> {
             let b = &self.objects[i];
+            if !ours {
+                return build(b);
+            }
             let derived = self.derived[i].as_ref();
             let from_parts = match self.key.format {
                 Format::Json => Object::from_derived(r, derived, Some(b), None),
@@ -320,11 +323,7 @@ impl SavedState {
             };
             from_parts.ok_or_else(|| StateRefused::Inconsistent(format!("object {i}'s derived parts do not fit its bytes")))
         };
-        let indexes: Vec<usize> = (0..self.objects.len()).collect();
-        let objects = match ours {
-            true => build_all(&indexes, &rebuild)?,
-            false => build_all(&self.objects, &build)?,
-        };
+        let objects = build_all(self.objects.len(), &object)?;
         let mut state: HashMap<crate::cache::object::Key, Object> = HashMap::with_capacity(self.objects.len());
         for o in objects {
             if o.rv > self.rv {
@@ -436,23 +435,24 @@ impl SavedState {
     }
 }
 
-/// `build` of each of `items`, in order, on every core: a large kind's objects are most of
+/// `build` of each index below `n`, in order, on every core: a large kind's objects are most of
 /// a restart's time.
-fn build_all<I, T, E>(items: &[I], build: &(impl Fn(&I) -> Result<T, E> + Sync)) -> Result<Vec<T>, E>
+fn build_all<T, E>(n: usize, build: &(impl Fn(usize) -> Result<T, E> + Sync)) -> Result<Vec<T>, E>
 where
-    I: Sync,
     T: Send,
     E: Send,
 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = items.len().div_ceil(cores).max(1024);
-    if items.len() <= chunk {
-        return items.iter().map(build).collect();
+    let chunk = n.div_ceil(cores).max(1024);
+    if n <= chunk {
+        return (0..n).map(build).collect();
     }
     std::thread::scope(|s| {
-        let parts: Vec<_> =
-            items.chunks(chunk).map(|part| s.spawn(move || part.iter().map(build).collect::<Result<Vec<T>, E>>())).collect();
-        let mut out = Vec::with_capacity(items.len());
+        let parts: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|start| s.spawn(move || (start..(start + chunk).min(n)).map(build).collect::<Result<Vec<T>, E>>()))
+            .collect();
+        let mut out = Vec::with_capacity(n);
         for p in parts {
             out.extend(p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?);
         }
