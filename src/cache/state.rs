@@ -205,10 +205,59 @@ pub struct Cluster {
     pub rv: u64,
 }
 
-/// Read the upstream's [`Cluster`]: one consistent LIST of the namespace `kube-system`,
-/// which the apiserver answers from its watch cache once fresh (its resourceVersion is the
-/// current one).
+/// Read the upstream's [`Cluster`] without a LIST of a kind kache may cache: a WatchList of
+/// the namespace `kube-system` (its ADDED event names the UID; the initial-events-end
+/// bookmark, sent once the apiserver's watch cache is fresh, the current resourceVersion).
+/// An apiserver that does not serve WatchList is asked by one consistent LIST of that
+/// namespace instead.
 pub async fn cluster(upstream: &crate::upstream::Upstream) -> Result<Cluster, String> {
+    const WATCH: &str = "/api/v1/namespaces?fieldSelector=metadata.name%3Dkube-system&watch=true&sendInitialEvents=true\
+                         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=30";
+    match cluster_watched(upstream, WATCH).await {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => cluster_listed(upstream).await,
+        Err(e) => Err(e),
+    }
+}
+
+/// The [`Cluster`] a WatchList of `kube-system` names, or `None` when the upstream does not
+/// answer it as one (refused, or ended without the initial-events-end bookmark).
+async fn cluster_watched(upstream: &crate::upstream::Upstream, path: &str) -> Result<Option<Cluster>, String> {
+    use crate::cache::feed::fetch::next_data;
+    let resp = upstream.get(path, "application/json").await.map_err(|e| e.to_string())?;
+    if resp.status() != http::StatusCode::OK {
+        return Ok(None);
+    }
+    let idle = upstream.timeouts().own;
+    let (mut body, mut buf, mut uid) = (resp.into_body(), Vec::new(), None::<String>);
+    while let Some(data) = next_data(&mut body, idle).await.map_err(|e| e.to_string())? {
+        buf.extend_from_slice(&data);
+        let mut events = serde_json::Deserializer::from_slice(&buf).into_iter::<serde_json::Value>();
+        for event in events.by_ref() {
+            let Ok(event) = event else { break };
+            let meta = &event["object"]["metadata"];
+            match event["type"].as_str() {
+                Some("ADDED") => uid = meta["uid"].as_str().map(str::to_string),
+                Some("BOOKMARK") if meta["annotations"]["k8s.io/initial-events-end"] == "true" => {
+                    let rv = meta["resourceVersion"].as_str().and_then(|v| v.parse().ok()).ok_or("the bookmark has no resourceVersion")?;
+                    let uid = uid.filter(|u| !u.is_empty()).ok_or("the upstream has no kube-system namespace")?;
+                    return Ok(Some(Cluster { uid, rv }));
+                }
+                Some("ERROR") => return Ok(None),
+                _ => {}
+            }
+        }
+        let used = events.byte_offset();
+        buf.drain(..used);
+        if buf.len() > 1 << 20 {
+            return Err("the kube-system watch sent an event over 1 MiB".into());
+        }
+    }
+    Ok(None)
+}
+
+/// The [`Cluster`] one consistent LIST of the namespace `kube-system` names.
+async fn cluster_listed(upstream: &crate::upstream::Upstream) -> Result<Cluster, String> {
     const PATH: &str = "/api/v1/namespaces?fieldSelector=metadata.name%3Dkube-system";
     let body = crate::cache::feed::fetch(upstream, PATH, "application/json").await.map_err(|e| e.to_string())?;
     let list: serde_json::Value = serde_json::from_slice(&body).map_err(|e| format!("the namespace list does not parse: {e}"))?;

@@ -30,6 +30,27 @@ pub(crate) fn pod_lists(sim: &SecureSim) -> usize {
     .len()
 }
 
+/// LISTs kache sent the simulator so far of anything but CRDs (which it lists at discovery):
+/// the pods, its one-name probes, and the identity of the cluster if it listed it.
+pub(crate) fn cached_kind_lists(sim: &SecureSim) -> usize {
+    sim.audit(|r| {
+        r.user.username == KACHE_SA
+            && r.attributes.verb == "list"
+            && r.attributes.resource.as_ref().is_some_and(|a| a.resource != "customresourcedefinitions")
+    })
+    .len()
+}
+
+/// Watches kache sent of the namespace `kube-system` alone.
+fn kube_system_watches(sim: &SecureSim) -> usize {
+    sim.audit(|r| {
+        r.user.username == KACHE_SA
+            && r.attributes.verb == "watch"
+            && r.attributes.resource.as_ref().is_some_and(|a| a.resource == "namespaces" && a.field_selector.contains("kube-system"))
+    })
+    .len()
+}
+
 /// The simulator's pods: (namespace/name, RV).
 pub(crate) async fn sim_pods(sim: &SecureSim) -> BTreeMap<String, String> {
     sim_pods_where(sim, "").await
@@ -142,8 +163,12 @@ async fn a_restarted_kache_resumes_from_its_saved_state_and_so_do_its_informers_
     let trust = up.ledger().trust_book();
     assert_eq!(trust.trusted.len(), 2, "pods and nodes share the simulator's storage: {trust:?}");
     let up = Upstream::load(Some(&sim.upstream_kubeconfig()), None).await.unwrap();
+    let (lists_before, identities) = (cached_kind_lists(&sim), kube_system_watches(&sim));
     let k2 = kache(&up, &addr.to_string(), dir.path()).await;
     assert_eq!(pod_lists(&sim), listed, "the restarted kache resumed its watches: no LIST of the pods");
+    // The cluster's identity is read by a WatchList of kube-system, not a LIST.
+    assert_eq!(cached_kind_lists(&sim), lists_before, "the restarted kache listed nothing");
+    assert_eq!(kube_system_watches(&sim), identities + 1, "one watch of kube-system read the cluster's identity");
     // The ledger's trust is taken back, not earned again (that compares resourceVersions a
     // second apart, three times: not done by the time kache is ready).
     assert_eq!(up.ledger().trust_book(), trust, "the revision ledger trusts what it trusted before");
