@@ -25,6 +25,10 @@ fn print(text: &[u8]) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // jemalloc returns freed pages to the system only on its own calls unless a background
+    // thread does it: after a cold start's LIST buffers are freed, a quiet kache would keep
+    // them resident.
+    let _ = tikv_jemalloc_ctl::background_thread::write(true);
     let cli = Cli::parse();
     match &cli.command {
         Command::Completion(args) => return print(&kache::config::manual::completion(args)),

@@ -111,6 +111,11 @@ families! {
     gauge OBJECTS = "kache_cache_objects";
     /// Encoded bytes held, by resource and encoding.
     gauge BYTES = "kache_cache_bytes";
+    /// jemalloc's accounting of kache's memory, by state: `allocated` (held by kache),
+    /// `active` (the pages of the size classes holding it), `resident`, `metadata` (its own
+    /// structures), `retained` (address space kept for reuse). Zero where jemalloc is not the
+    /// allocator.
+    gauge ALLOCATOR_BYTES = "kache_allocator_bytes";
     /// Events in the window, by resource and encoding.
     gauge WINDOW_EVENTS = "kache_cache_window_events";
     /// Bytes of the object versions the window holds (bounded by `--cache-window-bytes`), by
@@ -307,6 +312,25 @@ pub fn register_cache(r: &crate::api::resource::Resource, fmt: crate::api::media
 /// from /proc at each scrape, in the text format; empty where /proc is not there.
 pub fn process_metrics() -> String {
     process::render().unwrap_or_default()
+}
+
+/// Set [`ALLOCATOR_BYTES`] from jemalloc's statistics (nothing where they cannot be read).
+pub fn record_allocator() {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return;
+    }
+    for (state, value) in [
+        ("allocated", stats::allocated::read()),
+        ("active", stats::active::read()),
+        ("resident", stats::resident::read()),
+        ("metadata", stats::metadata::read()),
+        ("retained", stats::retained::read()),
+    ] {
+        if let Ok(v) = value {
+            metrics::gauge!(ALLOCATOR_BYTES, "state" => state).set(v as f64);
+        }
+    }
 }
 
 mod process {

@@ -51,6 +51,7 @@ impl Handler for Admin {
         match req.uri().path() {
             "/metrics" => {
                 sample(&self.serve);
+                crate::telemetry::record_allocator();
                 let mut rendered = self.prometheus.as_ref().map(PrometheusHandle::render).unwrap_or_default();
                 rendered.push_str(&crate::telemetry::process_metrics());
                 respond(StatusCode::OK, "text/plain; version=0.0.4", body::full(rendered))

@@ -5,6 +5,7 @@
 
 pub mod deflated;
 pub mod feed;
+mod intern;
 pub(crate) mod object;
 mod rings;
 pub mod state;

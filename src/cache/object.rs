@@ -60,7 +60,7 @@ pub struct Object {
     struct_meta: Option<Bytes>,
     /// The Table row's cells, for kinds kache prints and objects held in JSON (Tables are
     /// JSON only): computed here, once per object version.
-    cells: Option<Box<Cells>>,
+    cells: Option<Cells>,
 }
 
 impl LabelSource for Object {
@@ -107,9 +107,16 @@ impl FieldSource for Object {
 /// Strings packed into one allocation, each as its length then its bytes. The length is
 /// written in 6-bit groups, low first, with 0x40 marking that another group follows, so
 /// every length byte is ASCII and the whole stays a `str` that can be sliced without
-/// re-validating.
-#[derive(Clone, PartialEq, Eq, Default)]
-struct Packed(Box<str>);
+/// re-validating. Interned ([`super::intern::selectables`]): the JSON and protobuf objects
+/// of one version share it.
+#[derive(Clone, PartialEq, Eq)]
+struct Packed(Arc<str>);
+
+impl Default for Packed {
+    fn default() -> Packed {
+        Packed::interned("")
+    }
+}
 
 impl Packed {
     fn new<'a>(items: impl IntoIterator<Item = &'a str>) -> Packed {
@@ -126,7 +133,11 @@ impl Packed {
             }
             out.push_str(item);
         }
-        Packed(out.into_boxed_str())
+        Packed::interned(&out)
+    }
+
+    fn interned(s: &str) -> Packed {
+        Packed(super::intern::selectables().intern(s))
     }
 
     fn iter(&self) -> impl Iterator<Item = &str> + '_ {
@@ -201,13 +212,13 @@ impl Object {
             })
             .collect();
         Ok(Object {
-            key: key(namespace, name),
+            key: super::intern::keys().intern(&key(namespace, name)),
             rv,
             field_names: res.fields.clone(),
             selectables: Packed::new(values.iter().map(|v| &**v).chain(labels.iter().flat_map(|(k, v)| [*k, *v]))),
             json_meta: json.and_then(metadata_span).unwrap_or((0, 0)),
             struct_meta: (json.is_some() && !res.protobuf).then(|| Bytes::from(object_meta_json(meta))),
-            cells: json.and(TablePrinter::of(&res.group, &res.plural, custom)).map(|p| Box::new(p.cells(v))),
+            cells: json.and(TablePrinter::of(&res.group, &res.plural, custom)).map(|p| p.cells(v)),
             json: json.map(json_piece),
             pb: pb.map(pb_piece),
         })
@@ -244,7 +255,7 @@ impl Object {
                 bytes(&mut out, json);
                 encode_varint(times.len() as u64, &mut out);
                 for (at, t) in times {
-                    encode_varint((*at).into(), &mut out);
+                    encode_varint(at.into(), &mut out);
                     match t {
                         None => out.push(0),
                         Some(t) => {
@@ -276,9 +287,9 @@ impl Object {
             *d = rest;
             Some(*b)
         };
-        let key: Key = Arc::from(String::from_utf8(bytes(&mut d)?).ok()?);
+        let key: Key = super::intern::keys().intern(std::str::from_utf8(&bytes(&mut d)?).ok()?);
         let rv = varint(&mut d)?;
-        let selectables = Packed(String::from_utf8(bytes(&mut d)?).ok()?.into_boxed_str());
+        let selectables = Packed::interned(&String::from_utf8(bytes(&mut d)?).ok()?);
         let count = selectables.iter().count();
         // Whole items to the end: packed again, the same string.
         if Packed::new(selectables.iter()) != selectables || count < res.fields.len() || !(count - res.fields.len()).is_multiple_of(2) {
@@ -312,7 +323,7 @@ impl Object {
                     };
                     times.push((at, t));
                 }
-                Some(Box::new(Cells::from_parts(&template, times)?))
+                Some(Cells::from_parts(&template, times)?)
             }
             _ => return None,
         };
@@ -399,21 +410,21 @@ impl Object {
 
     /// The Table row's cells (kinds kache prints, objects held in JSON), unless withheld.
     pub fn cells(&self) -> Option<&Cells> {
-        self.cells.as_deref().filter(|c| !c.is_withheld())
+        self.cells.as_ref().filter(|c| !c.is_withheld())
     }
 
     /// Whether the object's Table cells were withheld for their size: a Table with it in
     /// it is the upstream's to answer.
     pub fn unprinted(&self) -> bool {
-        self.cells.as_deref().is_some_and(Cells::is_withheld)
+        self.cells.as_ref().is_some_and(Cells::is_withheld)
     }
 
     /// Withhold the Table cells if they take more than `max` bytes (a custom resource whose
     /// many columns each print much of the object); true if they were.
     pub fn withhold_cells_over(&mut self, max: usize) -> bool {
-        let over = self.cells.as_deref().is_some_and(|c| c.len() > max);
+        let over = self.cells.as_ref().is_some_and(|c| c.len() > max);
         if over {
-            self.cells = Some(Box::new(Cells::withheld()));
+            self.cells = Some(Cells::withheld());
         }
         over
     }
@@ -481,6 +492,12 @@ impl Object {
 
     /// Whether the label set and field values equal another object's (so no selector can
     /// tell them apart).
+    /// Whether `other` holds the very same selectables (one interned copy), not only equal ones.
+    #[cfg(test)]
+    pub(crate) fn shares_selectables(&self, other: &Object) -> bool {
+        Arc::ptr_eq(&self.selectables.0, &other.selectables.0)
+    }
+
     pub fn same_selectables(&self, other: &Object) -> bool {
         self.selectables == other.selectables
     }

@@ -55,7 +55,7 @@ async fn slow_watcher(addr: std::net::SocketAddr, rv: u64) -> (usize, bool) {
 /// Label keys a kache metric may carry: bounded sets only (never namespace, name or path).
 const BOUNDED_LABELS: &[&str] = &[
     "class", "resource", "group", "encoding", "verb", "source", "code", "view", "reason", "outcome", "le", "version", "commit", "platform",
-    "limit", "kind",
+    "limit", "kind", "state",
 ];
 const VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "other"];
 
@@ -246,6 +246,10 @@ async fn metrics_show_every_family_and_move_under_churn_with_clients() {
         assert_eq!(s2.types.get(name).map(String::as_str), Some(kind), "{name}");
         assert!(s2.sum(name, &[]) > 0.0, "{name} > 0");
     }
+    // The allocator's accounting, one series per state (zero here: the tests' process does
+    // not allocate with jemalloc, the kache binary does).
+    let states: BTreeSet<String> = s2.find(t::ALLOCATOR_BYTES, &[]).iter().filter_map(|s| s.labels.get("state").cloned()).collect();
+    assert_eq!(states, ["active", "allocated", "metadata", "resident", "retained"].map(String::from).into(), "kache_allocator_bytes");
     // Cache series carry the API group (core: ""), so `events` and `events.k8s.io` differ.
     assert!(s2.find(t::OBJECTS, &[("resource", "pods"), ("group", "")]).len() == 2, "pods objects per encoding, core group");
     assert!(s2.find(t::WINDOW_BYTES, &[("resource", "pods"), ("encoding", "json")]).iter().all(|s| s.value > 0.0));

@@ -196,15 +196,15 @@ impl Printer {
     }
 }
 
-/// A row's cells (and conditions) as a template: JSON with relative times to fill in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A row's cells (and conditions) as a template: JSON with relative times to fill in. One
+/// allocation per object version held: the count of relative times (u32), each one's place
+/// in the template (u32), a flag (1: an instant follows in 8 bytes as i64 unix microseconds,
+/// as MicroTime keeps them; 0: none, printed `<unknown>`), then the template: `[cell,...]`
+/// and, for finished pods, `,"conditions":[...]`: what follows `"cells":` in a row, up to
+/// its `"object"`, relative times left out. All integers little-endian.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Cells {
-    /// `[cell,...]` and, for finished pods, `,"conditions":[...]`: what follows `"cells":`
-    /// in a row, up to its `"object"`; relative times left out.
-    json: Box<[u8]>,
-    /// Where each relative time goes in `json`, and the instant it counts from (unix
-    /// microseconds, as MicroTime keeps them; `None` prints `<unknown>`).
-    times: Box<[(u32, Option<i64>)]>,
+    data: Box<[u8]>,
 }
 
 /// One piece of a rendered row: template bytes or a relative time.
@@ -219,38 +219,66 @@ pub enum Segment<'a> {
 impl Cells {
     /// The marker of cells withheld (larger than the cache's bound): no template at all.
     pub fn withheld() -> Cells {
-        Cells { json: Box::default(), times: Box::default() }
+        Cells::default()
     }
 
     /// Whether these are [`Cells::withheld`] (a real row always has its `[` and `]`).
     pub fn is_withheld(&self) -> bool {
-        self.json.is_empty()
+        self.data.is_empty()
     }
 
     /// Bytes the template holds.
     pub fn len(&self) -> usize {
-        self.json.len() + self.times.len() * std::mem::size_of::<(u32, Option<i64>)>()
+        self.data.len()
+    }
+
+    /// The template's JSON, without its relative times.
+    fn json(&self) -> &[u8] {
+        let mut at = 4;
+        for _ in 0..self.time_count() {
+            at += if self.data.get(at + 4) == Some(&1) { 13 } else { 5 };
+        }
+        self.data.get(at..).unwrap_or_default()
+    }
+
+    fn time_count(&self) -> usize {
+        self.data.get(..4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
+    }
+
+    /// The relative times: where each goes in [`Cells::json`], and its instant.
+    fn times(&self) -> impl Iterator<Item = (u32, Option<i64>)> + '_ {
+        let mut at = 4;
+        (0..self.time_count()).map_while(move |_| {
+            let pos = u32::from_le_bytes(self.data.get(at..at + 4)?.try_into().ok()?);
+            let t = match self.data.get(at + 4)? {
+                1 => Some(i64::from_le_bytes(self.data.get(at + 5..at + 13)?.try_into().ok()?)),
+                _ => None,
+            };
+            at += if t.is_some() { 13 } else { 5 };
+            Some((pos, t))
+        })
     }
 
     /// The template's pieces in order.
     pub fn segments(&self) -> impl Iterator<Item = Segment<'_>> {
+        let json = self.json();
         let mut at = 0usize;
-        let mut times = self.times.iter();
+        let mut times = self.times();
         let mut pending: Option<Segment<'_>> = None;
         std::iter::from_fn(move || {
             if let Some(s) = pending.take() {
                 return Some(s);
             }
             match times.next() {
-                Some(&(pos, t)) => {
-                    let bytes = self.json.get(at..pos as usize).unwrap_or_default();
+                Some((pos, t)) => {
+                    let bytes = json.get(at..pos as usize).unwrap_or_default();
                     at = pos as usize;
                     pending = Some(Segment::Since(t));
                     Some(Segment::Bytes(bytes))
                 }
-                None if at <= self.json.len() => {
-                    let rest = &self.json[at..];
-                    at = self.json.len() + 1;
+                None if at <= json.len() => {
+                    let rest = &json[at..];
+                    at = json.len() + 1;
                     Some(Segment::Bytes(rest))
                 }
                 None => None,
@@ -260,8 +288,8 @@ impl Cells {
 
     /// The template's bytes and its relative times (where each goes in them, and its
     /// instant), as [`Cells::from_parts`] takes them back.
-    pub fn parts(&self) -> (&[u8], &[(u32, Option<i64>)]) {
-        (&self.json, &self.times)
+    pub fn parts(&self) -> (&[u8], Vec<(u32, Option<i64>)>) {
+        (self.json(), self.times().collect())
     }
 
     /// Cells from [`Cells::parts`], or `None` when a time's place lies outside the template
@@ -269,13 +297,30 @@ impl Cells {
     pub fn from_parts(json: &[u8], times: Vec<(u32, Option<i64>)>) -> Option<Cells> {
         let in_order = times.windows(2).all(|w| w[0].0 <= w[1].0);
         let inside = times.last().is_none_or(|t| t.0 as usize <= json.len());
-        (in_order && inside).then(|| Cells { json: json.into(), times: times.into() })
+        (in_order && inside).then(|| Cells::of(json, &times))
+    }
+
+    fn of(json: &[u8], times: &[(u32, Option<i64>)]) -> Cells {
+        let mut data = Vec::with_capacity(4 + times.len() * 13 + json.len());
+        data.extend_from_slice(&(times.len() as u32).to_le_bytes());
+        for (pos, t) in times {
+            data.extend_from_slice(&pos.to_le_bytes());
+            match t {
+                Some(t) => {
+                    data.push(1);
+                    data.extend_from_slice(&t.to_le_bytes());
+                }
+                None => data.push(0),
+            }
+        }
+        data.extend_from_slice(json);
+        Cells { data: data.into_boxed_slice() }
     }
 
     /// The template filled in at `now` (unix seconds, fractional): the row's JSON from
     /// `"cells":`'s value on.
     pub fn render(&self, now: f64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.json.len() + 8);
+        let mut out = Vec::with_capacity(self.data.len() + 8);
         for s in self.segments() {
             match s {
                 Segment::Bytes(b) => out.extend_from_slice(b),
@@ -409,7 +454,7 @@ impl Writer {
             self.json.extend_from_slice(b",\"conditions\":");
             self.json.extend_from_slice(c.as_bytes());
         }
-        Cells { json: self.json.into_boxed_slice(), times: self.times.into_boxed_slice() }
+        Cells::of(&self.json, &self.times)
     }
 }
 

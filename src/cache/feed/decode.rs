@@ -579,6 +579,21 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn the_json_and_protobuf_objects_of_one_version_share_their_selectables() {
+        // Each encoding's cache decodes the same versions: their selectable fields and labels
+        // must come out equal from either encoding, and be held once.
+        for (plural, capture) in [("pods", "02a-list-pods"), ("configmaps", "04a-list-configmaps")] {
+            let (_, json) = captured(plural, &format!("{capture}.json.body"));
+            let (_, pb) = captured(plural, &format!("{capture}.pb.body"));
+            assert_eq!(json.objects.len(), pb.objects.len(), "{capture}");
+            for (j, p) in json.objects.iter().zip(&pb.objects) {
+                assert_eq!((&j.key, j.rv), (&p.key, p.rv), "{capture}");
+                assert!(j.shares_selectables(p), "{capture}: {:?} / {:?}", j.key, p.key);
+            }
+        }
+    }
+
+    #[test]
     fn a_json_object_decoded_without_its_managed_fields_is_the_object_decoded_whole() {
         // Built-in kinds' JSON objects are decoded without metadata.managedFields: the
         // cache's object (key, RV, fields, labels, Table cells, bytes) must be what a whole
