@@ -10,7 +10,7 @@
 //! spread over the additions that made it due.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
 const SHARDS: usize = 16;
@@ -36,9 +36,7 @@ impl Interner {
 
     /// The held string equal to `s`, held from now on if none was.
     pub(crate) fn intern(&self, s: &str) -> Arc<str> {
-        let mut h = self.hasher.build_hasher();
-        s.hash(&mut h);
-        let mut shard = self.shards[h.finish() as usize % SHARDS].lock().unwrap_or_else(|e| e.into_inner());
+        let mut shard = self.shards[self.hasher.hash_one(s) as usize % SHARDS].lock().unwrap_or_else(|e| e.into_inner());
         if let Some(held) = shard.held.get(s) {
             return held.clone();
         }
