@@ -4,7 +4,7 @@
 # --start-index 30000): a release kache at its defaults in front of it, its RSS against the
 # bytes it caches once ready, then the `seed` scenario (5,000 kubelets + 100 cluster-wide
 # pod watchers under 100 PATCHes/s, direct and through kache in one run).
-#   bash loadtest/real/seed.sh [OUT_DIR]
+#   bash loadtest/real/seed.sh [OUT_DIR]           (RSS_ONLY=1: stop after the RSS line)
 # Needs target/release/kache and target/release/kache-loadtest (cargo build --release --workspace).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,7 +26,8 @@ sleep 10
 m=$(curl -s "http://$(cat "$OUT/admin")/metrics")
 cached=$(awk '/^kache_cache_bytes\{/ {s+=$2} END {printf "%d\n", s}' <<<"$m")
 rss=$(awk '/^VmRSS/ {printf "%d\n", $2*1024}' "/proc/$KP/status")
-printf 'RSS %d MB for %d MB cached: %.2fx\n' $((rss >> 20)) $((cached >> 20)) "$(echo "$rss / $cached" | bc -l)" | tee -a "$OUT/summary"
+printf 'RSS %d MB for %d MB cached: %.3fx\n' $((rss >> 20)) $((cached >> 20)) "$(echo "$rss / $cached" | bc -l)" | tee -a "$OUT/summary"
+[ -n "${RSS_ONLY:-}" ] && exit 0
 "$ROOT/target/release/kache-loadtest" run seed --allow-writes --out "$OUT" \
   --direct-kubeconfig "$REAL/kubeconfig" --direct-context admin --kache-kubeconfig "$OUT/kache.kubeconfig" \
   --kache-pid $KP --kache-admin "$(cat "$OUT/admin")" --upstream-pid "$(pgrep -x kube-apiserver)" | tee -a "$OUT/summary"
