@@ -120,6 +120,11 @@ impl Default for Packed {
 
 impl Packed {
     fn new<'a>(items: impl IntoIterator<Item = &'a str>) -> Packed {
+        Packed::interned(&Packed::pack(items))
+    }
+
+    /// `items` packed, not interned.
+    fn pack<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
         let mut out = String::new();
         for item in items {
             let mut n = item.len();
@@ -133,7 +138,7 @@ impl Packed {
             }
             out.push_str(item);
         }
-        Packed::interned(&out)
+        out
     }
 
     fn interned(s: &str) -> Packed {
@@ -292,7 +297,7 @@ impl Object {
         let selectables = Packed::interned(&String::from_utf8(bytes(&mut d)?).ok()?);
         let count = selectables.iter().count();
         // Whole items to the end: packed again, the same string.
-        if Packed::new(selectables.iter()) != selectables || count < res.fields.len() || !(count - res.fields.len()).is_multiple_of(2) {
+        if Packed::pack(selectables.iter()) != *selectables.0 || count < res.fields.len() || !(count - res.fields.len()).is_multiple_of(2) {
             return None;
         }
         let json_meta = (u32::try_from(varint(&mut d)?).ok()?, u32::try_from(varint(&mut d)?).ok()?);
