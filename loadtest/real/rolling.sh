@@ -110,16 +110,9 @@ until [ -e "$OUT/lb/listening" ]; do sleep 0.05; done
 sed "s#127.0.0.1:${PORT[a]}#127.0.0.1:$LB#" "$OUT/kache.a.kubeconfig" >"$OUT/balancer.kubeconfig"
 create_pod rolling-0
 
-informers=(list:-watchlist=false watchlist:-watchlist=true "kubelet:-watchlist=false -field-selector=spec.nodeName=$NODE")
-for i in "${informers[@]}"; do
-  name=${i%%:*}; args=${i#*:}
-  # shellcheck disable=SC2086
-  "$SYNC" -kubeconfig "$OUT/balancer.kubeconfig" $args -follow 15m -digest-at "$OUT/digest-now" >"$OUT/informer.$name" 2>&1 &
-  pids+=($!)
-done
-for i in "${informers[@]}"; do
-  until grep -q '^synced' "$OUT/informer.${i%%:*}"; do sleep 0.1; done
-done
+# shellcheck source=loadtest/real/informers.sh
+. "$(dirname "$0")/informers.sh"
+informers_start "$OUT/balancer.kubeconfig" 15m
 echo "informers synced through replica a (b out of service); connections relayed, by replica port: $(sort "$OUT/balancer.log" | uniq -c | tr -s ' ' | tr '\n' ';')" | tee -a "$OUT/summary"
 in_service b
 touch_pods 2
@@ -141,9 +134,7 @@ sleep 10
 touch_pods 2
 sleep 3
 
-touch "$OUT/digest-now"
-wait_done() { until grep -q 'digest=' "$OUT/informer.$1"; do sleep 0.2; done; }
-for i in "${informers[@]}"; do wait_done "${i%%:*}"; done
+informers_digest
 for r in a b; do
   echo "replica $r since its restart: its informers' LISTs $(kmetric "$r" kache_informer_relists_total), upstream watch restarts $(kmetric "$r" kache_informer_watch_restarts_total)" | tee -a "$OUT/summary"
 done
@@ -169,10 +160,4 @@ print(f"replica {sys.argv[2]} run answered pod LISTs: {show(lists)}; pod watches
 EOF
 done
 echo "connections the balancer relayed, by replica port (a ${PORT[a]}, b ${PORT[b]}): $(sort "$OUT/balancer.log" | uniq -c | tr -s ' ' | tr '\n' ';')" | tee -a "$OUT/summary"
-direct_list=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false 2>&1 | grep -o 'digest=[0-9a-f]*')
-direct_node=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false -field-selector "spec.nodeName=$NODE" 2>&1 | grep -o 'digest=[0-9a-f]*')
-for i in "${informers[@]}"; do
-  name=${i%%:*}; want=$direct_list; [ "$name" = kubelet ] && want=$direct_node
-  got=$(grep -o 'digest=[0-9a-f]*' "$OUT/informer.$name")
-  echo "informer $name: $(grep '^events after sync' "$OUT/informer.$name"); $got, direct $want$([ "$got" = "$want" ] && echo ' (equal)' || echo ' (DIFFERENT)')" | tee -a "$OUT/summary"
-done
+informers_compare

@@ -63,15 +63,9 @@ touch_pods() {
 
 rm -rf "$OUT/state" "$OUT/digest-now" "$OUT"/informer.*
 start cold
-informers=(list:-watchlist=false watchlist:-watchlist=true "kubelet:-watchlist=false -field-selector=spec.nodeName=$NODE")
-for i in "${informers[@]}"; do
-  name=${i%%:*}; args=${i#*:}
-  # shellcheck disable=SC2086
-  "$SYNC" -kubeconfig "$OUT/kache.kubeconfig" $args -follow 10m -digest-at "$OUT/digest-now" >"$OUT/informer.$name" 2>&1 &
-done
-for i in "${informers[@]}"; do
-  until grep -q '^synced' "$OUT/informer.${i%%:*}"; do sleep 0.1; done
-done
+# shellcheck source=loadtest/real/informers.sh
+. "$(dirname "$0")/informers.sh"
+informers_start "$OUT/kache.kubeconfig" 10m
 touch_pods 3
 sleep 2
 stop
@@ -80,16 +74,8 @@ start warm
 sleep 10
 touch_pods 2
 sleep 3
-touch "$OUT/digest-now"
-wait_done() { until grep -q 'digest=' "$OUT/informer.$1"; do sleep 0.2; done; }
-for i in "${informers[@]}"; do wait_done "${i%%:*}"; done
+informers_digest
 served=$(curl -s "http://$(cat "$OUT/admin.warm")/metrics" | awk '/^kache_requests_total\{/ && /verb="list"/ {s+=$2} END {printf "%d\n", s}')
 echo "LISTs the restarted kache answered (the informers are its only clients): $served" | tee -a "$OUT/summary"
-direct_list=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false 2>&1 | grep -o 'digest=[0-9a-f]*')
-direct_node=$("$SYNC" -kubeconfig "$REAL/kubeconfig" -context admin -watchlist=false -field-selector "spec.nodeName=$NODE" 2>&1 | grep -o 'digest=[0-9a-f]*')
-for i in "${informers[@]}"; do
-  name=${i%%:*}; want=$direct_list; [ "$name" = kubelet ] && want=$direct_node
-  got=$(grep -o 'digest=[0-9a-f]*' "$OUT/informer.$name")
-  echo "informer $name: $(grep '^events after sync' "$OUT/informer.$name"); $got, direct $want$([ "$got" = "$want" ] && echo ' (equal)' || echo ' (DIFFERENT)')" | tee -a "$OUT/summary"
-done
+informers_compare
 kill -TERM "$(cat "$OUT/kache.pid")"; wait 2>/dev/null || true
