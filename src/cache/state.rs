@@ -223,32 +223,29 @@ pub async fn cluster(upstream: &crate::upstream::Upstream) -> Result<Cluster, St
 /// The [`Cluster`] a WatchList of `kube-system` names, or `None` when the upstream does not
 /// answer it as one (refused, or ended without the initial-events-end bookmark).
 async fn cluster_watched(upstream: &crate::upstream::Upstream, path: &str) -> Result<Option<Cluster>, String> {
-    use crate::cache::feed::fetch::next_data;
+    use crate::cache::feed::{decode::cut_event, fetch::next_data};
     let resp = upstream.get(path, "application/json").await.map_err(|e| e.to_string())?;
     if resp.status() != http::StatusCode::OK {
         return Ok(None);
     }
     let idle = upstream.timeouts().own;
-    let (mut body, mut buf, mut uid) = (resp.into_body(), Vec::new(), None::<String>);
+    let (mut body, mut buf, mut uid) = (resp.into_body(), bytes::BytesMut::new(), None::<String>);
     while let Some(data) = next_data(&mut body, idle).await.map_err(|e| e.to_string())? {
         buf.extend_from_slice(&data);
-        let mut events = serde_json::Deserializer::from_slice(&buf).into_iter::<serde_json::Value>();
-        for event in events.by_ref() {
-            let Ok(event) = event else { break };
-            let meta = &event["object"]["metadata"];
-            match event["type"].as_str() {
-                Some("ADDED") => uid = meta["uid"].as_str().map(str::to_string),
-                Some("BOOKMARK") if meta["annotations"]["k8s.io/initial-events-end"] == "true" => {
+        while let Some(event) = cut_event(Format::Json, &mut buf).map_err(|e| e.to_string())? {
+            let object: serde_json::Value = serde_json::from_slice(&event.object).map_err(|e| e.to_string())?;
+            let meta = &object["metadata"];
+            match event.kind.as_str() {
+                "ADDED" => uid = meta["uid"].as_str().map(str::to_string),
+                "BOOKMARK" if meta["annotations"]["k8s.io/initial-events-end"] == "true" => {
                     let rv = meta["resourceVersion"].as_str().and_then(|v| v.parse().ok()).ok_or("the bookmark has no resourceVersion")?;
                     let uid = uid.filter(|u| !u.is_empty()).ok_or("the upstream has no kube-system namespace")?;
                     return Ok(Some(Cluster { uid, rv }));
                 }
-                Some("ERROR") => return Ok(None),
+                "ERROR" => return Ok(None),
                 _ => {}
             }
         }
-        let used = events.byte_offset();
-        buf.drain(..used);
         if buf.len() > 1 << 20 {
             return Err("the kube-system watch sent an event over 1 MiB".into());
         }

@@ -89,9 +89,9 @@ impl Listed {
 
 /// A watch event cut from the stream: its type and its object's bytes (a JSON object or a
 /// bare protobuf message).
-pub(super) struct RawEvent {
-    pub(super) kind: String,
-    pub(super) object: Bytes,
+pub(crate) struct RawEvent {
+    pub(crate) kind: String,
+    pub(crate) object: Bytes,
 }
 
 #[derive(Deserialize)]
@@ -348,7 +348,7 @@ fn pb_identity(meta: &[u8]) -> Result<Stamp, DecodeError> {
 
 /// Cut the next complete event off the buffer (`None` until one is whole): a JSON line, or a
 /// length-prefixed protobuf frame.
-pub(super) fn cut_event(fmt: Format, buf: &mut BytesMut) -> Result<Option<RawEvent>, DecodeError> {
+pub(crate) fn cut_event(fmt: Format, buf: &mut BytesMut) -> Result<Option<RawEvent>, DecodeError> {
     match fmt {
         Format::Json => {
             let Some(nl) = buf.iter().position(|b| *b == b'\n') else { return Ok(None) };
